@@ -1,0 +1,26 @@
+"""engine: dense multimodal retrieval for shared tasks.
+
+    from engine import Collection
+    col = Collection.build("photos", images="photos/")      # offline image–text model by default
+    col.search("a cat on a sofa", k=5)
+
+Heavy imports (torch, faiss, models) happen on first use, so `engine eval` starts fast.
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["Collection", "Hit", "EngineError", "load_encoder", "__version__"]
+
+
+def __getattr__(name: str):
+    if name in ("Collection", "Hit"):
+        from engine import collection
+        return getattr(collection, name)
+    if name == "EngineError":
+        from engine.errors import EngineError
+        return EngineError
+    if name == "load_encoder":
+        from engine.encoders import load_encoder
+        return load_encoder
+    raise AttributeError(f"module 'engine' has no attribute {name!r}")

@@ -1,0 +1,49 @@
+"""Rich tables for people; the same data goes out as JSON for scripts."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from rich.table import Table
+
+
+def _short(value: object, width: int = 80) -> str:
+    text = " ".join(str(value).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def hits_table(hits: Sequence, title: str | None = None) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column("rank", justify="right")
+    table.add_column("id", overflow="fold")
+    table.add_column("score", justify="right")
+    table.add_column("metadata")
+    for h in hits:
+        meta = "; ".join(f"{k}={_short(v, 60)}" for k, v in h.meta.items())
+        table.add_row(str(h.rank), h.id, f"{h.score:.4f}", _short(meta, 100))
+    return table
+
+
+def mapping_table(data: dict, title: str | None = None) -> Table:
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column("key", style="bold")
+    table.add_column("value", overflow="fold")
+    for key, value in data.items():
+        if isinstance(value, dict):
+            value = ", ".join(f"{k}: {v}" for k, v in value.items()) or "—"
+        table.add_row(str(key), "—" if value is None else str(value))
+    return table
+
+
+def bench_table(result: dict) -> Table:
+    table = Table(title=f"{result['collection']}: {result['count']} × {result['dim']}, {result['index_factory']}, "
+                        f"k={result['k']}, batch={result['batch']}", title_justify="left")
+    for col in ("stage", "p50 ms", "p95 ms", "p99 ms", "QPS"):
+        table.add_column(col, justify="right" if col != "stage" else "left")
+    for key, label in (("encode_single", "encode query (single)"), ("encode_batch", "encode queries (batch)"),
+                       ("search_single", "search (single)"), ("search_batch", "search (batch)")):
+        if key in result:
+            s = result[key]
+            table.add_row(label, f"{s['p50_ms']:.3f}", f"{s['p95_ms']:.3f}", f"{s['p99_ms']:.3f}", f"{s['qps']:.1f}")
+    table.caption = (f"index {result['index_bytes'] / 2**20:.1f} MiB, embeddings "
+                     f"{result['embeddings_bytes'] / 2**20:.1f} MiB; batch rows are per batch call, QPS per query")
+    return table

@@ -1,0 +1,58 @@
+"""Write to a temporary name beside the target, then rename: a crash never leaves a half-written file."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import IO, Any, Iterator
+
+import numpy as np
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path in the target's folder; on success it replaces `path` atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would surprise users who share collections
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs: Any) -> Iterator[IO]:
+    """`open()` that only publishes the file once the block finishes without error."""
+    if "b" not in mode:
+        kwargs.setdefault("encoding", "utf-8")
+        kwargs.setdefault("newline", "")
+    with atomic_path(path) as tmp:
+        with open(tmp, mode, **kwargs) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> None:
+    with atomic_open(path) as fh:
+        json.dump(obj, fh, indent=2, ensure_ascii=False, sort_keys=False)
+        fh.write("\n")
+
+
+def write_npy(path: str | os.PathLike, array: np.ndarray) -> None:
+    with atomic_open(path, "wb") as fh:
+        np.save(fh, array)

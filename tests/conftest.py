@@ -1,0 +1,41 @@
+"""Shared fixtures: real models loaded once per session, bundled real photos, and ../shared/data when present."""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+# Class-name embeddings of the offline bridge are cached; keep tests from writing to the user's home.
+os.environ.setdefault("ENGINE_CACHE", tempfile.mkdtemp(prefix="engine-test-cache-"))
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shared_path(*parts: str) -> Path:
+    """A path under ../shared/data, or a clean skip when that data is absent (a user's fresh clone)."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{path} not present")
+    return path
+
+
+@pytest.fixture(scope="session")
+def text_encoder():
+    from engine.encoders import load_encoder
+    return load_encoder("sbert:all-MiniLM-L6-v2")
+
+
+@pytest.fixture(scope="session")
+def conse_encoder():
+    from engine.encoders import load_encoder
+    return load_encoder("conse")
+
+
+@pytest.fixture(scope="session")
+def sample_photos() -> dict[str, Path]:
+    """Real photos shipped inside scikit-image's wheel (nothing fetched)."""
+    from engine.demo import demo_photos
+    return {p.stem: p for p in demo_photos()}
