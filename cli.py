@@ -303,7 +303,7 @@ def lora_build_cmd(
     models: LoraModels = None,
     name: LoraName = "lora",
     rep: Annotated[str, typer.Option("--rep", help="Representation: pooled, meanvar, gram, or parts joined by "
-                                     "'+' (e.g. pooled+meanvar).")] = "pooled+meanvar+gram",
+                                     "'+' (e.g. pooled+meanvar).")] = "meanvar+gram",
     scorer: Annotated[str, typer.Option("--scorer", help="proto (prototype cosine), knn (vote of nearest training "
                                         "images), probe (logistic regression) or text (zero-shot names).")] = "probe",
     content_removal: Annotated[bool, typer.Option("--content-removal/--no-content-removal", help="Subtract the mean "
@@ -426,13 +426,15 @@ def dse_submit_cmd(
     depth: DseDepth = 100,
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Run id column (default dse-METHOD).",
                       show_default=False)] = None,
+    datasets: Annotated[Optional[Path], typer.Option("--datasets", help="DSEBench datasets.json: build the index "
+                        "first unless --name already indexes this file (one command from data to run).")] = None,
     root: Root = DEFAULT_ROOT,
     quiet: Quiet = False,
 ) -> None:
     """Rank the catalogue for every case; a case's example datasets are never returned for it."""
     set_quiet(quiet)
     from engine.adapters.dse import submit_dse
-    submit_dse(queries, cases, out, name, root, split, method, folds, weights, save_weights, depth, run_id)
+    submit_dse(queries, cases, out, name, root, split, method, folds, weights, save_weights, depth, run_id, datasets)
 
 
 @dse_app.command("eval")
@@ -565,6 +567,14 @@ def eventa_eval_cmd(
                      "--article-weight.", show_default=False)] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", help="Score only the first N labeled captions.",
                      show_default=False)] = None,
+    id_column: Annotated[Optional[str], typer.Option("--id-column", help="Query id column (default: query_id, "
+                         "image_index, …).", show_default=False)] = None,
+    text_column: Annotated[Optional[str], typer.Option("--text-column", help="Caption column (default: query_text, "
+                           "caption, …).", show_default=False)] = None,
+    image_column: Annotated[Optional[str], typer.Option("--image-column", help="Correct image id column (default: "
+                            "retrieved_image_id).", show_default=False)] = None,
+    article_column: Annotated[Optional[str], typer.Option("--article-column", help="Correct article id column "
+                              "(default: retrieved_article_id; optional).", show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown table.")] = False,
     out: Annotated[Optional[Path], typer.Option("--out", help="Also write the table as JSON here.")] = None,
@@ -577,7 +587,9 @@ def eventa_eval_cmd(
     from engine.adapters.eventa import eval_command
     typer.echo(eval_command(queries, name, root, _eventa_params("mean", article_fusion, dense_weight, bm25_weight,
                                                                 top_articles, image_fusion, article_weight, depth),
-                            _split(pooling) or [], out, as_json, markdown, batch_size, limit, _split(sweep) or []))
+                            _split(pooling) or [], out, as_json, markdown, batch_size, limit, _split(sweep) or [],
+                            {"id_column": id_column, "text_column": text_column, "image_column": image_column,
+                             "article_column": article_column}))
 
 
 @eventa_app.command("fixture")
@@ -593,6 +605,110 @@ def eventa_fixture_cmd(
     paths = make_eventa_fixture(out, articles, images_per_article, seed=seed)
     info(f"wrote {paths.database}, {paths.images}/ ({paths.n_images} images + 1 broken file), {paths.queries}, "
          f"{paths.labeled}")
+
+
+# ---------------------------------------------------------------- transfer: ModelRetrieval A and TREC Million LLMs (issue 5)
+
+TransferK = Annotated[Optional[int], typer.Option("--k", help="Nearest training queries to average (default: tuned "
+                                                  "by leave-one-out over 1,3,5,10,20,50).", show_default=False)]
+TransferTemp = Annotated[Optional[float], typer.Option("--temperature", help="Softmax temperature over the "
+                         "neighbours' cosines; small = nearest dominates (default: tuned over 0.01,0.03,0.1,1).",
+                         show_default=False)]
+TransferPrior = Annotated[Optional[float], typer.Option("--prior-weight", help="Weight 0..1 of the candidates' "
+                          "global mean score blended in (default: tuned over 0,0.25,0.5,0.75).", show_default=False)]
+TransferFolds = Annotated[int, typer.Option("--folds", help="With --cv: outer folds (0 = leave-one-out); params are "
+                                            "tuned by leave-one-out inside each training fold.")]
+TransferModel = Annotated[Optional[str], typer.Option("--model", help="Sentence model spec (default: "
+                          "sbert:all-MiniLM-L6-v2, offline).", show_default=False)]
+TransferRunId = Annotated[str, typer.Option("--run-id", help="Run tag written in the last column.")]
+TransferReport = Annotated[Optional[Path], typer.Option("--report", help="With --cv: also write the results as JSON.")]
+
+
+@app.command("modelret-a")
+def modelret_a_cmd(
+    train: Annotated[Path, typer.Option("--train", help="Folder laid out like ntcir19-modelretrieval-a: tasks.csv, "
+                                        "models.csv, ground-truth.csv, task-data/train-tasks/<id>/{train,val}.jsonl.")],
+    queries: Annotated[Optional[Path], typer.Option("--queries", help="Folder of <task_id>/{train,val}.jsonl to rank "
+                                                    "models for.")] = None,
+    tasks_csv: Annotated[Optional[Path], typer.Option("--tasks-csv", help="Task table with task_instruction, "
+                         "task_criticalness, text_col, label_col (default: TRAIN/tasks.csv).", show_default=False)]
+    = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="TREC run to write (task_id Q0 model_id …).")] = None,
+    cv: Annotated[bool, typer.Option("--cv", help="Cross-validate on the training tasks: nDCG@1/3/5 (gain 2^rel−1), "
+                                     "overall and per criticality, for the average-rank baseline, each view and "
+                                     "their best blend.")] = False,
+    views: Annotated[Optional[str], typer.Option("--views", help="Blend exactly these views (comma-separated: text, "
+                     "instruction, labels, stats) (default: the best blend by leave-one-out).", show_default=False)]
+    = None,
+    sample: Annotated[int, typer.Option("--sample", help="Train/val texts embedded per task (mean = text view).")] = 32,
+    k: TransferK = None,
+    temperature: TransferTemp = None,
+    prior_weight: TransferPrior = None,
+    folds: TransferFolds = 10,
+    model: TransferModel = None,
+    run_id: TransferRunId = "engine-transfer",
+    report: TransferReport = None,
+    quiet: Quiet = False,
+) -> None:
+    """NTCIR-19 ModelRetrieval A: rank candidate models for a task by the normalized F1 they reached on similar
+    training tasks."""
+    set_quiet(quiet)
+    from engine.adapters import modelret_a
+    if cv:
+        result = modelret_a.cross_validate_tasks(train, tasks_csv, folds, model, sample, k, temperature, prior_weight)
+        typer.echo(result.table())
+        if report:
+            from engine.io.atomic import write_json
+            write_json(report, result.to_json())
+        return
+    if queries is None or out is None:
+        raise EngineError("give --queries DIR and --out RUN to rank models, or --cv to cross-validate")
+    from engine.progress import info
+    info(modelret_a.rank_tasks(train, queries, out, tasks_csv, views, model, sample, k, temperature, prior_weight,
+                               run_id))
+
+
+@app.command("mllm")
+def mllm_cmd(
+    dev_queries: Annotated[Path, typer.Option("--dev-queries", help="Judged questions: TSV `qid<TAB>text` "
+                                              "(llm_dev_data.tsv), CSV or JSONL.")],
+    qrels: Annotated[Path, typer.Option("--qrels", help="Dev qrels `qid 0 llm_id grade` (0 not, 1 most, 2 "
+                                        "second-most relevant).")],
+    queries: Annotated[Optional[Path], typer.Option("--queries", help="Questions to rank LLMs for (TSV "
+                                                    "`qid<TAB>text`).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="TREC run to write (every LLM for every question).")]
+    = None,
+    cv: Annotated[bool, typer.Option("--cv", help="Cross-validate on the dev questions: nDCG@10 and MRR of the "
+                                     "prior and of transfer.")] = False,
+    llm_ids: Annotated[Optional[Path], typer.Option("--llm-ids", help="All candidate LLM ids, one per line "
+                       "(llm_ids.txt) (default: the LLMs in the qrels).", show_default=False)] = None,
+    targets: Annotated[str, typer.Option("--targets", help="Grade → target map; also the nDCG gains.")]
+    = "0:0,1:1.0,2:0.7",
+    k: TransferK = None,
+    temperature: TransferTemp = None,
+    prior_weight: TransferPrior = None,
+    folds: TransferFolds = 10,
+    model: TransferModel = None,
+    run_id: TransferRunId = "engine-transfer",
+    report: TransferReport = None,
+    quiet: Quiet = False,
+) -> None:
+    """TREC 2025 Million LLMs: rank every LLM for a question from the judged dev questions nearest to it."""
+    set_quiet(quiet)
+    from engine.adapters import mllm
+    if cv:
+        result = mllm.cross_validate_dev(dev_queries, qrels, llm_ids, targets, folds, model, k, temperature,
+                                         prior_weight)
+        typer.echo(mllm.format_cv(result))
+        if report:
+            from engine.io.atomic import write_json
+            write_json(report, result)
+        return
+    if queries is None or out is None:
+        raise EngineError("give --queries TSV and --out RUN to rank LLMs, or --cv to cross-validate")
+    from engine.progress import info
+    info(mllm.rank_questions(dev_queries, qrels, queries, out, llm_ids, targets, model, k, temperature, prior_weight,
+                             run_id))
 
 
 def main() -> None:

@@ -349,6 +349,31 @@ class Collection:
         return cls.open(name, root, verify=False)
 
 
+def from_vectors(name: str, ids: Sequence[str], vectors: np.ndarray, encoder_spec: str, kind: str,
+                 root: str | Path | None = None, index: str = "Flat", meta: Sequence[dict] | None = None,
+                 force: bool = False) -> Collection:
+    """A collection over embeddings computed elsewhere (normalized here), queried with `encoder_spec`."""
+    from engine.encoders.base import l2_normalize
+    from engine.index import build_index
+    path = collection_path(name, root)
+    if (path / MANIFEST).exists() and not force:
+        raise EngineError(f"collection {name!r} already exists in {path.parent}/; use force=True to replace it")
+    vectors = l2_normalize(np.asarray(vectors, dtype=np.float32))
+    if len(ids) != len(vectors) or (meta is not None and len(meta) != len(ids)):
+        raise EngineError(f"{len(ids)} ids, {len(vectors)} vectors and {len(meta or ids)} metadata rows must match")
+    check_unique([Item(str(i), "") for i in ids], name)
+    items = [{"id": str(i), **(meta[n] if meta is not None else {})} for n, i in enumerate(ids)]
+    now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    gen = _next_generation(path)
+    manifest = {"name": name, "kind": kind, "encoder": encoder_spec, "dim": int(vectors.shape[1]),
+                "metric": "inner_product", "normalized": True, "count": len(items), "index_factory": index,
+                "search_params": default_search_params(index), "engine_version": __version__, "created": now,
+                "updated": now, "generation": gen, "text_fields": None, "sources": ["vectors"], "skipped": [],
+                "recall_at_10": None}
+    _commit(path, manifest, gen, vectors, items, build_index(vectors, index))
+    return Collection.open(name, root, verify=False)
+
+
 def _warn_truncation(encoder, items: Sequence[Item]) -> None:
     limit = int(encoder.info.get("max_seq_length") or 0)
     if not limit:

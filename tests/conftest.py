@@ -22,6 +22,20 @@ def shared_path(*parts: str) -> Path:
     return path
 
 
+def run_cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    """Run `engine ARGS` in-process through `cli.main`, which turns EngineError into one line: (exit, out, err)."""
+    import sys
+    import cli
+    monkeypatch.setattr(sys, "argv", ["engine", *map(str, args)])
+    try:
+        cli.main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 @pytest.fixture(scope="session")
 def text_encoder():
     from engine.encoders import load_encoder

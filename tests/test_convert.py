@@ -3,7 +3,6 @@ from their own runs and judgments (skipped when ../shared/data is absent)."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,22 +13,11 @@ from engine.errors import EngineError
 from engine.evaluate import evaluate, read_groups
 from engine.eventa_submission import read_eventa_submission
 from engine.runs import read_qrels
+from conftest import run_cli
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 DSEBENCH = DATA / "dsebench"
 NTCIR_A = DATA / "ntcir19-modelretrieval-a"
-
-
-def run_cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    import cli
-    monkeypatch.setattr(sys, "argv", ["engine", *map(str, args)])
-    try:
-        cli.main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def judgment(case: str, cand: str, q_rel: int, t_sim: int) -> dict:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-import sys
 
 import ir_measures
 import pytest
@@ -13,6 +12,7 @@ from ir_measures import AP, P, R, RR, nDCG
 from engine.evaluate import evaluate, evaluate_files, format_table, read_groups, to_json
 from engine.metrics import EVENTA_WEIGHTS, eventa_overall
 from engine.runs import read_qrels, read_run, write_qrels
+from conftest import run_cli
 
 EXP_GAINS = {r: 2 ** r - 1 for r in range(0, 5)}
 
@@ -163,19 +163,6 @@ def test_read_groups_rejects_conflicts(tmp_path):
 
 
 # ---------------------------------------------------------------- the command
-
-
-def run_cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    """Run `engine ARGS` in-process through `cli.main` (which turns EngineError into one line)."""
-    import cli
-    monkeypatch.setattr(sys, "argv", ["engine", *map(str, args)])
-    try:
-        cli.main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture()

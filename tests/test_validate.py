@@ -1,7 +1,6 @@
 """`engine validate run|eventa`: every problem with its line number, a non-zero exit, one line when valid."""
 from __future__ import annotations
 
-import sys
 import zipfile
 
 import pytest
@@ -9,20 +8,9 @@ import pytest
 from engine.errors import EngineError
 from engine.eventa_submission import write_eventa_submission
 from engine.validate import read_id_list, validate_eventa, validate_run
+from conftest import run_cli
 
 HEADER = "query_id," + ",".join(f"article_id_{i}" for i in range(1, 11))
-
-
-def run_cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    import cli
-    monkeypatch.setattr(sys, "argv", ["engine", *map(str, args)])
-    try:
-        cli.main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture()

@@ -36,7 +36,6 @@ def _resolve_arch(arch: str) -> str:
 
 @functools.lru_cache(maxsize=2)
 def load_open_clip(arch: str, weights: str):
-    import engine._compat  # noqa: F401
     import open_clip
 
     name = _resolve_arch(arch)

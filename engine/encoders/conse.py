@@ -28,7 +28,6 @@ def cache_dir() -> Path:
 
 
 def imagenet_synonyms() -> list[list[str]]:
-    import engine._compat  # noqa: F401
     from timm.data import ImageNetInfo
     info = ImageNetInfo()
     return [[s.strip() for s in info.index_to_description(i).split(",") if s.strip()]

@@ -16,7 +16,6 @@ POOLED_DIM = 1280
 
 @functools.lru_cache(maxsize=1)
 def load_efficientnet_lite0():
-    import engine._compat  # noqa: F401
     import timm
     import torch
 
@@ -42,7 +41,6 @@ def load_efficientnet_lite0():
 @functools.lru_cache(maxsize=1)
 def efficientnet_transform():
     """Resize 256 bicubic, centre-crop 224, normalize mean = std = 0.5 (the weights' training recipe)."""
-    import engine._compat  # noqa: F401
     from torchvision import transforms as T
     return T.Compose([T.Resize(256, interpolation=T.InterpolationMode.BICUBIC), T.CenterCrop(224), T.ToTensor(),
                       T.Normalize([0.5, 0.5, 0.5], [0.5, 0.5, 0.5])])

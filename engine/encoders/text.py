@@ -27,7 +27,6 @@ def resolve_model_path(name: str) -> str:
 @functools.lru_cache(maxsize=4)
 def load_sentence_model(name: str, device: str = "cpu"):
     """One loaded model per name per process: collections and adapters share it."""
-    import engine._compat  # noqa: F401
     from sentence_transformers import SentenceTransformer
 
     path = resolve_model_path(name)
