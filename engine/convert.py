@@ -8,7 +8,6 @@ so one evaluator scores everything and its numbers can be checked against the pu
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -17,21 +16,9 @@ from typing import Any, Sequence
 
 from engine.errors import EngineError, where
 from engine.io.atomic import atomic_open
-from engine.io.tables import pick_column, read_rows
+from engine.io.tables import pick_column, read_json, read_rows
 from engine.metrics import trec_order
 from engine.runs import Qrels, Run, read_run, write_qrels, write_run
-
-
-def _load_json(path: str | os.PathLike) -> Any:
-    path = Path(path)
-    if not path.exists():
-        raise EngineError(f"{path}: no such file")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise EngineError(f"{where(path, exc.lineno)}: invalid JSON ({exc.msg})") from None
-    except UnicodeDecodeError as exc:
-        raise EngineError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
 def _grade(value: Any) -> int | None:
@@ -51,7 +38,7 @@ DSEBENCH_KEYS = ("case_id", "candidate_dataset_id", "query_rel", "target_sim")
 
 def read_dsebench_judgments(path: str | os.PathLike) -> Qrels:
     """case_id → {candidate_dataset_id: query_rel × target_sim} from `human_annotated_judgments.json`."""
-    data = _load_json(path)
+    data = read_json(path)
     if not isinstance(data, list):
         raise EngineError(f"{path}: expected a JSON list of judgment records")
     qrels: Qrels = {}
@@ -82,7 +69,7 @@ def dsebench_qrels(judgments: str | os.PathLike, out: str | os.PathLike) -> int:
 
 def read_json_run(path: str | os.PathLike) -> Run:
     """A `{qid: {docid: score}}` JSON run (DSEBench's baseline format), scores checked to be finite."""
-    data = _load_json(path)
+    data = read_json(path)
     if not isinstance(data, dict) or not data:
         raise EngineError(f"{path}: expected a non-empty JSON object {{case_id: {{dataset_id: score}}}}")
     run: Run = {}

@@ -23,7 +23,7 @@ from engine.convert import read_dsebench_judgments, read_json_run
 from engine.errors import EngineError, where
 from engine.fusion import rrf, weighted_arrays
 from engine.io.atomic import write_json, write_npy
-from engine.io.tables import read_queries
+from engine.io.tables import read_json, read_queries
 from engine.progress import info, track, warn
 from engine.runs import Qrels, Run, write_run
 
@@ -74,14 +74,7 @@ def read_datasets(path: str | os.PathLike) -> list[dict[str, str]]:
     empty text; tags given as one string are split on commas, semicolons or bars.
     """
     path = Path(path)
-    if not path.exists():
-        raise EngineError(f"{path}: no such file; give DSEBench's datasets.json")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))
-    except json.JSONDecodeError as exc:
-        raise EngineError(f"{where(path, exc.lineno)}: invalid JSON ({exc.msg})") from None
-    except UnicodeDecodeError as exc:
-        raise EngineError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    data = read_json(path, "file; give DSEBench's datasets.json")
     if isinstance(data, dict) and all(isinstance(v, dict) for v in data.values()):
         data = [{"id": k, **v} for k, v in data.items()]
     if not isinstance(data, list):
@@ -528,13 +521,7 @@ def cross_validated_weights(index: DseIndex, cases: Mapping[str, Case], queries:
 
 def load_weights(path: str | os.PathLike) -> list[float]:
     """A weights file: {feature: weight}, or the report `--save-weights` writes (its `all` weights)."""
-    path = Path(path)
-    if not path.exists():
-        raise EngineError(f"{path}: no such weights file")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise EngineError(f"{where(path, exc.lineno)}: invalid JSON ({exc.msg})") from None
+    data = read_json(path, "weights file")
     if isinstance(data, dict) and isinstance(data.get("all"), dict):
         data = data["all"].get("weights", data["all"])
     if not isinstance(data, dict) or not data:

@@ -65,11 +65,21 @@ def _read_jsonl(path: Path) -> list[Row]:
     return rows
 
 
-def _read_json(path: Path) -> list[Row]:
+def read_json(path: str | Path, what: str = "file") -> Any:
+    """A whole JSON document; a missing file, bad JSON or bad encoding is an EngineError naming the line."""
+    path = Path(path)
+    if not path.exists():
+        raise EngineError(f"{path}: no such {what}")
     try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8-sig"))
     except json.JSONDecodeError as exc:
         raise EngineError(f"{where(path, exc.lineno)}: invalid JSON ({exc.msg})") from None
+    except UnicodeDecodeError as exc:
+        raise EngineError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def _read_json(path: Path) -> list[Row]:
+    obj = read_json(path)
     if isinstance(obj, dict):  # {id: {...}} or {id: "text"}
         return [Row(i + 1, {"id": k, **v} if isinstance(v, dict) else {"id": k, "text": v})
                 for i, (k, v) in enumerate(obj.items())]
