@@ -134,7 +134,7 @@ def ntcir_a_qrels(ground_truth: str | os.PathLike, out: str | os.PathLike) -> in
 
 def criticality_label(text: str) -> str:
     """'High Criticalness' → 'high': short group names for tables and JSON keys."""
-    t = re.sub(r"\s*critical(ness|ity)?\s*$", "", text.strip(), flags=re.I).strip().lower()
+    t = re.sub(r"\s*critical\w*\s*$", "", text.strip(), flags=re.I).strip().lower()
     return re.sub(r"\s+", "_", t) or text.strip()
 
 

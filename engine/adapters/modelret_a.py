@@ -89,9 +89,9 @@ class TrainingSet:
 
 
 def tier_name(criticality: str) -> str:
-    """`High Criticalness` → `high`; empty → `unknown`."""
-    word = criticality.strip().split(" ")[0].lower() if criticality.strip() else ""
-    return word or "unknown"
+    """`High Criticalness` → `high` (as `engine convert ntcir-a-groups` names it); empty → `unknown`."""
+    from engine.convert import criticality_label
+    return criticality_label(criticality) if criticality.strip() else "unknown"
 
 
 # ---------------------------------------------------------------- reading
