@@ -50,7 +50,7 @@ def timed(fn, repeat: int) -> float:
 
 def bench_engine_vs_faiss(n: int, dim: int, root: Path) -> list[dict]:
     import faiss
-    from engine.collection import from_vectors
+    from engine.core.collection import from_vectors
     xb, xq = synthetic(n, 1000, dim)
     col = from_vectors("bench", [f"doc{i}" for i in range(n)], xb, "sbert:all-MiniLM-L6-v2", "text", root=root,
                        force=True)
@@ -69,11 +69,11 @@ def bench_engine_vs_faiss(n: int, dim: int, root: Path) -> list[dict]:
 
 def bench_build_pipeline(image_dir: Path | None, root: Path, batch: int = 32) -> dict:
     import torch
-    from engine.collection import Collection
-    from engine.encoders import load_encoder
-    from engine.encoders.images import find_images, load_image
+    from engine.core.collection import Collection
+    from engine.core.encoders import load_encoder
+    from engine.core.images import find_images, load_image
     if image_dir is None:
-        from engine.demo import demo_photos
+        from engine.core.demo import demo_photos
         image_dir = root / "photos"
         image_dir.mkdir(parents=True, exist_ok=True)
         photos = demo_photos()
@@ -97,7 +97,7 @@ def bench_build_pipeline(image_dir: Path | None, root: Path, batch: int = 32) ->
 
 def bench_ann(n: int, dim: int, factories: list[str]) -> list[dict]:
     import faiss
-    from engine.index import build_index
+    from engine.core.index import build_index
     xb, xq = synthetic(n, 1000, dim, seed=1)
     exact = faiss.IndexFlatIP(dim)
     exact.add(xb)

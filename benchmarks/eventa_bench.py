@@ -4,7 +4,7 @@
     python benchmarks/eventa_bench.py --articles 2000 --queries 1000   # scaled down, extrapolated to 10k / 3000
 
 - Database: `--articles` generated news articles (OpenEvents layout, 2 image ids each) and captions
-  naming an article's people and place (engine.adapters.eventa_fixture).
+  naming an article's people and place (engine.tasks.eventa.fixture).
 - Images: encoding 20k photos does not fit a shared 2-core machine, so the image collection holds
   stand-in vectors in the same space (short subject descriptions embedded by the image model's own
   text tower). Search cost and memory depend only on count × dim, so latency and memory are those of
@@ -44,13 +44,13 @@ def _percentiles(values: list[float]) -> dict[str, float]:
 
 def measure_image_rate(model: str, n: int, work: Path) -> dict:
     """Images per second of the image model on real photos (decode + preprocess + forward)."""
-    from engine.encoders import load_encoder
-    from engine.encoders.images import find_images
+    from engine.core.encoders import load_encoder
+    from engine.core.images import find_images
     coco = ROOT.parent / "shared" / "data" / "coco-mini" / "images"
     if coco.is_dir():
         paths, source = [str(p) for p in find_images(coco)][:n], "coco-mini (640×480 JPEG)"
     else:
-        from engine.adapters.eventa_fixture import make_eventa_fixture
+        from engine.tasks.eventa.fixture import make_eventa_fixture
         fx = make_eventa_fixture(work / "rate", n_articles=max(1, n // 2), image_size=256, broken_image=False)
         paths, source = [str(p) for p in find_images(fx.images)][:n], "generated fixture (256 px JPEG)"
     enc = load_encoder(model)
@@ -78,17 +78,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=RESULTS / "eventa_bench.json")
     args = ap.parse_args(argv)
 
-    from engine.adapters.eventa import (IMAGES, EventaIndex, RankParams, Timer, build_article_indexes,
+    from engine.tasks.eventa.pipeline import (IMAGES, EventaIndex, RankParams, Timer, build_article_indexes,
                                         commit_config, rank_in_batches, read_database)
-    from engine.adapters.eventa_fixture import THEMES, captions_for, generated_articles
-    from engine.collection import Collection
-    from engine.encoders import DEFAULT_TEXT_SPEC, load_encoder
-    from engine.eventa_submission import write_eventa_submission
+    from engine.tasks.eventa.fixture import THEMES, captions_for, generated_articles
+    from engine.core.collection import Collection
+    from engine.core.encoders import DEFAULT_TEXT_SPEC, load_encoder
+    from engine.tasks.eventa.submission import write_eventa_submission
     from engine.io.atomic import write_json
     from engine.progress import set_quiet
-    from engine.sources import Item
+    from engine.core.sources import Item
     set_quiet(True)
-    from engine.encoders import configure_threads
+    from engine.core.encoders import configure_threads
     configure_threads(args.threads)
     work = args.work or Path(tempfile.mkdtemp(prefix="eventa-bench-"))
     folder = work / "indexes" / "bench"

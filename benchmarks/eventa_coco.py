@@ -30,8 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=RESULTS / "eventa_coco.json")
     args = ap.parse_args(argv)
 
-    from engine.adapters.eventa import RankParams, build_eventa, eval_eventa, format_stage_table
-    from engine.adapters.eventa_fixture import coco_as_eventa
+    from engine.tasks.eventa.pipeline import RankParams, build_eventa, eval_eventa, format_stage_table
+    from engine.tasks.eventa.fixture import coco_as_eventa
     from engine.io.atomic import atomic_open, write_json
     from engine.progress import set_quiet
     from engine.errors import EngineError

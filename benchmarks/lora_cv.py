@@ -25,9 +25,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from make_style_set import COCO_MINI, make_style_set  # noqa: E402
 
-from engine.adapters.lora import (LoraConfig, build_adapter, cross_validate, cv_to_json,  # noqa: E402
+from engine.tasks.lora.pipeline import (LoraConfig, build_adapter, cross_validate, cv_to_json,  # noqa: E402
                                   format_cv_table, submit_run)
-from engine.evaluate import evaluate_files  # noqa: E402
+from engine.eval.evaluate import evaluate_files  # noqa: E402
 from engine.io.atomic import write_json  # noqa: E402
 
 

@@ -3,14 +3,14 @@ build it and print the variant table (query only, examples only, fused RRF, fuse
 
     python benchmarks/make_dse_corpus.py --out /tmp/dse-synth --bench
 
-The same generator (engine.adapters.dse_synthetic) makes the tests' fixtures.
+The same generator (fixtures.dse_synthetic) makes the tests' fixtures.
 """
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from engine.adapters.dse_synthetic import generate, write_corpus
+from fixtures.dse_synthetic import generate, write_corpus
 
 
 def main() -> None:
@@ -28,7 +28,7 @@ def main() -> None:
     for k, v in paths.items():
         print(f"{k}: {v}")
     if args.bench:
-        from engine.adapters.dse import build_dse, eval_command
+        from engine.tasks.dse.pipeline import build_dse, eval_command
         root = args.out / "indexes"
         build_dse(paths["datasets"], "synth", root)
         print(eval_command(paths["judgments"], paths["folds"], None, "synth", root, paths["queries"],

@@ -299,7 +299,7 @@ def load_photos(source: str | Path, count: int) -> list[tuple[str, Image.Image]]
             img = Image.fromarray(arr).convert("RGB")
             out.append((f"skimage:{name}", img))
         return out
-    from engine.encoders.images import find_images, load_image
+    from engine.core.images import find_images, load_image
     paths = find_images(source)[:count]
     return [(str(p), load_image(p)) for p in paths]
 

@@ -4,23 +4,26 @@
     col = Collection.build("photos", images="photos/")      # offline image–text model by default
     col.search("a cat on a sofa", k=5)
 
-Heavy imports (torch, faiss, models) happen on first use, so `engine eval` starts fast.
+The tree shows the architecture: `engine.core` (encoders → collection store → FAISS index → search),
+`engine.eval` (metrics, runs, scoring profiles) beside it, `engine.io` (files in and out) under both, and
+one folder per benchmark in `engine.tasks`. Heavy imports (torch, faiss, models) happen on first use, so
+`engine eval` starts fast.
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = ["Collection", "Hit", "EngineError", "load_encoder", "__version__"]
 
 
 def __getattr__(name: str):
     if name in ("Collection", "Hit"):
-        from engine import collection
+        from engine.core import collection
         return getattr(collection, name)
     if name == "EngineError":
         from engine.errors import EngineError
         return EngineError
     if name == "load_encoder":
-        from engine.encoders import load_encoder
+        from engine.core.encoders import load_encoder
         return load_encoder
     raise AttributeError(f"module 'engine' has no attribute {name!r}")

@@ -6,7 +6,7 @@ from typing import Sequence
 from rich.table import Table
 
 
-def _short(value: object, width: int = 80) -> str:
+def shorten(value: object, width: int = 80) -> str:
     text = " ".join(str(value).split())
     return text if len(text) <= width else text[: width - 1] + "…"
 
@@ -18,8 +18,8 @@ def hits_table(hits: Sequence, title: str | None = None) -> Table:
     table.add_column("score", justify="right")
     table.add_column("metadata")
     for h in hits:
-        meta = "; ".join(f"{k}={_short(v, 60)}" for k, v in h.meta.items())
-        table.add_row(str(h.rank), h.id, f"{h.score:.4f}", _short(meta, 100))
+        meta = "; ".join(f"{k}={shorten(v, 60)}" for k, v in h.meta.items())
+        table.add_row(str(h.rank), h.id, f"{h.score:.4f}", shorten(meta, 100))
     return table
 
 
@@ -47,3 +47,18 @@ def bench_table(result: dict) -> Table:
     table.caption = (f"index {result['index_bytes'] / 2**20:.1f} MiB, embeddings "
                      f"{result['embeddings_bytes'] / 2**20:.1f} MiB; batch rows are per batch call, QPS per query")
     return table
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]], markdown: bool = False,
+                 left: int = 1) -> str:
+    """Every text table the engine prints: the first `left` columns left-aligned (labels), the rest
+    right-aligned (numbers). Plain text pads columns two spaces apart; `markdown` gives a pipe table
+    with the same alignment, for docs and notes."""
+    rows = [[str(c) for c in r] for r in rows]
+    if markdown:
+        align = ["---" if i < left else "---:" for i in range(len(headers))]
+        return "\n".join("| " + " | ".join(r) + " |" for r in [list(headers), align, *rows])
+    table = [list(headers), *rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(headers))]
+    return "\n".join("  ".join(c.ljust(w) if i < left else c.rjust(w)
+                               for i, (c, w) in enumerate(zip(r, widths))).rstrip() for r in table)

@@ -8,6 +8,8 @@ from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                            TimeRemainingColumn)
 
+from engine.errors import render_options
+
 T = TypeVar("T")
 
 _state = {"quiet": False}
@@ -25,12 +27,12 @@ def is_quiet() -> bool:
 def info(message: str) -> None:
     """A status line on stderr (stdout is kept for results)."""
     if not _state["quiet"]:
-        console.print(message)
+        console.print(render_options(message))
 
 
 def warn(message: str) -> None:
     """Warnings show even with --quiet."""
-    console.print(f"[yellow]warning:[/yellow] {message}")
+    console.print(f"[yellow]warning:[/yellow] {render_options(message)}")
 
 
 def make_progress() -> Progress:

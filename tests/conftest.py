@@ -25,7 +25,7 @@ def shared_path(*parts: str) -> Path:
 def run_cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
     """Run `engine ARGS` in-process through `cli.main`, which turns EngineError into one line: (exit, out, err)."""
     import sys
-    import cli
+    import engine.cli as cli
     monkeypatch.setattr(sys, "argv", ["engine", *map(str, args)])
     try:
         cli.main()
@@ -38,18 +38,18 @@ def run_cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
 
 @pytest.fixture(scope="session")
 def text_encoder():
-    from engine.encoders import load_encoder
+    from engine.core.encoders import load_encoder
     return load_encoder("sbert:all-MiniLM-L6-v2")
 
 
 @pytest.fixture(scope="session")
 def conse_encoder():
-    from engine.encoders import load_encoder
+    from engine.core.encoders import load_encoder
     return load_encoder("conse")
 
 
 @pytest.fixture(scope="session")
 def sample_photos() -> dict[str, Path]:
     """Real photos shipped inside scikit-image's wheel (nothing fetched)."""
-    from engine.demo import demo_photos
+    from engine.core.demo import demo_photos
     return {p.stem: p for p in demo_photos()}

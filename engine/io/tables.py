@@ -25,17 +25,32 @@ class Row:
 csv.field_size_limit(1 << 30)
 
 
-def _check_exists(path: Path) -> None:
+def check_file(path: Path, expected: str = "a file") -> None:
+    """A missing file or a folder where a file belongs is an error naming the path."""
     if not path.exists():
         raise EngineError(f"{path}: no such file")
     if path.is_dir():
-        raise EngineError(f"{path}: is a folder, expected a CSV, TSV, JSONL or JSON file")
+        raise EngineError(f"{path}: is a folder, expected {expected}")
+
+
+def read_text_lines(path: str | Path) -> list[str]:
+    """Lines of a UTF-8 text file without their line endings; a final newline adds no empty line."""
+    path = Path(path)
+    check_file(path)
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise EngineError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
 
 
 def read_rows(path: str | Path) -> list[Row]:
     """Rows of a table file by its extension; TSV files may have no header (first column id, second text)."""
     path = Path(path)
-    _check_exists(path)
+    check_file(path, "a CSV, TSV, JSONL or JSON file")
     suffix = path.suffix.lower()
     try:
         if suffix in (".jsonl", ".ndjson"):

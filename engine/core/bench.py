@@ -1,0 +1,91 @@
+"""Latency and memory of a collection: query encoding and FAISS search timed separately.
+
+Separate numbers matter because they scale differently: encoding is per query and model-bound,
+search grows with the collection and the index type.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable, Sequence
+
+import numpy as np
+
+from engine.progress import info
+
+
+def latency_stats(seconds: Sequence[float], per_call_items: int = 1) -> dict[str, float]:
+    """p50/p95/p99 in ms per call, and queries per second over the whole run."""
+    s = np.asarray(seconds, dtype=np.float64)
+    total = float(s.sum())
+    return {"p50_ms": float(np.percentile(s, 50) * 1e3), "p95_ms": float(np.percentile(s, 95) * 1e3),
+            "p99_ms": float(np.percentile(s, 99) * 1e3), "mean_ms": float(s.mean() * 1e3),
+            "qps": float(len(s) * per_call_items / total) if total > 0 else float("inf"), "calls": int(len(s))}
+
+
+def time_calls(fn: Callable[[int], object], n: int, warmup: int = 3) -> list[float]:
+    for i in range(min(warmup, n)):
+        fn(i)
+    out = []
+    for i in range(n):
+        t = time.perf_counter()
+        fn(i)
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def default_bench_queries(col, n: int) -> tuple[str, list[str]]:
+    """Queries in the modality users send: text for text-capable encoders, else the collection's own images."""
+    rng = np.random.default_rng(0)
+    if "text" in col.encoder.modalities:
+        if col.kind == "text":
+            items = col.items
+            picks = rng.choice(len(items), min(n, len(items)), replace=False)
+            fields = col.manifest.get("text_fields") or []
+            texts = ["\n".join(str(items[i].get(f, "")) for f in fields).strip() or items[i]["id"] for i in picks]
+            return "text", texts
+        from engine.core.build import generic_captions
+        return "text", generic_captions(n)
+    from pathlib import Path
+    paths = [it.get("path") for it in col.items]
+    sources = col.manifest.get("sources") or []
+    base = Path(sources[0]) if sources and Path(sources[0]).is_dir() else None
+    full = [str(base / p) if base and p and not Path(p).is_absolute() else p for p in paths]
+    full = [p for p in full if p and Path(p).is_file()]
+    picks = rng.choice(len(full), min(n, len(full)), replace=False) if full else []
+    return "image", [full[i] for i in picks]
+
+
+def bench_collection(col, queries: Sequence[str] | None = None, n: int = 200, batch: int = 64,
+                     k: int = 10) -> dict:
+    """Time single and batched query encoding and search; report index and embedding memory."""
+    if queries:
+        modality, qs = "text", list(queries)
+    else:
+        modality, qs = default_bench_queries(col, n)
+    qs = (qs * (n // max(1, len(qs)) + 1))[:n] if qs else []
+    encode = (lambda xs: col.encode_queries(texts=xs, batch_size=batch)) if modality == "text" \
+        else (lambda xs: col.encode_queries(images=xs, batch_size=batch))
+    result: dict = {"collection": col.name, "count": len(col), "dim": col.dim, "encoder": col.manifest["encoder"],
+                    "index_factory": col.manifest["index_factory"], "query_modality": modality, "queries": len(qs),
+                    "batch": batch, "k": k}
+    if qs:
+        info(f"encoding {len(qs)} {modality} queries one by one and in batches of {batch}")
+        result["encode_single"] = latency_stats(time_calls(lambda i: encode([qs[i]]), len(qs)))
+        batches = [qs[i:i + batch] for i in range(0, len(qs), batch)]
+        result["encode_batch"] = latency_stats(time_calls(lambda i: encode(batches[i]), len(batches), warmup=1),
+                                               per_call_items=batch)
+        qvec = encode(qs)
+    else:  # no query source: search with stored vectors
+        rng = np.random.default_rng(0)
+        qvec = np.asarray(col.embeddings[rng.choice(len(col), min(n, len(col)), replace=False)])
+    qvec = np.ascontiguousarray(qvec, dtype=np.float32)
+    index = col.index
+    result["search_single"] = latency_stats(time_calls(lambda i: index.search(qvec[i:i + 1], k), len(qvec)))
+    nb = max(1, len(qvec) // batch)
+    qb = [qvec[i * batch:(i + 1) * batch] for i in range(nb)]
+    result["search_batch"] = latency_stats(time_calls(lambda i: index.search(qb[i], k), nb, warmup=1),
+                                           per_call_items=len(qb[0]))
+    from engine.core.index import index_memory_bytes
+    result["index_bytes"] = index_memory_bytes(index)
+    result["embeddings_bytes"] = int(len(col) * col.dim * 4)
+    return result

@@ -1,0 +1,256 @@
+"""Building a collection from a source: resumable chunked encoding, the FAISS index, the commit.
+
+Embeddings are flushed per chunk into `NAME/.partial/`; a killed build run again with the same input
+skips the chunks it finished. `add` appends new items without re-encoding old ones.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from engine.core.collection import (MANIFEST, PARTIAL, Collection, collection_path, commit_collection,
+                                    new_manifest)
+from engine.core.index import build_index, is_exact, recall_at_k
+from engine.core.sources import Item, image_items, text_items
+from engine.errors import EngineError, opt
+from engine.io.atomic import atomic_open, write_json
+from engine.progress import info, make_progress, warn
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """How a collection is built; the CLI's option defaults are these."""
+    model: str | None = None           # encoder spec; None: the registry's default for the kind of item
+    index: str = "Flat"                # FAISS factory string
+    batch_size: int = 32               # items per forward pass
+    workers: int = 2                   # image-decoding threads running ahead of the model
+    threads: int = 0                   # torch threads (0: torch's default)
+    chunk_size: int = 1024             # items per flushed chunk: the resume unit
+    add: bool = False                  # append new items to an existing collection
+    force: bool = False                # rebuild a collection that exists
+    fields: tuple[str, ...] | None = None   # text columns to embed (None: the usual text columns found)
+    id_column: str | None = None
+    path_column: str | None = None
+    recall_queries: str | Path | None = None  # text queries for a non-exact index's recall@10
+
+    def check(self) -> "BuildOptions":
+        for name in ("chunk_size", "batch_size"):
+            if getattr(self, name) < 1:
+                raise EngineError(f"{opt(name)} must be at least 1, not {getattr(self, name)}")
+        return self
+
+
+def build_options(options: BuildOptions | None = None, **settings: Any) -> BuildOptions:
+    """`options` with `settings` (BuildOptions field names) applied; an unknown name is an error."""
+    known = {f.name for f in fields(BuildOptions)}
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise EngineError(f"unknown build setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    if settings.get("fields") is not None:
+        settings["fields"] = tuple(settings["fields"])
+    return replace(options or BuildOptions(), **settings).check()
+
+
+@dataclass
+class BuildReport:
+    encoded: int = 0
+    resumed: int = 0
+    skipped_existing: int = 0
+    failed: list[dict] = field(default_factory=list)
+    recall_at_10: float | None = None
+
+
+def build_collection(name: str, *, images: str | Path | None = None, texts: str | Path | None = None,
+                     items: Sequence[Item] | None = None, kind: str | None = None, root: str | Path | None = None,
+                     options: BuildOptions | None = None, report: BuildReport | None = None,
+                     extra: Mapping[str, Any] | None = None, **settings: Any) -> Collection:
+    """See `Collection.build`."""
+    from engine.core.encoders import configure_threads, load_encoder
+    from engine.core.encoders.registry import DEFAULT_IMAGE_SPEC, DEFAULT_TEXT_SPEC, specs_for
+    from engine.io.ids import check_unique
+    if sum(x is not None for x in (images, texts, items)) != 1:
+        raise EngineError(f"give exactly one source: {opt('images')} or {opt('texts')}")
+    o = build_options(options, **settings)
+    report = report if report is not None else BuildReport()
+    path = collection_path(name, root)
+    fields_used: list[str] | None = None
+    if items is not None:
+        if kind not in ("image", "text"):
+            raise EngineError("items need kind='image' or kind='text'")
+        items = list(items)
+        check_unique([it.id for it in items], "id", name)
+    elif images is not None:
+        kind = "image"
+        items = image_items(images, id_column=o.id_column, path_column=o.path_column)
+    else:
+        kind = "text"
+        items, fields_used = text_items(texts, id_column=o.id_column, fields=o.fields)
+    source_name = str(images or texts or f"{len(items)} items")
+
+    model, index = o.model, o.index
+    old: Collection | None = None
+    if o.add:
+        old = Collection.open(name, root)
+        if old.kind != kind:
+            raise EngineError(f"collection {name!r} holds {old.kind}s; adding {kind}s needs a collection of {kind}s")
+        if model and load_encoder(model).spec != old.manifest["encoder"]:
+            raise EngineError(f"collection {name!r} was built with {old.manifest['encoder']}; items added to it "
+                              f"must use the same model (leave {opt('model')} out)")
+        model, index = old.manifest["encoder"], old.manifest["index_factory"]
+        have = set(old.ids)
+        report.skipped_existing = sum(1 for it in items if it.id in have)
+        items = [it for it in items if it.id not in have]
+        if report.skipped_existing:
+            info(f"{report.skipped_existing} items already in {name!r} are kept as they are")
+        if not items:
+            info(f"nothing new to add to {name!r}")
+            return old
+    elif (path / MANIFEST).exists() and not o.force:
+        raise EngineError(f"collection {name!r} already exists in {path.parent}/; "
+                          f"use {opt('add')} to append new items or {opt('force')} to rebuild it")
+
+    configure_threads(o.threads)
+    encoder = load_encoder(model or (DEFAULT_IMAGE_SPEC if kind == "image" else DEFAULT_TEXT_SPEC))
+    if kind not in encoder.modalities:
+        raise EngineError(f"model {encoder.spec} cannot embed {kind}s; pick one of {', '.join(specs_for(kind))}")
+    if kind == "text":
+        _warn_truncation(encoder, items)
+
+    emb, kept, failed = _encode_chunked(path, encoder, kind, items, o, report)
+    for n, reason in failed:
+        report.failed.append({"id": items[n].id, "path": items[n].source, "reason": reason})
+
+    kept_items = [{"id": items[i].id, **items[i].meta} for i in kept]
+    if old is not None:
+        emb = np.concatenate([np.asarray(old.embeddings), emb]) if len(emb) else np.asarray(old.embeddings)
+        kept_items = old.items + kept_items
+    if len(kept_items) == 0:
+        raise EngineError(f"no item of {source_name} could be encoded; nothing to index")
+
+    info(f"building FAISS index {index!r} over {len(kept_items)} × {encoder.dim}")
+    faiss_index = build_index(emb, index)
+    if not is_exact(index):
+        report.recall_at_10 = _sampled_recall(faiss_index, emb, encoder, kind, o.recall_queries)
+        info(f"recall@10 of {index!r} against exact search: {report.recall_at_10:.3f}")
+
+    manifest = new_manifest(name, kind, encoder.spec, int(encoder.dim), index,
+                            (old.manifest.get("sources", []) if old is not None else []) + [source_name],
+                            text_fields=fields_used if kind == "text" else None,
+                            skipped=(old.manifest.get("skipped", []) if old is not None else []) + report.failed,
+                            recall_at_10=report.recall_at_10)
+    if old is not None:
+        manifest["created"] = old.manifest["created"]
+    col = commit_collection(path, manifest, emb, kept_items, faiss_index,
+                            extra={**(old.extra if old is not None else {}), **(extra or {})})
+    if report.failed:
+        lines = "\n".join(f"  {f['path']}: {f['reason']}" for f in report.failed[:20])
+        more = f"\n  … and {len(report.failed) - 20} more (listed in {path / MANIFEST})" if len(report.failed) > 20 else ""
+        warn(f"{len(report.failed)} of {len(items)} images skipped:\n{lines}{more}")
+    info(f"collection {name!r}: {len(kept_items)} items in {path}")
+    return col
+
+
+def _warn_truncation(encoder, items: Sequence[Item]) -> None:
+    limit = int(encoder.info.get("max_seq_length") or 0)
+    if not limit:
+        return
+    long = sum(1 for it in items if len(it.source.split()) * 1.3 > limit)
+    if long:
+        warn(f"about {long} of {len(items)} texts exceed the model's {limit}-token window; "
+             f"only their beginning is embedded")
+
+
+def _plan_signature(encoder_spec: str, kind: str, items: Sequence[Item], chunk_size: int) -> str:
+    h = hashlib.sha256(json.dumps([encoder_spec, kind, chunk_size]).encode())
+    for it in items:
+        h.update(it.id.encode() + b"\0" + it.source.encode() + b"\1")
+    return h.hexdigest()
+
+
+def _encode_chunked(path: Path, encoder, kind: str, items: Sequence[Item], o: BuildOptions,
+                    report: BuildReport) -> tuple[np.ndarray, list[int], list[tuple[int, str]]]:
+    """Encode in chunks flushed to `.partial/`; chunks already there from an interrupted run are reused."""
+    partial = path / PARTIAL
+    chunk_size = o.chunk_size
+    signature = _plan_signature(encoder.spec, kind, items, chunk_size)
+    plan_file = partial / "plan.json"
+    if partial.is_dir():
+        try:
+            same = json.loads(plan_file.read_text())["signature"] == signature
+        except (OSError, ValueError, KeyError):
+            same = False
+        if not same:
+            warn(f"{partial} holds an interrupted build of different input; starting over")
+            shutil.rmtree(partial)
+    if not partial.is_dir():
+        partial.mkdir(parents=True)
+        write_json(plan_file, {"signature": signature, "count": len(items), "chunk_size": chunk_size,
+                               "encoder": encoder.spec})
+
+    n_chunks = (len(items) + chunk_size - 1) // chunk_size
+    embs, kept, failed = [], [], []
+    with make_progress() as bar:
+        task = bar.add_task(f"encoding {kind}s", total=len(items))
+        for c in range(n_chunks):
+            lo, hi = c * chunk_size, min(len(items), (c + 1) * chunk_size)
+            cfile = partial / f"chunk-{c:06d}.npz"
+            data = None
+            if cfile.is_file():
+                try:
+                    with np.load(cfile) as z:
+                        data = {k: z[k] for k in z.files}
+                    report.resumed += hi - lo
+                except (OSError, ValueError):
+                    data = None  # unreadable chunk: encode it again
+            if data is None:
+                chunk = items[lo:hi]
+                if kind == "text":
+                    e = encoder.encode_texts([it.source for it in chunk], batch_size=o.batch_size)
+                    ok, bad = np.arange(len(chunk)), []
+                else:
+                    res = encoder.encode_images([it.source for it in chunk], batch_size=o.batch_size,
+                                                workers=o.workers)
+                    e, ok, bad = res.embeddings, np.asarray(res.ok, dtype=np.int64), res.failed
+                data = {"emb": e.astype(np.float32), "ok": np.asarray(ok, dtype=np.int64),
+                        "bad_pos": np.asarray([p for p, _ in bad], dtype=np.int64),
+                        "bad_reason": np.asarray([r for _, r in bad], dtype=str)}
+                with atomic_open(cfile, "wb") as fh:
+                    np.savez(fh, **data)
+                report.encoded += hi - lo
+            embs.append(data["emb"].reshape(-1, encoder.dim))
+            kept.extend(int(i) + lo for i in data["ok"])
+            failed.extend((int(p) + lo, str(r)) for p, r in zip(data["bad_pos"], data["bad_reason"]))
+            bar.advance(task, hi - lo)
+    if report.resumed:
+        info(f"resumed: {report.resumed} items were already encoded by an interrupted build")
+    emb = np.concatenate(embs) if embs else np.zeros((0, encoder.dim), np.float32)
+    return emb, kept, failed
+
+
+def generic_captions(n: int, seed: int = 0) -> list[str]:
+    """Text queries for an image–text collection when the user gave none: "a photo of a <ImageNet class>"."""
+    from engine.core.encoders.conse import imagenet_synonyms
+    names = [s[0] for s in imagenet_synonyms()]
+    rng = np.random.default_rng(seed)
+    return [f"a photo of a {names[i]}" for i in rng.choice(len(names), min(n, len(names)), replace=False)]
+
+
+def _sampled_recall(index, emb: np.ndarray, encoder, kind: str, recall_queries: str | Path | None,
+                    n: int = 200) -> float:
+    """Recall@10 vs exact on queries of the modality users will really send (text for image-text collections)."""
+    rng = np.random.default_rng(0)
+    if recall_queries is not None:
+        from engine.io.tables import read_queries
+        texts = [t for _, t in read_queries(recall_queries)]
+        q = encoder.encode_texts(texts[:n] if len(texts) <= n else [texts[i] for i in rng.choice(len(texts), n, replace=False)])
+    elif "text" in encoder.modalities and kind == "image":
+        q = encoder.encode_texts(generic_captions(n))
+    else:  # the collection's own modality: its own vectors, the queries it will get
+        q = emb[rng.choice(len(emb), min(n, len(emb)), replace=False)]
+    return float(recall_at_k(index, emb, q, k=10))

@@ -1,0 +1,184 @@
+"""The core's commands (build, search, info, list, bench, demo, models) and the options every command shares.
+Parsing only: defaults come from the dataclasses and constants the work reads, the work lives elsewhere."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from engine.core.build import BuildOptions
+from engine.core.collection import DEFAULT_ROOT
+from engine.core.encoders.registry import model_help
+from engine.errors import EngineError, opt
+from engine.progress import set_quiet
+
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or status lines (for scripts).")]
+Root = Annotated[Path, typer.Option("--root", help="Folder that holds collections.")]
+ModelSpec = Annotated[Optional[str], typer.Option("--model", "-m", help=model_help(), show_default=False)]
+BUILD = BuildOptions()
+
+
+def print_json(obj: object) -> None:
+    typer.echo(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
+
+
+def split_list(value: Optional[str]) -> Optional[list[str]]:
+    """A comma-separated option as a list (None when not given)."""
+    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
+def build_cmd(
+    name: Annotated[str, typer.Argument(help="Collection name: a folder under --root.")],
+    images: Annotated[Optional[Path], typer.Option("--images", help="Image folder (recursive; id = path without "
+                      "extension) or a CSV/JSONL with id and path columns.")] = None,
+    texts: Annotated[Optional[Path], typer.Option("--texts", help="CSV/JSONL/TSV with an id column and text fields.")] = None,
+    model: ModelSpec = BUILD.model,
+    index: Annotated[str, typer.Option("--index", help="FAISS factory string: Flat (exact, default), HNSW32, "
+                     "IVF1024,Flat, IVF1024,PQ32, … (trained on the collection).")] = BUILD.index,
+    add: Annotated[bool, typer.Option("--add", help="Append new items to an existing collection; old ones "
+                   "are not re-encoded.")] = BUILD.add,
+    force: Annotated[bool, typer.Option("--force", help="Rebuild a collection that already exists.")] = BUILD.force,
+    fields: Annotated[Optional[str], typer.Option("--fields", help="Comma-separated text columns to embed "
+                      "(default: text/title/description/… columns found).")] = None,
+    id_column: Annotated[Optional[str], typer.Option("--id-column", help="Id column of a table source.")]
+    = BUILD.id_column,
+    path_column: Annotated[Optional[str], typer.Option("--path-column", help="Path column of an image table.")]
+    = BUILD.path_column,
+    recall_queries: Annotated[Optional[Path], typer.Option("--recall-queries", help="Text queries to measure a "
+                              "non-exact index's recall@10 with (default: generic captions or own vectors).")] = None,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Items per forward pass.")] = BUILD.batch_size,
+    workers: Annotated[int, typer.Option("--workers", help="Image-decoding threads running ahead of the model.")]
+    = BUILD.workers,
+    threads: Annotated[int, typer.Option("--threads", help="torch threads (0: torch's default).")] = BUILD.threads,
+    chunk_size: Annotated[int, typer.Option("--chunk-size", help="Items per flushed chunk (the resume unit).")]
+    = BUILD.chunk_size,
+    root: Root = DEFAULT_ROOT,
+    quiet: Quiet = False,
+) -> None:
+    """Embed images or texts into a collection with a FAISS index. Interrupted builds resume when run again."""
+    set_quiet(quiet)
+    from engine.core.collection import Collection
+    Collection.build(name, images=images, texts=texts, root=root, model=model, index=index, batch_size=batch_size,
+                     workers=workers, threads=threads, chunk_size=chunk_size, add=add, force=force,
+                     fields=split_list(fields), id_column=id_column, path_column=path_column,
+                     recall_queries=recall_queries)
+
+
+def search_cmd(
+    name: Annotated[str, typer.Argument(help="Collection name.")],
+    text: Annotated[Optional[str], typer.Argument(help="Text query.")] = None,
+    image: Annotated[Optional[Path], typer.Option("--image", help="Image file as the query.")] = None,
+    k: Annotated[int, typer.Option("-k", "--top-k", help="Results per query.")] = 10,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    queries: Annotated[Optional[Path], typer.Option("--queries", help="File of queries (TSV qid<TAB>text, CSV or "
+                       "JSONL with id and text columns); needs --out.")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="TREC run to write for --queries.")] = None,
+    run_id: Annotated[Optional[str], typer.Option("--run-id", help="Run id column (default: collection name).")] = None,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Queries encoded per batch.")] = 64,
+    root: Root = DEFAULT_ROOT,
+    quiet: Quiet = False,
+) -> None:
+    """Search a collection with its own encoder: one text, one --image, or a --queries file into a TREC run."""
+    set_quiet(quiet)
+    from engine.core.collection import Collection
+    from engine.display import hits_table
+    from engine.progress import info
+    if queries is not None:
+        if out is None or text is not None or image is not None:
+            raise EngineError(f"{opt('queries')} takes {opt('out')} RUN and no text or {opt('image')} query")
+        from engine.io.tables import read_queries
+        qs = read_queries(queries)
+        n = Collection.open(name, root).search_to_run(qs, out, k=k, run_id=run_id, batch_size=batch_size)
+        info(f"wrote {n} lines for {len(qs)} queries to {out}")
+        return
+    if out is not None:
+        raise EngineError(f"{opt('out')} goes with {opt('queries')} FILE")
+    if (text is None) == (image is None):
+        raise EngineError(f"give a text query or {opt('image')} PATH (or {opt('queries')} FILE {opt('out')} RUN)")
+    hits = Collection.open(name, root).search(text=text, image=str(image) if image else None, k=k)
+    if as_json:
+        print_json({"query": text if text is not None else str(image), "hits": [h.as_dict() for h in hits]})
+    else:
+        from rich.console import Console
+        Console().print(hits_table(hits, title=f"{name}: {text if text is not None else image}"))
+
+
+def info_cmd(name: Annotated[str, typer.Argument(help="Collection name.")],
+             as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+             root: Root = DEFAULT_ROOT) -> None:
+    """What a collection's manifest says (checksums verified)."""
+    from engine.core.collection import Collection
+    data = Collection.open(name, root).info()
+    if as_json:
+        print_json(data)
+    else:
+        from rich.console import Console
+        from engine.display import mapping_table
+        Console().print(mapping_table(data, title=f"collection {name}"))
+
+
+def list_cmd(root: Root = DEFAULT_ROOT) -> None:
+    """Collections under --root."""
+    from engine.core.collection import list_collections
+    for name in list_collections(root):
+        typer.echo(name)
+
+
+def bench_cmd(
+    name: Annotated[str, typer.Argument(help="Collection name.")],
+    queries: Annotated[Optional[Path], typer.Option("--queries", help="Text queries to time (default: generic "
+                       "captions for image–text collections, sampled items otherwise).")] = None,
+    n: Annotated[int, typer.Option("--n", help="Queries to time.")] = 200,
+    batch: Annotated[int, typer.Option("--batch", help="Batch size of the batched runs.")] = 64,
+    k: Annotated[int, typer.Option("-k", help="Results per query.")] = 10,
+    out: Annotated[Optional[Path], typer.Option("--out", help="JSON result (default: <collection>/bench.json).")] = None,
+    threads: Annotated[int, typer.Option("--threads", help="torch/FAISS threads (0: default).")] = 0,
+    root: Root = DEFAULT_ROOT,
+    quiet: Quiet = False,
+) -> None:
+    """Query-encoding and search latency (p50/p95/p99, QPS), single and batched; index memory."""
+    set_quiet(quiet)
+    from rich.console import Console
+    from engine.core.bench import bench_collection
+    from engine.core.collection import Collection
+    from engine.core.encoders import configure_threads
+    from engine.display import bench_table
+    from engine.io.atomic import write_json
+    from engine.io.tables import read_queries
+    configure_threads(threads)
+    col = Collection.open(name, root)
+    result = bench_collection(col, [t for _, t in read_queries(queries)] if queries else None, n=n, batch=batch, k=k)
+    Console().print(bench_table(result))
+    target = out or col.path / "bench.json"
+    write_json(target, result)
+    typer.echo(f"wrote {target}", err=True)
+
+
+def demo_cmd(root: Root = DEFAULT_ROOT, quiet: Quiet = False) -> None:
+    """Build a collection from photos bundled with scikit-image and search it by text, offline."""
+    set_quiet(quiet)
+    from rich.console import Console
+    from engine.core.demo import DEMO_QUERIES, build_demo
+    from engine.display import hits_table
+    col = build_demo(root=root)
+    console = Console()
+    for q in DEMO_QUERIES:
+        console.print(hits_table(col.search(text=q, k=3), title=f"demo: {q!r}"))
+
+
+def models_cmd(markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown table.")] = False) -> None:
+    """The encoder specs `--model` takes (the registry in engine/core/encoders/registry.py)."""
+    from engine.core.encoders.registry import model_table
+    from engine.display import format_table
+    typer.echo(format_table(*model_table(), markdown=markdown, left=3))
+
+
+COMMANDS = {"build": build_cmd, "search": search_cmd, "info": info_cmd, "list": list_cmd, "bench": bench_cmd,
+            "demo": demo_cmd, "models": models_cmd}
+
+
+def register(app: typer.Typer) -> None:
+    for name, command in COMMANDS.items():
+        app.command(name)(command)

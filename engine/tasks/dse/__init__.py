@@ -1,0 +1,1 @@
+"""DSEBench: a keyword query plus example datasets → ranked datasets."""

@@ -1,0 +1,114 @@
+"""`engine dse build|submit|eval`, `engine convert dsebench-qrels|dsebench-run`."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from engine.core.cli import Quiet, Root
+from engine.core.collection import DEFAULT_ROOT
+from engine.progress import set_quiet
+
+dse_app = typer.Typer(no_args_is_help=True, help="Dataset search with examples (DSEBench): a keyword query plus "
+                                                 "example datasets → ranked datasets. build, submit, eval.")
+DseName = Annotated[str, typer.Option("--name", help="Index name: a folder under --root.")]
+DseQueries = Annotated[Path, typer.Option("--queries", help="DSEBench queries.tsv: query_id<TAB>text, no header.")]
+DseCases = Annotated[Path, typer.Option("--cases", help="DSEBench cases.tsv: case_id<TAB>query_id<TAB>example_dataset_id, "
+                                        "no header; repeat a case_id for several examples.")]
+DseFolds = Annotated[Optional[Path], typer.Option("--folds", help="DSEBench Data/Splits/5-Fold_split: fold_k/"
+                                                  "{train,valid,test}.json; weights are tuned per fold on train.")]
+DseDepth = Annotated[int, typer.Option("--depth", help="Datasets per case in the ranking.")]
+
+
+@dse_app.command("build")
+def dse_build_cmd(
+    datasets: Annotated[Path, typer.Option("--datasets", help="DSEBench datasets.json: a JSON list of "
+                                           "{id, title, description, tags, author, summary}.")],
+    name: DseName = "dsebench",
+    model: Annotated[Optional[str], typer.Option("--model", help="Sentence model spec (default: "
+                     "sbert:all-MiniLM-L6-v2, offline).", show_default=False)] = None,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Texts per encoder batch.")] = 64,
+    root: Root = DEFAULT_ROOT,
+    quiet: Quiet = False,
+) -> None:
+    """Embed each field and the whole record of every dataset, and build a BM25 index over all fields."""
+    set_quiet(quiet)
+    from engine.tasks.dse.pipeline import build_dse
+    build_dse(datasets, name, root, model, batch_size)
+
+
+@dse_app.command("submit")
+def dse_submit_cmd(
+    queries: DseQueries,
+    cases: DseCases,
+    out: Annotated[Path, typer.Option("--out", help="TREC run to write: case_id Q0 dataset_id rank score runid.")],
+    split: Annotated[str, typer.Option("--split", help="Cases to rank: test (DSEBench's numbered test cases), "
+                                       "train, all, or a split file (JSON judgments or one case id a line).")] = "test",
+    method: Annotated[str, typer.Option("--method", help="rrf (untuned fusion of query and examples), tuned "
+                                        "(weighted fusion; needs --folds or --weights), query, examples.")] = "rrf",
+    folds: DseFolds = None,
+    weights: Annotated[Optional[Path], typer.Option("--weights", help="Fusion weights JSON {feature: weight} "
+                       "(or a file written by --save-weights) for --method tuned.")] = None,
+    save_weights: Annotated[Optional[Path], typer.Option("--save-weights", help="With --folds: write the tuned "
+                            "weights of every fold here (JSON).")] = None,
+    name: DseName = "dsebench",
+    depth: DseDepth = 100,
+    run_id: Annotated[Optional[str], typer.Option("--run-id", help="Run id column (default dse-METHOD).",
+                      show_default=False)] = None,
+    datasets: Annotated[Optional[Path], typer.Option("--datasets", help="DSEBench datasets.json: build the index "
+                        "first unless --name already indexes this file (one command from data to run).")] = None,
+    root: Root = DEFAULT_ROOT,
+    quiet: Quiet = False,
+) -> None:
+    """Rank the catalogue for every case; a case's example datasets are never returned for it."""
+    set_quiet(quiet)
+    from engine.tasks.dse.pipeline import submit_dse
+    submit_dse(queries, cases, out, name, root, split, method, folds, weights, save_weights, depth, run_id, datasets)
+
+
+@dse_app.command("eval")
+def dse_eval_cmd(
+    judgments: Annotated[Path, typer.Option("--judgments", help="DSEBench human_annotated_judgments.json; gain = "
+                                            "query_rel × target_sim.")],
+    folds: DseFolds = None,
+    run: Annotated[Optional[Path], typer.Option("--run", help="Score this run file; without it, score the variants "
+                   "(query only, examples only, fused RRF, fused tuned with --folds) of the built index.")] = None,
+    queries: Annotated[Optional[Path], typer.Option("--queries", help="queries.tsv (needed without --run).")] = None,
+    cases: Annotated[Optional[Path], typer.Option("--cases", help="cases.tsv (needed without --run).")] = None,
+    name: DseName = "dsebench",
+    depth: DseDepth = 100,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Also write the table as JSON here.")] = None,
+    root: Root = DEFAULT_ROOT,
+    quiet: Quiet = False,
+) -> None:
+    """nDCG@5/10, MAP@5/10, R@5/10 with the DSEBench gain, computed by `engine eval`'s metrics."""
+    set_quiet(quiet)
+    from engine.tasks.dse.pipeline import eval_command
+    typer.echo(eval_command(judgments, folds, run, name, root, queries, cases, depth, out))
+
+
+
+def convert_dsebench_qrels_cmd(judgments: Annotated[Path, typer.Argument(help="human_annotated_judgments.json")],
+                               out: Annotated[Path, typer.Argument(help="TREC qrels to write.")]) -> None:
+    """DSEBench judgments → TREC qrels (gain = query_rel × target_sim)."""
+    from engine.tasks.dse.data import dsebench_qrels
+    from engine.progress import info
+    info(f"wrote {dsebench_qrels(judgments, out)} qrels lines to {out}")
+
+
+def convert_dsebench_run_cmd(run_json: Annotated[Path, typer.Argument(help="{case_id: {dataset_id: score}} JSON.")],
+                             out: Annotated[Path, typer.Argument(help="TREC run to write.")],
+                             run_id: Annotated[Optional[str], typer.Option("--run-id", help="[default: file stem]",
+                                                                           show_default=False)] = None) -> None:
+    """DSEBench baseline run JSON → TREC run (same ranking as trec_eval reads the JSON)."""
+    from engine.tasks.dse.data import dsebench_run
+    from engine.progress import info
+    info(f"wrote {dsebench_run(run_json, out, run_id)} run lines to {out}")
+
+
+
+def register(app: typer.Typer, validate: typer.Typer, convert: typer.Typer) -> None:
+    app.add_typer(dse_app, name="dse")
+    convert.command("dsebench-qrels")(convert_dsebench_qrels_cmd)
+    convert.command("dsebench-run")(convert_dsebench_run_cmd)

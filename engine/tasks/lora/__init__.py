@@ -1,0 +1,1 @@
+"""NTCIR-19 ModelRetrieval B: style image → the LoRA that made it."""

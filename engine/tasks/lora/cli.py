@@ -1,0 +1,110 @@
+"""`engine lora build|submit|eval`."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from engine.core.cli import Quiet, Root, split_list
+from engine.core.collection import DEFAULT_ROOT
+from engine.progress import set_quiet
+
+lora_app = typer.Typer(no_args_is_help=True, help="Style image → LoRA (NTCIR-19 ModelRetrieval B): build "
+                                                  "prototypes, submit a run, cross-validate by content image.")
+LoraTrain = Annotated[Path, typer.Option("--train", help="train.csv: image_id, model_id (the LoRA), content_image_id.")]
+LoraImages = Annotated[Path, typer.Option("--images", help="Folder holding the images named by train.csv.")]
+LoraModels = Annotated[Optional[Path], typer.Option("--models", help="models.csv (id, model_name, trigger_words): "
+                                                    "checks LoRA ids, feeds the text prior.")]
+LoraName = Annotated[str, typer.Option("--name", help="Adapter name: a folder under --root.")]
+LoraImageModel = Annotated[str, typer.Option("--image-model", help="Pooled embedding: effnet (offline) or "
+                                             "clip:ARCH:WEIGHTS. Style statistics always come from EfficientNet-Lite0.")]
+LoraTextModel = Annotated[str, typer.Option("--text-model", help="Image–text model for the LoRA-name prior: conse "
+                                            "(offline), the same clip:ARCH:WEIGHTS, or none.")]
+LoraBatch = Annotated[int, typer.Option("--batch-size", help="Images per forward pass.")]
+LoraWorkers = Annotated[int, typer.Option("--workers", help="Image-decoding threads.")]
+
+
+@lora_app.command("build")
+def lora_build_cmd(
+    train: LoraTrain,
+    images: LoraImages,
+    models: LoraModels = None,
+    name: LoraName = "lora",
+    rep: Annotated[str, typer.Option("--rep", help="Representation: pooled, meanvar, gram, or parts joined by "
+                                     "'+' (e.g. pooled+meanvar).")] = "meanvar+gram",
+    scorer: Annotated[str, typer.Option("--scorer", help="proto (prototype cosine), knn (vote of nearest training "
+                                        "images), probe (logistic regression) or text (zero-shot names).")] = "probe",
+    content_removal: Annotated[bool, typer.Option("--content-removal/--no-content-removal", help="Subtract the mean "
+                               "of the images that share a content image (test ids `test-<content>-<n>`).")] = True,
+    text_weight: Annotated[float, typer.Option("--text-weight", help="Weight of the zero-shot text prior blended "
+                                               "with the image scores (0: off).")] = 0.0,
+    k: Annotated[int, typer.Option("-k", help="Neighbours for the knn scorer.")] = 10,
+    image_model: LoraImageModel = "effnet",
+    text_model: LoraTextModel = "conse",
+    batch_size: LoraBatch = 32,
+    workers: LoraWorkers = 2,
+    root: Root = DEFAULT_ROOT,
+    quiet: Quiet = False,
+) -> None:
+    """Embed the training images; store one prototype per LoRA, the per-image embeddings and the probe."""
+    set_quiet(quiet)
+    from engine.tasks.lora.pipeline import LoraConfig, build_adapter
+    build_adapter(train, images, models, name, root, LoraConfig(rep=rep, scorer=scorer, content_removal=content_removal,
+                                                                text_weight=text_weight, k=k),
+                  image_model, text_model, batch_size, workers)
+
+
+@lora_app.command("submit")
+def lora_submit_cmd(
+    queries: Annotated[Path, typer.Option("--queries", help="Folder of query images (id = file name without "
+                                          "suffix) or a list of ids/paths, one per line.")],
+    out: Annotated[Path, typer.Option("--out", help="TREC run to write: image_id Q0 lora_id rank score runid.")],
+    images: Annotated[Optional[Path], typer.Option("--images", help="Where the ids of a list are found "
+                      "(default: the list's folder and its images/).")] = None,
+    name: LoraName = "lora",
+    run_id: Annotated[str, typer.Option("--run-id", help="Run id column.")] = "engine-lora",
+    text_weight: Annotated[Optional[float], typer.Option("--text-weight", help="Override the adapter's text-prior "
+                           "weight.", show_default=False)] = None,
+    batch_size: LoraBatch = 32,
+    workers: LoraWorkers = 2,
+    root: Root = DEFAULT_ROOT,
+    quiet: Quiet = False,
+) -> None:
+    """Rank all LoRAs for every query image with a built adapter."""
+    set_quiet(quiet)
+    from engine.tasks.lora.pipeline import submit_run
+    submit_run(queries, out, name, root, images, run_id, text_weight, batch_size, workers)
+
+
+@lora_app.command("eval")
+def lora_eval_cmd(
+    train: LoraTrain,
+    images: LoraImages,
+    models: LoraModels = None,
+    folds: Annotated[int, typer.Option("--folds", help="GroupKFold folds by content image.")] = 5,
+    reps: Annotated[str, typer.Option("--reps", help="Comma-separated representations to compare.")]
+    = "pooled,meanvar,gram,meanvar+gram,pooled+meanvar,pooled+meanvar+gram",
+    scorers: Annotated[str, typer.Option("--scorers", help="Comma-separated: proto, knn, probe.")] = "proto,knn,probe",
+    text_weights: Annotated[str, typer.Option("--text-weights", help="Comma-separated text-prior weights (0: off).")]
+    = "0,0.5",
+    content_removal: Annotated[str, typer.Option("--content-removal", help="off, on or both.")] = "both",
+    image_model: LoraImageModel = "effnet",
+    text_model: LoraTextModel = "conse",
+    out: Annotated[Optional[Path], typer.Option("--out", help="Also write the table as JSON here.")] = None,
+    markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown table.")] = False,
+    batch_size: LoraBatch = 32,
+    workers: LoraWorkers = 2,
+    quiet: Quiet = False,
+) -> None:
+    """Cross-validate by content image (never random): MRR, R@1, R@5 for every configuration."""
+    set_quiet(quiet)
+    from engine.tasks.lora.pipeline import cv_table_command
+    typer.echo(cv_table_command(train, images, models, folds, split_list(reps) or [], split_list(scorers) or [],
+                                content_removal, split_list(text_weights) or ["0"],
+                                image_model, text_model, out, markdown, batch_size, workers))
+
+
+
+def register(app: typer.Typer, validate: typer.Typer, convert: typer.Typer) -> None:
+    app.add_typer(lora_app, name="lora")

@@ -1,0 +1,374 @@
+"""Performance transfer: rank candidates for a new query from the known scores of its nearest training queries.
+
+One mechanism serves every "which candidate is best for this query" task (NTCIR-19 ModelRetrieval A,
+TREC Million LLMs): a `QueryCollection` holds one embedding per training query and a
+queries × candidates score matrix; a new query's prediction is the similarity-weighted mean of its k
+nearest training queries' score rows (softmax over cosine / temperature), blended with the candidates'
+global prior (their mean score). `cross_validate` tunes k, temperature, prior weight and — when given
+several — the query representation inside each training fold (nested, so the reported scores are
+honest), and returns out-of-fold predictions for the caller to score with the task's official metric.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field, replace
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from engine.errors import EngineError
+from engine.progress import track
+
+Objective = Callable[[np.ndarray, np.ndarray], float]
+"""objective(predictions (len(rows) × candidates), rows: indices into the training queries) → mean score,
+higher is better. The adapter supplies it from its task's metric."""
+
+
+@dataclass(frozen=True)
+class TransferParams:
+    """k nearest training queries, softmax temperature over their cosines, weight of the global prior."""
+    k: int = 10
+    temperature: float = 0.05
+    prior_weight: float = 0.2
+
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise EngineError(f"k must be at least 1, not {self.k}")
+        if not self.temperature > 0:
+            raise EngineError(f"temperature must be > 0, not {self.temperature}")
+        if not 0.0 <= self.prior_weight <= 1.0:
+            raise EngineError(f"prior weight must be within 0..1, not {self.prior_weight}")
+
+    def __str__(self) -> str:
+        return f"k={self.k} T={self.temperature:g} prior={self.prior_weight:g}"
+
+
+DEFAULT_KS = (1, 3, 5, 10, 20, 50)
+DEFAULT_TEMPERATURES = (0.01, 0.03, 0.1, 1.0)
+DEFAULT_PRIOR_WEIGHTS = (0.0, 0.25, 0.5, 0.75)
+
+
+def param_grid(ks: Sequence[int] = DEFAULT_KS, temperatures: Sequence[float] = DEFAULT_TEMPERATURES,
+               prior_weights: Sequence[float] = DEFAULT_PRIOR_WEIGHTS, n_train: int | None = None
+               ) -> list[TransferParams]:
+    """Every combination; ks above the number of neighbours available collapse into one."""
+    if n_train is not None:
+        ks = sorted({min(k, max(n_train - 1, 1)) for k in ks})
+    return [TransferParams(k, t, w) for k, t, w in itertools.product(ks, temperatures, prior_weights)]
+
+
+def l2_rows(x: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (zero rows stay zero)."""
+    x = np.asarray(x, dtype=np.float32)
+    norm = np.linalg.norm(x, axis=1, keepdims=True)
+    return np.divide(x, norm, out=np.zeros_like(x), where=norm > 0)
+
+
+def blend_views(views: Mapping[str, np.ndarray], weights: Mapping[str, float]) -> np.ndarray:
+    """One embedding whose cosine is the weighted mean of the views' cosines.
+
+    Each view is L2-normalized and scaled by sqrt(w / Σw) before concatenation, so for two unit rows
+    the dot product is Σ w·cos / Σw. A row missing a view (all zeros) simply loses that view's part;
+    rows are re-normalized so such a query still has cosines on the same scale.
+    """
+    used = {name: w for name, w in weights.items() if w > 0}
+    if not used:
+        raise EngineError("a blend needs at least one view with a positive weight")
+    unknown = [n for n in used if n not in views]
+    if unknown:
+        raise EngineError(f"unknown view(s) {', '.join(unknown)}; known: {', '.join(views)}")
+    total = sum(used.values())
+    parts = [l2_rows(views[n]) * np.float32(np.sqrt(w / total)) for n, w in used.items()]
+    return l2_rows(np.concatenate(parts, axis=1))
+
+
+def rank_targets(scores: np.ndarray) -> np.ndarray:
+    """Each row's scores replaced by their rank position scaled to 1 (best) … 0 (worst); NaN stays NaN.
+
+    The mean of these over training queries is the "average rank" prior.
+    """
+    from scipy.stats import rankdata
+
+    scores = np.asarray(scores, dtype=np.float64)
+    out = np.full_like(scores, np.nan)
+    for i, row in enumerate(scores):
+        ok = ~np.isnan(row)
+        n = int(ok.sum())
+        if n == 1:
+            out[i, ok] = 1.0
+        elif n > 1:
+            out[i, ok] = (rankdata(row[ok]) - 1.0) / (n - 1.0)
+    return out
+
+
+def column_prior(scores: np.ndarray) -> np.ndarray:
+    """Each candidate's mean known score (0 for a candidate never scored)."""
+    known = ~np.isnan(scores)
+    count = known.sum(axis=0)
+    total = np.where(known, scores, 0.0).sum(axis=0)
+    return np.divide(total, count, out=np.zeros(scores.shape[1]), where=count > 0)
+
+
+def neighbour_order(sim: np.ndarray) -> np.ndarray:
+    """Training queries by decreasing similarity, per row (computed once, reused for every k)."""
+    return np.argsort(-np.asarray(sim), axis=1, kind="stable")
+
+
+def transfer(sim: np.ndarray, scores: np.ndarray, prior: np.ndarray, params: TransferParams,
+             order: np.ndarray | None = None) -> np.ndarray:
+    """Predictions (queries × candidates) from similarities to the training queries (queries × n_train).
+
+    `-inf` similarities mark training queries a row may not use (itself, in cross-validation). Unknown
+    (NaN) scores are left out of the weighted mean; a candidate no neighbour scored gets the prior.
+    `order` is `neighbour_order(sim)` when the caller already has it.
+    """
+    sim = np.asarray(sim, dtype=np.float64)
+    n_train = sim.shape[1]
+    if scores.shape[0] != n_train:
+        raise EngineError(f"{n_train} similarities per query but {scores.shape[0]} training queries")
+    k = min(params.k, n_train)
+    if order is not None:
+        top = order[:, :k]
+    elif k < n_train:
+        top = np.argpartition(-sim, k - 1, axis=1)[:, :k]
+    else:
+        top = np.tile(np.arange(n_train), (sim.shape[0], 1))
+    top_sim = np.take_along_axis(sim, top, axis=1)
+    usable = np.isfinite(top_sim)
+    peak = np.max(np.where(usable, top_sim, -np.inf), axis=1, keepdims=True)
+    peak = np.where(np.isfinite(peak), peak, 0.0)
+    weights = np.where(usable, np.exp((np.where(usable, top_sim, 0.0) - peak) / params.temperature), 0.0)
+    neigh = scores[top]  # (q, k, m)
+    known = ~np.isnan(neigh)
+    if known.all():
+        den = weights.sum(axis=1, keepdims=True)
+        num = np.einsum("qk,qkm->qm", weights, neigh)
+        neighbours = np.divide(num, den, out=np.broadcast_to(prior, num.shape).astype(np.float64).copy(),
+                               where=den > 0)
+    else:
+        w3 = weights[:, :, None] * known
+        num = (w3 * np.where(known, neigh, 0.0)).sum(axis=1)
+        den = w3.sum(axis=1)
+        neighbours = np.divide(num, den, out=np.broadcast_to(prior, num.shape).astype(np.float64).copy(),
+                               where=den > 0)
+    return (1.0 - params.prior_weight) * neighbours + params.prior_weight * prior[None, :]
+
+
+def leave_one_out(sim: np.ndarray, scores: np.ndarray, params: TransferParams,
+                  order: np.ndarray | None = None) -> np.ndarray:
+    """Each training query predicted from all the others (its own row and prior contribution removed).
+
+    `order` is `neighbour_order` of `sim` with the diagonal set to -inf, when the caller has it.
+    """
+    n = scores.shape[0]
+    masked = np.array(sim, dtype=np.float64, copy=True)
+    np.fill_diagonal(masked, -np.inf)
+    if order is None:
+        order = neighbour_order(masked)
+    known = ~np.isnan(scores)
+    values = np.where(known, scores, 0.0)
+    count = known.sum(axis=0)[None, :] - known
+    total = values.sum(axis=0)[None, :] - values
+    priors = np.divide(total, count, out=np.zeros_like(total), where=count > 0)  # (n, m): prior without row i
+    # a candidate none of the neighbours scored falls back to the row's own prior (the NaN-aware mean
+    # returns the placeholder 0 there), so predict with a zero prior and patch those cells
+    chunk = transfer(masked, scores, np.zeros(scores.shape[1]), replace(params, prior_weight=0.0), order)
+    if not known.all():
+        top = order[:, :min(params.k, n)]
+        usable = np.isfinite(np.take_along_axis(masked, top, axis=1))
+        nobody = ~((~np.isnan(scores[top])) & usable[:, :, None]).any(axis=1)
+        chunk = np.where(nobody, priors, chunk)
+    return (1.0 - params.prior_weight) * chunk + params.prior_weight * priors
+
+
+@dataclass
+class QueryCollection:
+    """Training queries: one embedding each (rows L2-normalized) and their score for every candidate."""
+    query_ids: list[str]
+    candidate_ids: list[str]
+    embeddings: np.ndarray
+    scores: np.ndarray
+
+    def __post_init__(self) -> None:
+        self.query_ids = [str(q) for q in self.query_ids]
+        self.candidate_ids = [str(c) for c in self.candidate_ids]
+        self.embeddings = l2_rows(self.embeddings)
+        self.scores = np.asarray(self.scores, dtype=np.float64)
+        n, m = len(self.query_ids), len(self.candidate_ids)
+        if n < 2:
+            raise EngineError(f"transfer needs at least 2 training queries, got {n}")
+        if not m:
+            raise EngineError("transfer needs at least one candidate")
+        for what, ids in (("training query", self.query_ids), ("candidate", self.candidate_ids)):
+            dup = _first_duplicate(ids)
+            if dup is not None:
+                raise EngineError(f"{what} id {dup!r} appears twice")
+        if self.embeddings.ndim != 2 or self.embeddings.shape[0] != n:
+            raise EngineError(f"{n} training queries but embeddings of shape {self.embeddings.shape}")
+        if self.scores.shape != (n, m):
+            raise EngineError(f"score matrix has shape {self.scores.shape}, expected {(n, m)} "
+                              "(training queries × candidates)")
+        if not np.isfinite(self.embeddings).all():
+            raise EngineError("training query embeddings hold NaN or infinite values")
+        if np.isinf(self.scores).any():
+            raise EngineError("training scores hold infinite values")
+        empty = np.isnan(self.scores).all(axis=1)
+        if empty.any():
+            raise EngineError(f"training query {self.query_ids[int(np.argmax(empty))]!r} has no known score")
+
+    @property
+    def prior(self) -> np.ndarray:
+        """Each candidate's mean score over the training queries."""
+        return column_prior(self.scores)
+
+    def similarity(self, embeddings: np.ndarray) -> np.ndarray:
+        embeddings = l2_rows(np.atleast_2d(embeddings))
+        if embeddings.shape[1] != self.embeddings.shape[1]:
+            raise EngineError(f"query embeddings have {embeddings.shape[1]} dimensions, the training queries "
+                              f"{self.embeddings.shape[1]}: embed both the same way")
+        return embeddings @ self.embeddings.T
+
+    def predict(self, embeddings: np.ndarray, params: TransferParams) -> np.ndarray:
+        """Predicted scores (queries × candidates) for new queries."""
+        return transfer(self.similarity(embeddings), self.scores, self.prior, params)
+
+    def rank(self, query_ids: Sequence[str], embeddings: np.ndarray, params: TransferParams
+             ) -> dict[str, list[tuple[str, float]]]:
+        """Every candidate for every query, best first: the input of `engine.eval.runs.write_run`."""
+        if len(query_ids) != len(np.atleast_2d(embeddings)):
+            raise EngineError(f"{len(query_ids)} query ids but {len(np.atleast_2d(embeddings))} embeddings")
+        return rankings(query_ids, self.candidate_ids, self.predict(embeddings, params))
+
+    def tune(self, objective: Objective, grid: Sequence[TransferParams] | None = None) -> tuple[TransferParams, float]:
+        """The parameters with the best leave-one-out objective over the training queries."""
+        sim = self.embeddings @ self.embeddings.T
+        return tune(sim, self.scores, objective, grid or param_grid(n_train=len(self.query_ids)))
+
+
+def _first_duplicate(ids: Sequence[str]) -> str | None:
+    seen: set[str] = set()
+    for i in ids:
+        if i in seen:
+            return i
+        seen.add(i)
+    return None
+
+
+def rankings(query_ids: Sequence[str], candidate_ids: Sequence[str], predictions: np.ndarray
+             ) -> dict[str, list[tuple[str, float]]]:
+    """qid → [(candidate, score)] best first; ties keep the candidates' given order."""
+    out: dict[str, list[tuple[str, float]]] = {}
+    for qid, row in zip(query_ids, predictions):
+        order = np.argsort(-row, kind="stable")
+        out[str(qid)] = [(candidate_ids[j], float(row[j])) for j in order]
+    return out
+
+
+def tune(sim: np.ndarray, scores: np.ndarray, objective: Objective, grid: Sequence[TransferParams],
+         rows: np.ndarray | None = None) -> tuple[TransferParams, float]:
+    """Best grid point by leave-one-out over the training queries `rows` (default: all of sim's rows).
+
+    `sim` is square over those training queries; the objective receives global row indices.
+    """
+    if not grid:
+        raise EngineError("empty parameter grid")
+    rows = np.arange(scores.shape[0]) if rows is None else np.asarray(rows)
+    masked = np.array(sim, dtype=np.float64, copy=True)
+    np.fill_diagonal(masked, -np.inf)
+    order = neighbour_order(masked)
+    best: tuple[TransferParams, float] | None = None
+    for params in grid:
+        value = float(objective(leave_one_out(sim, scores, params, order), rows))
+        if best is None or value > best[1] + 1e-12:
+            best = (params, value)
+    assert best is not None
+    return best
+
+
+def select(sims: Mapping[str, np.ndarray], scores: np.ndarray, objective: Objective,
+           grid: Sequence[TransferParams], rows: np.ndarray | None = None) -> tuple[str, TransferParams, float]:
+    """The representation (name → square similarity over the training queries) and params with the best
+    leave-one-out objective; ties go to the first listed."""
+    best: tuple[str, TransferParams, float] | None = None
+    for name, sim in sims.items():
+        params, value = tune(sim, scores, objective, grid, rows=rows)
+        if best is None or value > best[2] + 1e-12:
+            best = (name, params, value)
+    if best is None:
+        raise EngineError("no query representation to choose from")
+    return best
+
+
+@dataclass
+class CVResult:
+    """Out-of-fold predictions for every training query and what each fold chose."""
+    predictions: np.ndarray
+    fold_of: np.ndarray
+    chosen: list[tuple[str, TransferParams, float]] = field(default_factory=list)
+    """Per fold: (representation, params, inner leave-one-out objective)."""
+
+    def summary(self) -> str:
+        """The most often chosen representation and parameters, e.g. for a report line."""
+        if not self.chosen:
+            return ""
+        counts: dict[tuple[str, TransferParams], int] = {}
+        for name, params, _ in self.chosen:
+            counts[(name, params)] = counts.get((name, params), 0) + 1
+        (name, params), n = max(counts.items(), key=lambda kv: kv[1])
+        return f"{name}: {params} ({n}/{len(self.chosen)} folds)"
+
+
+def fold_assignment(n: int, folds: int, seed: int = 0) -> np.ndarray:
+    """Fold number per query; folds=0 or folds >= n means leave-one-out."""
+    if folds < 0 or folds == 1:
+        raise EngineError(f"folds must be 0 (leave-one-out) or at least 2, not {folds}")
+    if folds == 0 or folds >= n:
+        return np.arange(n)
+    order = np.random.default_rng(seed).permutation(n)
+    out = np.empty(n, dtype=int)
+    out[order] = np.arange(n) % folds
+    return out
+
+
+def cross_validate(representations: np.ndarray | Mapping[str, np.ndarray], scores: np.ndarray,
+                   objective: Objective, grid: Sequence[TransferParams], folds: int = 0, seed: int = 0,
+                   description: str = "cross-validation") -> CVResult:
+    """Nested cross-validation: per outer fold, pick representation and params by inner leave-one-out
+    on the fold's training queries, then predict the held-out queries from those training queries.
+
+    `representations` is one embedding matrix or a mapping name → matrix (e.g. several view blends) to
+    choose among. A grid of one point and one representation is plain (non-nested) cross-validation.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    n = scores.shape[0]
+    if isinstance(representations, np.ndarray):
+        representations = {"embedding": representations}
+    if not representations:
+        raise EngineError("no query representation to cross-validate")
+    sims = {}
+    for name, emb in representations.items():
+        emb = l2_rows(emb)
+        if emb.shape[0] != n:
+            raise EngineError(f"representation {name!r} has {emb.shape[0]} rows for {n} training queries")
+        sims[name] = emb @ emb.T
+    fold_of = fold_assignment(n, folds, seed)
+    n_folds = int(fold_of.max()) + 1
+    if n - np.bincount(fold_of).max() < 2:
+        raise EngineError(f"{n} training queries are too few for {n_folds}-fold cross-validation")
+    predictions = np.empty_like(scores)
+    chosen: list[tuple[str, TransferParams, float]] = []
+    single = len(grid) == 1 and len(sims) == 1
+    for f in track(range(n_folds), total=n_folds, description=description):
+        test = np.flatnonzero(fold_of == f)
+        train = np.flatnonzero(fold_of != f)
+        train_scores = scores[train]
+        if single:
+            best = (next(iter(sims)), grid[0], float("nan"))
+        else:
+            best = select({name: sim[np.ix_(train, train)] for name, sim in sims.items()}, train_scores,
+                          objective, grid, rows=train)
+        name, params, _ = best
+        chosen.append(best)
+        prior = column_prior(train_scores)
+        predictions[test] = transfer(sims[name][np.ix_(test, train)], train_scores, prior, params)
+    return CVResult(predictions=predictions, fold_of=fold_of, chosen=chosen)

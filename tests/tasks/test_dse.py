@@ -1,0 +1,225 @@
+"""DSEBench adapter: DSEBench's file formats, messy catalogues, and build → submit → eval on a generated
+corpus where relevance is planted so that only query and examples together find the best datasets."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import engine.tasks.dse.data as dse_data
+import engine.tasks.dse.pipeline as dse
+from conftest import SHARED_DATA
+from engine.cli import app
+from fixtures.dse_synthetic import generate, write_corpus
+from engine.tasks.dse.data import read_dsebench_judgments
+from engine.errors import EngineError
+from engine.eval.runs import read_run
+
+SHARED = SHARED_DATA / "dsebench"
+runner = CliRunner()
+
+
+@pytest.fixture(scope="session")
+def corpus(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dsecorpus")
+    paths = write_corpus(generate(n_records=150, n_cases=20, n_train_cases=3, multi_example=0.3, seed=11), out)
+    root = out / "indexes"
+    result = runner.invoke(app, ["dse", "build", "--datasets", str(paths["datasets"]), "--name", "synth",
+                                 "--root", str(root), "--quiet"])
+    assert result.exit_code == 0, result.output
+    return paths, root
+
+
+def _invoke(args):
+    result = runner.invoke(app, args)
+    if result.exception and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+# ---------------------------------------------------------------- formats and messy input (no model)
+
+def test_cases_with_several_examples_and_conflicts(tmp_path):
+    p = tmp_path / "cases.tsv"
+    p.write_text("1\tQ1\td1\n1\tQ1\td2\n2\tQ2\td3\td4\n")
+    cases = dse.read_cases(p)
+    assert cases["1"].examples == ["d1", "d2"] and cases["2"].examples == ["d3", "d4"]
+    p.write_text("1\tQ1\td1\n1\tQ9\td2\n")
+    with pytest.raises(EngineError, match=r"cases.tsv:2: case '1' has query 'Q9'"):
+        dse.read_cases(p)
+    p.write_text("1\tQ1\n")
+    with pytest.raises(EngineError, match=r"cases.tsv:1: expected"):
+        dse.read_cases(p)
+
+
+def test_messy_records_are_cleaned_with_warnings(tmp_path, monkeypatch):
+    msgs: list[str] = []
+    monkeypatch.setattr(dse_data, "warn", msgs.append)
+    p = tmp_path / "datasets.json"
+    p.write_text(json.dumps([
+        {"id": "a", "title": "Bus ridership", "description": "Passengers", "tags": "bus, transport;city",
+         "author": "Office", "summary": "s"},
+        {"id": "b", "title": "Solar", "description": "", "tags": ["solar"], "author": None},
+        {"id": "a", "title": "duplicate"},
+        {"title": "no id"},
+        "not an object",
+    ]))
+    records = dse.read_datasets(p)
+    assert [r["id"] for r in records] == ["a", "b"]
+    assert records[0]["tags"] == "bus; transport; city" and records[0]["title"] == "Bus ridership"
+    assert records[1]["description"] == "" and records[1]["summary"] == "" and records[1]["author"] == ""
+    text = "\n".join(msgs)
+    assert "duplicate id" in text and "a (#3, first #1)" in text
+    assert "without an id" in text and "#4" in text
+    assert "not a JSON object" in text and "#5" in text
+    assert "tags as a string" in text
+    assert "'summary'" in text and "'description'" in text
+    p.write_text('{"x": 1')
+    with pytest.raises(EngineError, match="invalid JSON"):
+        dse.read_datasets(p)
+
+
+def test_generated_corpus_uses_dsebench_formats(tmp_path):
+    paths = write_corpus(generate(n_records=80, n_cases=6, n_train_cases=2, seed=3), tmp_path)
+    records = json.loads(paths["datasets"].read_text())
+    assert set(records[0]) == {"id", "title", "description", "tags", "author", "summary"}
+    assert all(len(line.split("\t")) == 3 for line in paths["cases"].read_text().splitlines())
+    assert all(len(line.split("\t")) == 2 for line in paths["queries"].read_text().splitlines())
+    judgments = json.loads(paths["judgments"].read_text())
+    if SHARED.exists():  # same keys and value types as the real file
+        real = json.loads((SHARED / "Data" / "human_annotated_judgments.json").read_text())[0]
+        assert {k: type(v) for k, v in judgments[0].items()} == {k: type(v) for k, v in real.items()}
+    folds = dse.read_folds(paths["folds"])
+    assert len(folds) == 5 and all(not set(f.train) & set(f.test) for f in folds)
+    assert set().union(*(set(f.test) for f in folds)) == {j["case_id"] for j in judgments}
+
+
+# ---------------------------------------------------------------- pipeline on the generated corpus
+
+def test_submit_writes_one_ranking_per_case_without_its_examples(corpus, tmp_path):
+    paths, root = corpus
+    run_path = tmp_path / "run.txt"
+    _invoke(["dse", "submit", "--queries", str(paths["queries"]), "--cases", str(paths["cases"]),
+             "--out", str(run_path), "--name", "synth", "--root", str(root), "--depth", "50", "--quiet"])
+    run = read_run(run_path)
+    cases = dse.read_cases(paths["cases"])
+    test_cases = [c for c in cases if c.isdigit()]
+    assert sorted(run) == sorted(test_cases)
+    for cid, docs in run.items():
+        assert len(docs) == 50
+        assert not set(cases[cid].examples) & set(docs)
+    first = run_path.read_text().splitlines()[0].split()
+    assert first[1] == "Q0" and first[3] == "1" and first[5] == "dse-rrf"
+
+
+def test_variant_table_fused_beats_query_only_and_examples_only(corpus, tmp_path):
+    paths, root = corpus
+    out = tmp_path / "table.json"
+    text = _invoke(["dse", "eval", "--judgments", str(paths["judgments"]), "--folds", str(paths["folds"]),
+                    "--queries", str(paths["queries"]), "--cases", str(paths["cases"]), "--name", "synth",
+                    "--root", str(root), "--out", str(out), "--quiet"])
+    table = json.loads(out.read_text())
+    q, e = table["query only (RRF dense+BM25)"]["ndcg@10"], table["examples only (RRF dense+BM25)"]["ndcg@10"]
+    rrf, tuned = table["fused untuned (RRF)"]["ndcg@10"], table["fused tuned (5-fold CV)"]["ndcg@10"]
+    assert rrf > max(q, e) and tuned > max(q, e)
+    assert "| fused tuned (5-fold CV) |" in text and "nDCG@10" in text
+
+
+def test_tuned_submit_and_eval_of_the_run(corpus, tmp_path):
+    paths, root = corpus
+    run_path, weights = tmp_path / "tuned.txt", tmp_path / "weights.json"
+    common = ["--queries", str(paths["queries"]), "--cases", str(paths["cases"]), "--name", "synth",
+              "--root", str(root), "--quiet"]
+    _invoke(["dse", "submit", *common, "--out", str(run_path), "--method", "tuned", "--folds", str(paths["folds"]),
+             "--split", "all", "--save-weights", str(weights)])
+    saved = json.loads(weights.read_text())
+    assert set(saved["folds"]) == {f"fold_{k}" for k in range(5)} and "all" in saved  # gen_* cases use "all"
+    assert "gen_1" in read_run(run_path)
+    out = tmp_path / "eval.json"
+    _invoke(["dse", "eval", "--judgments", str(paths["judgments"]), "--folds", str(paths["folds"]),
+             "--run", str(run_path), "--out", str(out), "--quiet"])
+    table = json.loads(out.read_text())
+    assert set(table) == {"run", *(f"fold_{k}" for k in range(5))}
+    assert 0.0 < table["run"]["ndcg@10"] <= 1.0
+    # applying the saved weights gives a run too
+    again = tmp_path / "again.txt"
+    _invoke(["dse", "submit", *common, "--out", str(again), "--method", "tuned", "--weights", str(weights)])
+    assert read_run(again)
+
+
+def test_unknown_example_dataset_warns_and_case_still_ranked(corpus, tmp_path, monkeypatch):
+    paths, root = corpus
+    msgs: list[str] = []
+    monkeypatch.setattr(dse, "warn", msgs.append)
+    cases = tmp_path / "cases.tsv"
+    cases.write_text("1\tNTCIR_200000\tno-such-dataset\n2\tNO_QUERY\tno-such-dataset\n")
+    run_path = tmp_path / "run.txt"
+    dse.submit_dse(paths["queries"], cases, run_path, "synth", root, depth=5)
+    assert list(read_run(run_path)) == ["1"]
+    text = "\n".join(msgs)
+    assert "cases.tsv:1 case 1 dataset no-such-dataset" in text
+    assert "neither a known query nor a known example" in text and "2" in text
+
+
+def test_user_errors_are_engine_errors(corpus, tmp_path):
+    paths, root = corpus
+    with pytest.raises(EngineError, match="dse build --datasets"):
+        dse.submit_dse(paths["queries"], paths["cases"], tmp_path / "r", "missing", root)
+    with pytest.raises(EngineError, match="needs --folds"):
+        dse.submit_dse(paths["queries"], paths["cases"], tmp_path / "r", "synth", root, method="tuned")
+    with pytest.raises(EngineError, match="--split"):
+        dse.submit_dse(paths["queries"], paths["cases"], tmp_path / "r", "synth", root, split="nonsense")
+
+
+# ---------------------------------------------------------------- the real DSEBench files, unchanged
+
+@pytest.mark.shared
+def test_real_dsebench_files_load_and_baselines_score_as_published():
+    if not SHARED.exists():
+        pytest.skip("../shared/data/dsebench is absent")
+    data = SHARED / "Data"
+    queries = dse.read_dse_queries(data / "queries.tsv")
+    cases = dse.read_cases(data / "cases.tsv")
+    assert len(queries) == 3979 and len(cases) == 5840
+    assert len(dse.select_cases(cases, "test")) == 141
+    assert all(c.query_id in queries for c in cases.values())
+    folds = dse.read_folds(data / "Splits" / "5-Fold_split")
+    assert [len(f.test) for f in folds] == [28, 28, 28, 28, 29]
+    qrels = read_dsebench_judgments(data / "human_annotated_judgments.json")
+    assert len(qrels) == 141 and sum(len(v) for v in qrels.values()) == 7415
+    # Baselines/evaluation_results.md, BM25 and GTE rows
+    bm25 = dse.score_run(dse.load_dse_run(SHARED / "Baselines" / "Retrieval" / "BM25_results.json"), qrels)
+    assert [round(bm25[m], 4) for m in dse.DSE_METRICS.split(",")] == [0.3059, 0.3416, 0.0982, 0.1739, 0.1705, 0.2769]
+    table = dse.eval_dse(data / "human_annotated_judgments.json", data / "Splits" / "5-Fold_split",
+                         run=SHARED / "Baselines" / "Retrieval" / "GTE_results.json")
+    assert round(table["run"]["ndcg@10"], 4) == 0.3649 and len(table) == 6
+
+
+def test_one_command_from_datasets_json_to_run(corpus, tmp_path):
+    paths = write_corpus(generate(n_records=40, n_cases=4, n_train_cases=0, seed=5), tmp_path / "small")
+    root, run_path = tmp_path / "indexes", tmp_path / "run.txt"
+    args = ["dse", "submit", "--datasets", str(paths["datasets"]), "--queries", str(paths["queries"]),
+            "--cases", str(paths["cases"]), "--out", str(run_path), "--name", "small", "--root", str(root),
+            "--depth", "10", "--quiet"]
+    _invoke(args)
+    assert sorted(read_run(run_path)) == ["1", "2", "3", "4"]
+    manifest = root / "small" / dse.MANIFEST
+    stamp = manifest.stat().st_mtime_ns
+    _invoke(args)  # the same datasets.json: the index is reused, not rebuilt
+    assert manifest.stat().st_mtime_ns == stamp
+
+
+def test_case_with_unknown_query_is_ranked_by_its_examples(corpus, tmp_path, monkeypatch):
+    paths, root = corpus
+    msgs: list[str] = []
+    monkeypatch.setattr(dse, "warn", msgs.append)
+    example = dse.read_cases(paths["cases"])["1"].examples[0]
+    cases = tmp_path / "cases.tsv"
+    cases.write_text(f"5\tNO_SUCH_QUERY\t{example}\n")
+    run_path = tmp_path / "run.txt"
+    dse.submit_dse(paths["queries"], cases, run_path, "synth", root, depth=5)
+    assert len(read_run(run_path)["5"]) == 5 and example not in read_run(run_path)["5"]
+    assert any("cases.tsv:1 case 5 query NO_SUCH_QUERY" in m and "examples only" in m for m in msgs)

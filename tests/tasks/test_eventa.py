@@ -1,0 +1,201 @@
+"""EVENTA Track 2 pipeline: database reading, long-caption pooling, build → submit → eval on a generated
+OpenEvents-layout fixture (real photos from scikit-image), and on coco-mini when ../shared/data is there."""
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from engine.tasks.eventa.pipeline import (EventaIndex, Fields, RankParams, build_eventa, eval_eventa, read_database,
+                                    read_labeled)
+from engine.tasks.eventa.fixture import coco_as_eventa, make_eventa_fixture
+from engine.errors import EngineError
+from engine.core.text_pooling import encode_queries, pack_passages, similarity, split_sentences
+from engine.tasks.eventa.submission import validate_eventa
+from conftest import shared_path
+
+pytest.importorskip("skimage")
+
+
+# ---------------------------------------------------------------- long texts
+
+def test_sentences_are_split_and_long_ones_cut_into_windows_without_losing_words():
+    long = "Then " + " ".join(f"w{i}" for i in range(119))
+    text = f"First sentence here. Second one! {long}. \"Quoted third?\" Yes."
+    parts = split_sentences(text, max_words=50)
+    assert parts[:2] == ["First sentence here.", "Second one!"]
+    assert [len(p.split()) for p in parts[2:5]] == [50, 50, 20]
+    assert " ".join(parts).split() == text.split()
+
+
+def test_passages_keep_whole_sentences_under_the_budget_and_repeat_the_title():
+    content = " ".join(f"Sentence number {i} has exactly seven words." for i in range(40))
+    passages = pack_passages(content, max_words=60, prefix="The Title")
+    assert len(passages) > 1
+    assert all(p.startswith("The Title\n") for p in passages)
+    assert all(len(p.split()) <= 60 for p in passages)
+    body = " ".join(p.split("\n", 1)[1] for p in passages)
+    assert body.split() == content.split()
+
+
+def test_sentence_pooling_sees_what_truncation_drops(text_encoder):
+    filler = "The committee met again to discuss the annual budget and the schedule of works. " * 25
+    caption = filler + "In the corner a small tabby cat sleeps on a cushion."
+    docs = text_encoder.encode_texts(["a cat sleeping", "a cup of coffee"])
+    full = encode_queries(text_encoder, [caption], "full")
+    sentences = encode_queries(text_encoder, [caption], "max")
+    assert sentences.vectors.shape[0] > 20  # every sentence was encoded
+    s_full, s_max = similarity(full, 0, docs, "full"), similarity(sentences, 0, docs, "max")
+    assert s_max[0] > s_max[1] + 0.2          # the cat sentence is found
+    assert s_max[0] > s_full[0] + 0.2         # the truncated encoding never saw it
+    mean = similarity(sentences, 0, docs, "mean")
+    assert np.isclose(np.linalg.norm(sentences.pooled()[0]), 1.0, atol=1e-5) and mean.shape == (2,)
+
+
+# ---------------------------------------------------------------- reading the challenge's files
+
+def test_openevents_layout_with_custom_field_names(tmp_path):
+    db = tmp_path / "database.json"
+    db.write_text(json.dumps({
+        "a1": {"headline": "Storm hits coast", "body": "Waves. Wind.", "pics": ["i1", 2], "date": "2020"},
+        "a2": {"headline": "Match report", "body": "Goals.", "pics": "i3, i4"},
+        "a3": {"headline": "No pictures", "body": "Text only."},
+    }))
+    with pytest.raises(EngineError, match=r"'title'.*--title-field"):
+        read_database(db)
+    arts = read_database(db, Fields(title="headline", content="body", images="pics"))
+    assert [a.id for a in arts] == ["a1", "a2", "a3"]
+    assert arts[0].images == ["i1", "2"] and arts[1].images == ["i3", "i4"] and arts[2].images == []
+    assert arts[0].text == "Storm hits coast\nWaves. Wind." and arts[0].meta["date"] == "2020"
+
+
+def test_json_list_layout_needs_an_id_field(tmp_path):
+    db = tmp_path / "articles.jsonl"
+    db.write_text('{"article_id": "x", "title": "T", "content": "C", "images": ["p"]}\n'
+                  '{"article_id": "x", "title": "again", "content": "C", "images": []}\n')
+    arts = read_database(db)
+    assert [(a.id, a.title) for a in arts] == [("x", "T")]  # the repeated id keeps its first article
+
+
+def test_labeled_csv_with_image_index_and_missing_columns(tmp_path):
+    path = tmp_path / "train.csv"
+    path.write_text("image_index,caption,retrieved_article_id,retrieved_image_id\n7,A cat.,a1,i9\n")
+    [row] = read_labeled(path)
+    assert (row.qid, row.text, row.article, row.image) == ("7", "A cat.", "a1", "i9")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("query_id,query_text\n1,hello\n")
+    with pytest.raises(EngineError, match="correct image id"):
+        read_labeled(bad)
+
+
+def test_bad_tuning_values_are_user_errors():
+    for params in (RankParams(pooling="median"), RankParams(article_weight=1.5), RankParams(image_fusion="x"),
+                   RankParams(dense_weight=0, bm25_weight=0)):
+        with pytest.raises(EngineError):
+            params.check()
+
+
+# ---------------------------------------------------------------- end to end on the generated fixture
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, conse_encoder, text_encoder):
+    base = tmp_path_factory.mktemp("eventa")
+    paths = make_eventa_fixture(base / "data", n_articles=12, images_per_article=2, image_size=96)
+    root = base / "indexes"
+    summary = build_eventa(paths.database, paths.images, "fix", root)
+    return paths, root, summary
+
+
+def test_fixture_is_deterministic_and_in_openevents_layout(tmp_path, built):
+    paths, _, _ = built
+    again = make_eventa_fixture(tmp_path / "again", n_articles=12, images_per_article=2, image_size=96)
+    assert again.database.read_text() == paths.database.read_text()
+    db = json.loads(paths.database.read_text())
+    first = next(iter(db.values()))
+    assert set(first) == {"url", "date", "title", "images", "content"} and len(first["images"]) == 2
+    assert all((paths.images / f"{i}.jpg").is_file() for a in db.values() for i in a["images"])
+
+
+def test_build_indexes_images_passages_and_bm25_and_reports_the_broken_file(built):
+    _, root, summary = built
+    assert summary["counts"]["articles"] == 12 and summary["counts"]["images"] == 24
+    index = EventaIndex.open("fix", root)
+    assert len(index.image_ids) == 24 and "broken0000000000" not in index.image_row
+    skipped = [s["id"] for s in index.images.manifest["skipped"]]
+    assert skipped == ["broken0000000000"]
+    assert set(index.passage_article) == set(index.article_images)
+    assert len(index.bm25) == 12
+    with pytest.raises(EngineError, match="already exists"):
+        build_eventa(summary["database"], summary["images"], "fix", root)
+    with pytest.raises(EngineError, match="no EVENTA index 'nope'"):
+        EventaIndex.open("nope", root)
+
+
+def test_cli_submit_writes_a_valid_zip_with_csv_beside_it(built, tmp_path):
+    from engine.cli import app
+    paths, root, _ = built
+    out = tmp_path / "sub" / "submission.zip"
+    res = CliRunner().invoke(app, ["eventa", "submit", "--queries", str(paths.queries), "--out", str(out),
+                                   "--name", "fix", "--root", str(root), "--quiet"])
+    assert res.exit_code == 0, res.output
+    assert out.is_file() and (out.parent / "submission.csv").is_file()
+    assert validate_eventa(out, paths.queries).ok
+    with open(out.parent / "submission.csv", newline="") as fh:
+        rows = list(csv.reader(fh))[1:]
+    n_queries = sum(1 for _ in open(paths.queries)) - 1
+    assert len(rows) == n_queries
+    assert all(len(set(r[1:])) == 10 and "#" not in r for r in rows)  # 24 images: ten real ones each
+
+
+def test_each_stage_alone_and_fused(built):
+    paths, root, _ = built
+    table = eval_eventa(paths.labeled, "fix", root, RankParams(), poolings=("mean", "max"), sweep=(0.0, 1.0))
+    for pooling, stages in table.items():
+        images, articles, fused = (stages[s]["eventa"] for s in ("images", "articles", "fused"))
+        # the article stage knows the story (not which of its two photos), the image stage knows the subject
+        assert stages["articles"]["article_r@10"] >= 0.9
+        assert stages["articles"]["eventa.r@1"] <= 0.75
+        assert fused > articles + 0.1 and fused > images + 0.3, (pooling, stages)
+        assert stages["fused w=0"]["eventa"] < fused  # image similarity alone inside the top articles is worse
+
+
+def test_eval_command_rejects_bad_sweep_and_pooling(built):
+    from engine.tasks.eventa.pipeline import eval_command
+    paths, root, _ = built
+    with pytest.raises(EngineError, match="--sweep"):
+        eval_command(paths.labeled, "fix", root, RankParams(), ["mean"], sweep=["heavy"])
+    with pytest.raises(EngineError, match="--pooling"):
+        eval_command(paths.labeled, "fix", root, RankParams(), ["median"])
+
+
+# ---------------------------------------------------------------- coco-mini: real photos and captions
+
+@pytest.mark.shared
+def test_coco_mini_pseudo_articles(tmp_path):
+    coco = shared_path("coco-mini")
+    paths = coco_as_eventa(coco, tmp_path / "data", limit=24)
+    labeled = read_labeled(paths.labeled)
+    db = json.loads(paths.database.read_text())
+    assert len(labeled) == len(db) == 24
+    assert all(q.text not in db[q.article]["title"] + db[q.article]["content"] for q in labeled)
+    build_eventa(paths.database, paths.images, "coco", tmp_path / "idx")
+    table = eval_eventa(paths.labeled, "coco", tmp_path / "idx", RankParams(), poolings=("mean",))["mean"]
+    assert table["articles"]["eventa.r@1"] > table["images"]["eventa.r@1"]
+    assert table["images"]["eventa.r@10"] > 0.5  # the offline bridge finds real photos from a caption
+    assert table["fused"]["eventa"] > table["images"]["eventa"]
+
+
+def test_cli_eval_prints_every_stage_as_json(built, tmp_path):
+    from engine.cli import app
+    paths, root, _ = built
+    res = CliRunner().invoke(app, ["eventa", "eval", "--queries", str(paths.labeled), "--name", "fix", "--root",
+                                   str(root), "--pooling", "mean", "--limit", "8", "--json", "--quiet",
+                                   "--out", str(tmp_path / "t.json")])
+    assert res.exit_code == 0, res.output
+    table = json.loads(res.stdout)["mean"]
+    assert list(table) == ["images", "articles_dense", "articles_bm25", "articles", "fused"]
+    assert all(0.0 <= v["eventa"] <= 1.0 for v in table.values())
+    assert json.loads((tmp_path / "t.json").read_text())["stages"]["mean"] == table

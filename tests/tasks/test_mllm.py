@@ -1,0 +1,152 @@
+"""`engine mllm` on generated questions with a planted structure (LLMs expert in hidden topics), bad input,
+and the real question set and LLM ids at full size when ../shared/data is present (slow)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from conftest import SHARED_DATA
+from engine.cli import app
+from engine.tasks.model_ranking import mllm
+from engine.errors import EngineError
+from engine.eval.runs import read_run
+
+SHARED = SHARED_DATA / "trec-mllm"
+
+TOPICS = [
+    "stock market bank interest loan investor dividend inflation bond",
+    "patient doctor hospital diagnosis symptom treatment vaccine disease",
+    "football match goal team player coach league championship",
+    "recipe oven flour sugar bake kitchen garlic sauce dessert",
+    "planet star galaxy telescope orbit astronaut rocket comet",
+    "guitar piano melody concert song album drummer chord",
+]
+N_LLMS = 40
+POPULAR = "llm_039"
+
+
+def _question(topic: int, rng: np.random.Generator) -> str:
+    return "what about " + " ".join(rng.choice(TOPICS[topic].split(), 6)) + "?"
+
+
+def make_track(root: Path, dev_per_topic: int = 8, queries_per_topic: int = 2, seed: int = 0) -> dict[str, Path]:
+    """dev TSV + qrels + test TSV + LLM ids: LLM 2t is the most relevant for topic t, 2t+1 the second most;
+    a popular LLM is second-most relevant on a third of all questions (what the prior alone learns)."""
+    rng = np.random.default_rng(seed)
+    root.mkdir(parents=True, exist_ok=True)
+    llms = [f"llm_{i:03d}" for i in range(N_LLMS)]
+    (root / "llm_ids.txt").write_text("\n".join(llms) + "\n")
+    dev, qrels, test, topic_of = [], [], [], {}
+    qid = 100
+    for t in range(len(TOPICS)):
+        for _ in range(dev_per_topic):
+            qid += 1
+            dev.append(f"{qid}\t{_question(t, rng)}")
+            grades = {llms[2 * t]: 1, llms[2 * t + 1]: 2}
+            if rng.random() < 0.35:
+                grades[POPULAR] = 2
+            for llm in llms[:30]:  # judged LLMs; the rest are unjudged (grade 0)
+                qrels.append(f"{qid} 0 {llm} {grades.get(llm, 0)}")
+            if POPULAR in grades:
+                qrels.append(f"{qid} 0 {POPULAR} 2")
+        for _ in range(queries_per_topic):
+            qid += 1
+            test.append(f"{qid}\t{_question(t, rng)}")
+            topic_of[str(qid)] = t
+    (root / "dev.tsv").write_text("\n".join(dev) + "\n")
+    (root / "qrels.txt").write_text("\n".join(qrels) + "\n")
+    (root / "test.tsv").write_text("\n".join(test) + "\n")
+    (root / "topics.json").write_text(json.dumps(topic_of))
+    return {n: root / f for n, f in (("dev", "dev.tsv"), ("qrels", "qrels.txt"), ("test", "test.tsv"),
+                                      ("ids", "llm_ids.txt"), ("topics", "topics.json"))}
+
+
+@pytest.fixture(scope="session")
+def encoder():
+    from engine.core.encoders import DEFAULT_TEXT_SPEC, load_encoder
+    return load_encoder(DEFAULT_TEXT_SPEC)
+
+
+@pytest.fixture(scope="module")
+def track(tmp_path_factory) -> dict[str, Path]:
+    return make_track(tmp_path_factory.mktemp("mllm"))
+
+
+def test_cv_transfer_beats_the_prior(track, tmp_path: Path, encoder):
+    report = tmp_path / "cv.json"
+    result = CliRunner().invoke(app, ["mllm", "--dev-queries", str(track["dev"]), "--qrels", str(track["qrels"]),
+                                      "--llm-ids", str(track["ids"]), "--cv", "--folds", "4",
+                                      "--report", str(report), "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert "| transfer |" in result.output
+    cv = json.loads(report.read_text())
+    assert cv["llms"]["n"] == N_LLMS and cv["queries"]["n"] == 48
+    assert cv["transfer"]["ndcg@10"] > cv["prior"]["ndcg@10"] + 0.3
+    assert cv["transfer"]["mrr"] > 0.9 > cv["prior"]["mrr"]
+
+
+def test_run_ranks_every_llm_with_the_topic_expert_first(track, tmp_path: Path, encoder):
+    out = tmp_path / "run.txt"
+    result = CliRunner().invoke(app, ["mllm", "--dev-queries", str(track["dev"]), "--qrels", str(track["qrels"]),
+                                      "--llm-ids", str(track["ids"]), "--queries", str(track["test"]),
+                                      "--out", str(out), "--run-id", "planted", "--quiet"])
+    assert result.exit_code == 0, result.output
+    run = read_run(out)
+    topic_of = json.loads(track["topics"].read_text())
+    assert set(run) == set(topic_of)
+    hits = 0
+    for qid, scores in run.items():
+        assert len(scores) == N_LLMS  # unjudged LLMs from --llm-ids are ranked too
+        hits += max(scores, key=scores.get) == f"llm_{2 * topic_of[qid]:03d}"
+    assert hits >= len(run) - 1
+    assert out.read_text().split("\n", 1)[0].endswith(" planted")
+
+
+def test_grade_map_changes_targets(track):
+    dev = mllm.read_dev(track["dev"], track["qrels"], track["ids"], "0:0,1:1,2:0.5")
+    assert set(np.unique(dev.targets)) == {0.0, 0.5, 1.0}
+    assert dev.targets.shape == (48, N_LLMS)
+
+
+def test_bad_input(track, tmp_path: Path):
+    with pytest.raises(EngineError, match="grade 2 has no target"):
+        mllm.read_dev(track["dev"], track["qrels"], track["ids"], "0:0,1:1")
+    with pytest.raises(EngineError, match="not `grade:target`"):
+        mllm.parse_targets("0:0,one:1")
+    ids = tmp_path / "ids.txt"
+    ids.write_text("llm_000\nllm_001\n")
+    with pytest.raises(EngineError, match="not in .*ids.txt"):
+        mllm.read_dev(track["dev"], track["qrels"], ids)
+    ids.write_text("llm_000\nllm_000\n")
+    with pytest.raises(EngineError, match="ids.txt:2: LLM id 'llm_000' listed twice"):
+        mllm.read_llm_ids(ids)
+    other = tmp_path / "other.tsv"
+    other.write_text("9\twhat?\n")
+    with pytest.raises(EngineError, match="only 0 of the questions"):
+        mllm.read_dev(other, track["qrels"])
+
+
+@pytest.mark.shared
+@pytest.mark.slow
+def test_real_size(tmp_path: Path, encoder):
+    """The 342 real questions and 1,131 real LLM ids with generated qrels: every LLM ranked for every question."""
+    if not SHARED.exists():
+        pytest.skip("../shared/data/trec-mllm not present")
+    llms = mllm.read_llm_ids(SHARED / "llm_ids.txt")
+    rows = [line.split("\t")[0] for line in (SHARED / "llm_dev_data.tsv").read_text().splitlines() if line]
+    rng = np.random.default_rng(0)
+    qrels = tmp_path / "qrels.txt"
+    with open(qrels, "w") as fh:
+        for q in rows:
+            best = rng.choice(len(llms), 2, replace=False)
+            for j, llm in enumerate(llms):
+                fh.write(f"{q} 0 {llm} {1 if j == best[0] else 2 if j == best[1] else 0}\n")
+    out = tmp_path / "run.txt"
+    mllm.rank_questions(SHARED / "llm_dev_data.tsv", qrels, SHARED / "llm_dev_data.tsv", out,
+                        SHARED / "llm_ids.txt", k=10, temperature=0.05, prior_weight=0.2)
+    run = read_run(out)
+    assert len(run) == 342 and all(len(v) == 1131 for v in run.values())
