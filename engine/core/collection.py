@@ -93,8 +93,8 @@ class Collection:
             hint = f"known: {', '.join(known)}" if known else "there are none yet"
             partial = " (an interrupted build is there: run the same build again to resume)" \
                 if (path / PARTIAL).is_dir() else ""
-            raise EngineError(f"no collection {name!r} in {path.parent}/{partial}; build it first from "
-                              f"{opt('images')} or {opt('texts')} ({hint})")
+            raise EngineError(f"no collection {name!r} in {path.parent}/{partial}; build it first (with "
+                              f"{opt('images')} DIR or {opt('texts')} FILE) ({hint})")
         manifest = store.read_manifest(path, rebuild_hint(name))
         col = cls(path, manifest)
         if verify:
