@@ -50,9 +50,9 @@ def timed(fn, repeat: int) -> float:
 
 def bench_engine_vs_faiss(n: int, dim: int, root: Path) -> list[dict]:
     import faiss
-    from engine.core.collection import from_vectors
+    from engine.core.collection import Collection
     xb, xq = synthetic(n, 1000, dim)
-    col = from_vectors("bench", [f"doc{i}" for i in range(n)], xb, "sbert:all-MiniLM-L6-v2", "text", root=root,
+    col = Collection.from_vectors("bench", [f"doc{i}" for i in range(n)], xb, "sbert:all-MiniLM-L6-v2", "text", root=root,
                        force=True)
     raw = faiss.IndexFlatIP(dim)
     raw.add(xb)

@@ -62,3 +62,10 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]], markdown
     widths = [max(len(r[i]) for r in table) for i in range(len(headers))]
     return "\n".join("  ".join(c.ljust(w) if i < left else c.rjust(w)
                                for i, (c, w) in enumerate(zip(r, widths))).rstrip() for r in table)
+
+
+def doc_table(headers: Sequence[str], rows: Sequence[Sequence[str]], markdown: bool = False, left: int = 1) -> str:
+    """A table written for the docs (cells with `code` marks): Markdown as is, plain text without the marks."""
+    if not markdown:
+        rows = [[str(c).replace("`", "") for c in r] for r in rows]
+    return format_table(headers, rows, markdown=markdown, left=left)

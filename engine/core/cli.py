@@ -171,8 +171,8 @@ def demo_cmd(root: Root = DEFAULT_ROOT, quiet: Quiet = False) -> None:
 def models_cmd(markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown table.")] = False) -> None:
     """The encoder specs `--model` takes (the registry in engine/core/encoders/registry.py)."""
     from engine.core.encoders.registry import model_table
-    from engine.display import format_table
-    typer.echo(format_table(*model_table(), markdown=markdown, left=3))
+    from engine.display import doc_table
+    typer.echo(doc_table(*model_table(), markdown=markdown, left=3))
 
 
 COMMANDS = {"build": build_cmd, "search": search_cmd, "info": info_cmd, "list": list_cmd, "bench": bench_cmd,

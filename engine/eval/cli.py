@@ -45,6 +45,15 @@ def validate_run_cmd(file: Annotated[Path, typer.Argument(help="TREC run file.")
     raise typer.Exit(report.exit_code)
 
 
+def metrics_cmd(markdown: Annotated[bool, typer.Option("--markdown", help="Print Markdown tables.")] = False) -> None:
+    """The metrics `--metrics` takes and the scoring profiles `--profile` takes (their registries)."""
+    from engine.display import doc_table
+    from engine.eval.metrics import metric_table
+    profiles = [[f"`{p.name}`", f"`{p.metrics}`", p.help] for p in PROFILES.values()]
+    typer.echo(doc_table(*metric_table(), markdown=markdown, left=3) + "\n\n"
+               + doc_table(["profile", "metrics", "rules"], profiles, markdown=markdown, left=3))
+
+
 def register(app: typer.Typer) -> tuple[typer.Typer, typer.Typer]:
     """Add `eval`, `validate` and `convert` to the app; returns the two groups for the tasks to extend."""
     validate = typer.Typer(no_args_is_help=True, help="Check a run or a submission before uploading it: "
@@ -52,6 +61,7 @@ def register(app: typer.Typer) -> tuple[typer.Typer, typer.Typer]:
     convert = typer.Typer(no_args_is_help=True, help="Benchmark files to TREC qrels/runs/groups, "
                                                      "or a run to an EVENTA submission.")
     app.command("eval")(eval_cmd)
+    app.command("metrics")(metrics_cmd)
     validate.command("run")(validate_run_cmd)
     app.add_typer(validate, name="validate")
     app.add_typer(convert, name="convert")

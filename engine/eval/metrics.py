@@ -174,37 +174,39 @@ def eventa_summary(per_query: Mapping[str, Mapping[str, float]], qids: Sequence[
 
 # ---------------------------------------------------------------- the registered metrics
 
-@metric("ndcg", aliases=("ndcg_cut",), help="nDCG, trec_eval's linear gain (ndcg@k: ndcg_cut.k)")
+@metric("ndcg", aliases=("ndcg_cut",), help="trec_eval `ndcg_cut.k` (gain = grade)")
 def ndcg_linear(q: Judged, k: int | None) -> float:
     return ndcg(q.rels, q.judged, k, linear_gain)
 
 
-@metric("ndcg_exp", help="nDCG with gain 2^rel − 1 (NTCIR-19 ModelRetrieval)")
+@metric("ndcg_exp", help="nDCG with gain 2^grade − 1 (NTCIR-19 ModelRetrieval)")
 def ndcg_exponential(q: Judged, k: int | None) -> float:
     return ndcg(q.rels, q.judged, k, exp_gain)
 
 
-@metric("map", aliases=("ap", "map_cut"), help="mean average precision (map@k: map_cut.k)")
+@metric("map", aliases=("ap", "map_cut"), help="trec_eval `map`, `map_cut.k`")
 def map_(q: Judged, k: int | None) -> float:
     return average_precision(q.rels, q.num_rel, k)
 
 
-@metric("mrr", aliases=("rr", "recip_rank"), help="reciprocal rank of the first relevant doc")
+@metric("mrr", aliases=("rr", "recip_rank"), help="reciprocal rank of the first relevant doc (0 beyond k)")
 def mrr(q: Judged, k: int | None) -> float:
     return reciprocal_rank(q.rels, k)
 
 
-@metric("recall", REQUIRED, aliases=("r",), help="relevant docs in the top k over all relevant")
+@metric("recall", REQUIRED, aliases=("r",), help="trec_eval `recall.k`: relevant docs in the top k over all relevant")
 def recall_at(q: Judged, k: int | None) -> float:
     return recall(q.rels, q.num_rel, k or 0)
 
 
-@metric("p", REQUIRED, aliases=("precision",), help="relevant docs in the top k over k")
+@metric("p", REQUIRED, aliases=("precision",), help="trec_eval `P.k`: relevant docs in the top k over k")
 def precision_at(q: Judged, k: int | None) -> float:
     return precision(q.rels, k or 0)
 
 
-@metric("eventa", NONE, help="EVENTA 2025 Track 2 Overall with its five parts and coverage r",
+@metric("eventa", NONE, help="EVENTA 2025 Track 2 Overall = r × weighted harmonic mean of (mAP, MRR, R@1, R@5, R@10) "
+        "over the top 10, weights (0.3, 0.2, 0.2, 0.15, 0.15), ε = 1e-8; printed with its five parts (averaged "
+        "over the queries the run answers) and r (`eventa.coverage` = answered / ground-truth queries)",
         parts=("eventa", *EVENTA_WEIGHTS, EVENTA_COVERAGE), summary=eventa_summary)
 def eventa(q: Judged, k: int | None) -> dict[str, float]:
     return eventa_parts(q.rels, q.num_rel)
@@ -280,3 +282,11 @@ def score_query(scores: Mapping[str, float], judged: Mapping[str, int],
         else:
             out[m.name] = value
     return out
+
+
+def metric_table() -> tuple[list[str], list[list[str]]]:
+    """Headers and rows describing every registered metric (docs/eval.md, `engine eval --help`)."""
+    forms = {OPTIONAL: "`{f}`, `{f}@k`", REQUIRED: "`{f}@k`", NONE: "`{f}`"}
+    rows = [[forms[d.cutoff].format(f=f), ", ".join(f"`{a}`" for a in d.aliases) or "—", d.help]
+            for f, d in REGISTRY.items()]
+    return ["metric", "also written", "definition"], rows

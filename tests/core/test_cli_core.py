@@ -68,3 +68,26 @@ def test_clip_without_weights_offline_says_how_to_supply_them(tmp_path, sample_p
     assert "Traceback" not in r.stderr
     assert "could not fetch open_clip weights 'openai'" in r.stderr and "checkpoint" in r.stderr
     assert not (tmp_path / "c" / "manifest.json").exists()
+
+
+def test_messages_name_flags_on_the_command_line_and_parameters_in_python(tmp_path):
+    """Engine code marks options with opt(); the CLI shows the flag of the command that ran."""
+    import pytest
+
+    from engine.core.collection import Collection
+    from engine.errors import EngineError
+    src = tmp_path / "d.tsv"
+    src.write_text("id\ttext\na\tbread\n")
+    r = engine("build", "d", "--texts", str(src), "--root", str(tmp_path), "--chunk-size", "0")
+    assert r.returncode == 2 and "--chunk-size must be at least 1, not 0" in r.stderr
+    with pytest.raises(EngineError, match="^chunk_size must be at least 1, not 0$"):
+        Collection.build("d", texts=src, root=tmp_path, chunk_size=0)
+    with pytest.raises(EngineError, match="unknown build setting"):
+        Collection.build("d", texts=src, root=tmp_path, chunk_sise=5)
+
+
+def test_models_and_metrics_list_their_registries():
+    r = runner.invoke(app, ["models"])
+    assert r.exit_code == 0 and "clip:ARCH:WEIGHTS" in r.stdout and "`" not in r.stdout
+    r = runner.invoke(app, ["metrics", "--markdown"])
+    assert r.exit_code == 0 and "| `ndcg_exp`, `ndcg_exp@k` |" in r.stdout and "| `dsebench` |" in r.stdout

@@ -3,6 +3,7 @@ graded qrels; EVENTA aggregation and groups by hand; the `engine eval` command a
 from __future__ import annotations
 
 import json
+import math
 import random
 
 import ir_measures
@@ -215,6 +216,19 @@ def test_cli_eval_bad_input_is_one_line_naming_file_and_line(monkeypatch, capsys
     assert "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
     assert message in err
+
+
+def test_cli_eval_profile_picks_the_benchmarks_metrics(monkeypatch, capsys, small_files):
+    run, qrels = small_files
+    code, out, _ = run_cli(monkeypatch, capsys, "eval", run, qrels, "--profile", "ntcir-a", "--json")
+    assert code == 0 and list(json.loads(out)) == ["ndcg_exp@1", "ndcg_exp@3", "ndcg_exp@5"]
+    # query 1 ranks b (grade 0) above a (grade 2): DCG@3 = 3/log2(3) of the ideal 3; query 2 scores 0
+    assert json.loads(out)["ndcg_exp@3"] == pytest.approx((1 / math.log2(3)) / 2)
+    code, out, _ = run_cli(monkeypatch, capsys, "eval", run, qrels, "--profile", "dsebench", "--metrics", "mrr",
+                           "--json")
+    assert code == 0 and json.loads(out) == {"mrr": 0.25}  # --metrics overrides the profile
+    code, _, err = run_cli(monkeypatch, capsys, "eval", run, qrels, "--profile", "msmarco")
+    assert code == 2 and "unknown scoring profile 'msmarco'; known: trec, eventa" in err
 
 
 def test_cli_eval_bad_metric_and_missing_file(monkeypatch, capsys, small_files, tmp_path):

@@ -105,3 +105,40 @@ def test_parse_metrics_list_keeps_order_and_drops_duplicates():
     assert [m.name for m in parse_metrics("ndcg@10, map ,ndcg_cut.10,,p@5")] == ["ndcg@10", "map", "p@5"]
     with pytest.raises(EngineError, match="no metrics"):
         parse_metrics(" , ")
+
+
+# ---------------------------------------------------------------- the registry
+
+@pytest.mark.parametrize("spelling,name", [
+    ("ndcg@10", "ndcg@10"), ("NDCG_CUT.10", "ndcg@10"), ("ndcg_cut_5", "ndcg@5"), ("ndcg", "ndcg"),
+    ("ndcg_exp@3", "ndcg_exp@3"), ("map_cut.5", "map@5"), ("ap@5", "map@5"), ("P_10", "p@10"),
+    ("precision@3", "p@3"), ("r@5", "recall@5"), ("recall.10", "recall@10"), ("recip_rank", "mrr"),
+    ("rr@10", "mrr@10"), ("eventa", "eventa")])
+def test_every_spelling_of_the_registry_parses(spelling, name):
+    assert parse_metric(spelling).name == name
+
+
+def test_cutoff_rules_come_from_the_registry():
+    with pytest.raises(EngineError, match="needs a cutoff, e.g. p@10"):
+        parse_metric("p")
+    with pytest.raises(EngineError, match="takes no cutoff"):
+        parse_metric("eventa@10")
+    with pytest.raises(EngineError, match=r"unknown metric 'bleu'; known: ndcg, ndcg@k, .*p@k, eventa"):
+        parse_metric("bleu")
+
+
+def test_a_new_metric_is_one_function_and_one_line(monkeypatch):
+    """What docs/eval.md shows: register a function and every name, parser and evaluator knows it."""
+    from engine.eval import metrics as M
+    from engine.eval.evaluate import evaluate
+    monkeypatch.setattr(M, "REGISTRY", dict(M.REGISTRY))
+
+    @M.metric("success", M.REQUIRED, aliases=("s",), help="1 if a relevant doc is in the top k")
+    def success(q: M.Judged, k):
+        return float(any(r >= M.RELEVANT for r in q.rels[:k]))
+
+    assert parse_metric("s_2").name == "success@2" and "success@k" in M.known_metrics()
+    run = {"q1": {"a": 3.0, "b": 2.0, "c": 1.0}, "q2": {"a": 1.0}}
+    qrels = {"q1": {"c": 1}, "q2": {"b": 2}}
+    means = evaluate(run, qrels, "success@2,success@3").means
+    assert means == {"success@2": 0.0, "success@3": 0.5}

@@ -1,0 +1,91 @@
+"""The tree shows the architecture, and these rules keep it that way: `engine.core` and `engine.eval` (and
+`engine.io`) never import `engine.tasks`; a task never imports another task. Imports are read from the
+source (ast), including those inside functions, so a lazy import cannot hide a dependency."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+PACKAGE = REPO / "engine"
+LOWER_LAYERS = ("core", "eval", "io")
+
+
+def imported_modules(path: Path, root: Path = REPO) -> list[tuple[int, str]]:
+    """(line, module) of every import in a file, relative imports resolved against its package."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            out.append((node.lineno, module))
+            out += [(node.lineno, f"{module}.{alias.name}") for alias in node.names]
+    return out
+
+
+def strings_naming_modules(path: Path) -> list[tuple[int, str]]:
+    """"module:function" strings (lazy loaders such as registries) count as imports too."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [(n.lineno, n.value.split(":")[0]) for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.startswith("engine.")
+            and ":" in n.value and " " not in n.value]
+
+
+def violations(files, rule) -> list[str]:
+    found = []
+    for path in files:
+        for line, module in imported_modules(path) + strings_naming_modules(path):
+            why = rule(path, module)
+            if why:
+                found.append(f"{path.relative_to(REPO)}:{line}: imports {module} ({why})")
+    return found
+
+
+def test_lower_layers_never_import_tasks():
+    files = [p for layer in LOWER_LAYERS for p in (PACKAGE / layer).rglob("*.py")]
+    assert files, "the layers are missing"
+    bad = violations(files, lambda path, m: "a lower layer imports a task" if m.startswith("engine.tasks") else "")
+    assert not bad, "\n".join(bad)
+
+
+def test_a_task_never_imports_another_task():
+    tasks = [p for p in (PACKAGE / "tasks").iterdir() if p.is_dir() and (p / "__init__.py").exists()]
+    assert {t.name for t in tasks} >= {"eventa", "dse", "lora", "model_ranking"}
+
+    def rule(path: Path, module: str) -> str:
+        own = path.relative_to(PACKAGE / "tasks").parts[0]
+        parts = module.split(".")
+        if parts[:2] == ["engine", "tasks"] and len(parts) > 2 and parts[2] != own:
+            return f"task {own} imports task {parts[2]}"
+        return ""
+
+    bad = violations([p for t in tasks for p in t.rglob("*.py")], rule)
+    assert not bad, "\n".join(bad)
+
+
+def test_every_task_has_the_same_shape():
+    for task in (PACKAGE / "tasks").iterdir():
+        if task.is_dir() and (task / "__init__.py").exists():
+            assert (task / "data.py").is_file() and (task / "cli.py").is_file(), task.name
+            assert "def register(" in (task / "cli.py").read_text(encoding="utf-8"), task.name
+
+
+@pytest.mark.parametrize("layer", LOWER_LAYERS)
+def test_the_rule_checker_sees_lazy_and_relative_imports(tmp_path, layer):
+    """The checker itself: a task imported inside a function, or relatively, is caught."""
+    bad = tmp_path / "engine" / layer / "x.py"
+    bad.parent.mkdir(parents=True)
+    bad.write_text("def f():\n    from engine.tasks.eventa import pipeline\n    from ..tasks import dse\n"
+                   "    return pipeline, dse\n")
+    found = [m for _, m in imported_modules(bad, tmp_path) if m.startswith("engine.tasks")]
+    assert found == ["engine.tasks.eventa", "engine.tasks.eventa.pipeline", "engine.tasks", "engine.tasks.dse"]
