@@ -89,3 +89,15 @@ def test_the_rule_checker_sees_lazy_and_relative_imports(tmp_path, layer):
                    "    return pipeline, dse\n")
     found = [m for _, m in imported_modules(bad, tmp_path) if m.startswith("engine.tasks")]
     assert found == ["engine.tasks.eventa", "engine.tasks.eventa.pipeline", "engine.tasks", "engine.tasks.dse"]
+
+
+def test_public_api_stays_importable_from_engine():
+    import engine
+    from engine import Collection, EngineError, Hit, load_encoder
+    assert {"Collection", "Hit", "EngineError", "load_encoder"} <= set(engine.__all__)
+    for method in ("open", "build", "search", "search_many", "search_to_run", "from_vectors"):
+        assert callable(getattr(Collection, method)), method
+    assert issubclass(EngineError, Exception) and Hit("a", 1.0, 1).as_dict() == {"rank": 1, "id": "a", "score": 1.0}
+    assert load_encoder.__module__ == "engine.core.encoders.registry"
+    with pytest.raises(AttributeError):
+        engine.nothing_here  # noqa: B018

@@ -12,7 +12,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from engine.core.ranking import Ranking, as_pairs
 from engine.errors import EngineError
@@ -132,21 +132,28 @@ def _finite(text: str) -> float | None:
     return v if math.isfinite(v) else None
 
 
+def _records(path: Path, width: int, layout: str, other: tuple[int, str],
+             problems: list[Problem]) -> Iterator[tuple[int, list[str]]]:
+    """(line, fields) of each line with `width` white-space separated fields; other lines become problems
+    (a line as wide as the `other` format says which file it looks like)."""
+    for n, text in enumerate(read_text_lines(path), 1):
+        fields = text.split()
+        if not fields:
+            problems.append(Problem(str(path), n, "blank line"))
+        elif len(fields) != width:
+            hint = f" (is this a {other[1]} file?)" if len(fields) == other[0] else ""
+            problems.append(Problem(str(path), n, f"expected {width} fields `{layout}`, found {len(fields)}{hint}"))
+        else:
+            yield n, fields
+
+
 def parse_run(path: str | os.PathLike) -> ParsedRun:
     """Read `qid Q0 docid rank score runid` lines, collecting every fault with its line number."""
     path = Path(path)
     out = ParsedRun(str(path))
     first_seen: dict[tuple[str, str], int] = {}
-    for n, text in enumerate(read_text_lines(path), 1):
-        fields = text.split()
-        if not fields:
-            out.problems.append(Problem(out.path, n, "blank line"))
-            continue
-        if len(fields) != RUN_FIELDS:
-            hint = " (is this a qrels file?)" if len(fields) == QRELS_FIELDS else ""
-            out.problems.append(Problem(out.path, n, f"expected {RUN_FIELDS} fields `qid Q0 docid rank score runid`, "
-                                                     f"found {len(fields)}{hint}"))
-            continue
+    for n, fields in _records(path, RUN_FIELDS, "qid Q0 docid rank score runid", (QRELS_FIELDS, "qrels"),
+                              out.problems):
         qid, _, docid, rank, score_text, _ = fields
         score = _finite(score_text)
         if score is None:
@@ -187,16 +194,7 @@ def parse_qrels(path: str | os.PathLike) -> ParsedQrels:
     out = ParsedQrels(str(path))
     first_seen: dict[tuple[str, str], int] = {}
     n_lines = 0
-    for n, text in enumerate(read_text_lines(path), 1):
-        fields = text.split()
-        if not fields:
-            out.problems.append(Problem(out.path, n, "blank line"))
-            continue
-        if len(fields) != QRELS_FIELDS:
-            hint = " (is this a run file?)" if len(fields) == RUN_FIELDS else ""
-            out.problems.append(Problem(out.path, n, f"expected {QRELS_FIELDS} fields `qid 0 docid rel`, "
-                                                     f"found {len(fields)}{hint}"))
-            continue
+    for n, fields in _records(path, QRELS_FIELDS, "qid 0 docid rel", (RUN_FIELDS, "run"), out.problems):
         qid, _, docid, rel_text = fields
         rel = _finite(rel_text)
         if rel is None or not rel.is_integer():
