@@ -25,10 +25,12 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from make_style_set import COCO_MINI, make_style_set  # noqa: E402
 
-from engine.tasks.lora.pipeline import (LoraConfig, build_adapter, cross_validate, cv_to_json,  # noqa: E402
-                                  format_cv_table, submit_run)
 from engine.eval.evaluate import evaluate_files  # noqa: E402
 from engine.io.atomic import write_json  # noqa: E402
+from engine.tasks.lora.cv import EvalOptions, cross_validate, cv_to_json, format_cv_table  # noqa: E402
+from engine.tasks.lora.features import ExtractOptions  # noqa: E402
+from engine.tasks.lora.model import LoraConfig  # noqa: E402
+from engine.tasks.lora.pipeline import build_adapter, submit_run  # noqa: E402
 
 
 def pivot_tables(rows: list[dict]) -> str:
@@ -67,9 +69,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--styles", type=int, default=32)
     ap.add_argument("--contents", type=int, default=24)
     ap.add_argument("--size", type=int, default=256)
-    ap.add_argument("--folds", type=int, default=5)
-    ap.add_argument("--image-model", default="effnet")
-    ap.add_argument("--text-model", default="conse")
+    ap.add_argument("--folds", type=int, default=EvalOptions.folds)
+    ap.add_argument("--image-model", default=ExtractOptions.image_model)
+    ap.add_argument("--text-model", default=ExtractOptions.text_model)
     ap.add_argument("--text-weights", default="0,0.25,0.5")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "lora_cv.json")
     args = ap.parse_args(argv)
@@ -77,9 +79,10 @@ def main(argv: list[str] | None = None) -> None:
     started = time.time()
     if not (args.set / "train.csv").is_file():
         print(make_style_set(args.set, args.photos, args.styles, args.contents, args.size))
-    weights = [float(w) for w in args.text_weights.split(",")]
-    cv = cross_validate(args.set / "train.csv", args.set / "images", args.set / "models.csv", args.folds,
-                        text_weights=weights, image_spec=args.image_model, joint_spec=args.text_model)
+    weights = tuple(float(w) for w in args.text_weights.split(","))
+    extract = ExtractOptions(image_model=args.image_model, text_model=args.text_model)
+    cv = cross_validate(args.set / "train.csv", args.set / "images", args.set / "models.csv",
+                        EvalOptions(folds=args.folds, text_weights=weights), extract)
     cv_seconds = time.time() - started
     print(f"\n{cv.n_images} training images, {cv.n_loras} LoRAs, {cv.n_contents} content images, {cv.folds}-fold "
           f"CV grouped by content ({cv.image_model}, text prior {cv.text_model})\n")
@@ -92,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
                         text_weight=best["text_weight"])
     with tempfile.TemporaryDirectory() as tmp:
         build_adapter(args.set / "train.csv", args.set / "images", args.set / "models.csv", "bench", tmp, config,
-                      args.image_model, args.text_model)
+                      extract)
         run = Path(tmp) / "test.run"
         submit_run(args.set / "test_image_ids_from_tree.txt", run, "bench", tmp, args.set / "images")
         test = evaluate_files(run, args.set / "test-qrels.txt", "mrr,recall@1,recall@5").means

@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 
 from conftest import REPO, SHARED_DATA
-from engine.tasks.lora import pipeline as L
 from engine.errors import EngineError
+from engine.tasks.lora import cv, data, features, model, pipeline
+from engine.tasks.lora.features import ExtractOptions
+from engine.tasks.lora.model import LoraConfig
 
 ROOT = REPO
 SHARED = SHARED_DATA
@@ -42,14 +44,14 @@ def style_set(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def extractor():
-    return L.make_extractor("effnet", "conse")
+    return features.make_extractor("effnet", "conse")
 
 
 @pytest.fixture(scope="session")
 def built(style_set, tmp_path_factory, extractor) -> Path:
     root = tmp_path_factory.mktemp("adapters")
-    L.build_adapter(style_set / "train.csv", style_set / "images", style_set / "models.csv", "fx", root,
-                    L.LoraConfig(rep="meanvar+gram", scorer="proto", content_removal=True))
+    pipeline.build_adapter(style_set / "train.csv", style_set / "images", style_set / "models.csv", "fx", root,
+                           LoraConfig(rep="meanvar+gram", scorer="proto", content_removal=True))
     return root
 
 
@@ -66,7 +68,7 @@ def test_generated_set_has_the_ntcir_b_layout_and_is_content_disjoint(style_set)
     assert list(models[0])[:2] == ["id", "model_name"] and "trigger_words" in models[0]
     test_ids = (style_set / "test_image_ids_from_tree.txt").read_text().split()
     train_contents = {r["content_image_id"] for r in train}
-    test_contents = {L.content_of(t) for t in test_ids}
+    test_contents = {data.content_of(t) for t in test_ids}
     assert not train_contents & test_contents and len(train_contents) == 4 and len(test_contents) == 2
     for c in train_contents:  # every LoRA ran on every content image
         assert sorted(int(r["model_id"]) for r in train if r["content_image_id"] == c) == list(range(1, N_STYLES + 1))
@@ -95,15 +97,15 @@ def test_style_transforms_are_deterministic_and_distinct():
 def test_reads_the_real_ntcir_b_files_unchanged():
     if not NTCIR_B.is_dir():
         pytest.skip("../shared/data/ntcir19-modelretrieval-b not present")
-    loras = L.read_models(NTCIR_B / "models.csv")
+    loras = data.read_models(NTCIR_B / "models.csv")
     assert len(loras) == 85 and loras["2"].trigger_words == "oil painting"
     assert loras["3"].prompt == "Dissolve Style, ral-dissolve"  # "[FLUX+SDXL+SD1.5]" is no style
-    rows = L.read_train(NTCIR_B / "train.csv", loras)
+    rows = data.read_train(NTCIR_B / "train.csv", loras)
     assert len(rows) == 3740 and {r.lora for r in rows} == set(loras)
-    assert rows[0] == L.TrainImage("train-0002-0001.png", "1", "2", 2)
-    assert all(L.content_of(r.image_id) == r.content for r in rows)
+    assert rows[0] == data.TrainImage("train-0002-0001.png", "1", "2", 2)
+    assert all(data.content_of(r.image_id) == r.content for r in rows)
     test_ids = (NTCIR_B / "test_image_ids_from_tree.txt").read_text().split()
-    test_contents = {L.content_of(t) for t in test_ids}
+    test_contents = {data.content_of(t) for t in test_ids}
     assert None not in test_contents and not test_contents & {r.content for r in rows}
     gen_models = _generator().MODEL_COLUMNS
     with open(NTCIR_B / "models.csv", newline="", encoding="utf-8") as fh:
@@ -133,15 +135,15 @@ def test_one_forward_pass_gives_pooled_style_statistics_and_joint(style_set, ext
 
 def test_content_removal_knn_and_blend_on_toy_vectors():
     x = np.array([[1, 0, 5], [0, 1, 5], [1, 0, -5], [0, 1, -5], [3, 3, 3]], np.float32)
-    out = L.remove_content(x, ["a", "a", "b", "b", None])
+    out = model.remove_content(x, ["a", "a", "b", "b", None])
     np.testing.assert_allclose(out[:4, 2], 0)  # the shared "content" axis is gone
     np.testing.assert_allclose(out[4], x[4])  # no group: unchanged
     sims = np.array([[0.9, 0.8, 0.1, 0.7]])
-    votes = L.knn_vote(sims, np.array([0, 0, 1, 2]), 4, k=2)
+    votes = model.knn_vote(sims, np.array([0, 0, 1, 2]), 4, k=2)
     assert list(np.argsort(-votes[0])) == [0, 2, 1, 3]  # class 3 has no image: last
     prior = np.array([[0.0, 1.0, 0.0, 0.0]])
-    assert L.blend(votes, None, 0.5) is votes
-    assert np.argmax(L.blend(votes, prior, 100.0)) == 1
+    assert model.blend(votes, None, 0.5) is votes
+    assert np.argmax(model.blend(votes, prior, 100.0)) == 1
 
 
 # ---------------------------------------------------------------- build / submit / eval
@@ -149,11 +151,11 @@ def test_content_removal_knn_and_blend_on_toy_vectors():
 def test_build_then_submit_ranks_held_out_styles(style_set, built, tmp_path):
     from engine.eval.evaluate import evaluate_files
     from engine.eval.runs import read_run
-    folder = built / "fx"
-    assert np.load(folder / "prototypes.npy").shape[0] == N_STYLES
-    assert np.load(folder / "embeddings.npy").shape[0] == 4 * N_STYLES
+    col = model.open_adapter("fx", built)
+    assert col.array("prototypes").shape[0] == N_STYLES and len(col) == N_STYLES
+    assert col.array("train_embeddings").shape[0] == 4 * N_STYLES
     run = tmp_path / "test.run"
-    report = L.submit_run(style_set / "test_image_ids_from_tree.txt", run, "fx", built, style_set / "images")
+    report = pipeline.submit_run(style_set / "test_image_ids_from_tree.txt", run, "fx", built, style_set / "images")
     assert report.n_queries == 2 * N_STYLES and report.n_lines == 2 * N_STYLES * N_STYLES
     parsed = read_run(run)
     assert all(len(docs) == N_STYLES for docs in parsed.values())
@@ -170,22 +172,22 @@ def test_submit_accepts_a_folder_of_query_images(style_set, built, tmp_path):
     for p in sorted((style_set / "images").glob("test-*.png"))[:3]:
         shutil.copy(p, queries / p.name)
     run = tmp_path / "folder.run"
-    report = L.submit_run(queries, run, "fx", built, text_weight=0.5)
+    report = pipeline.submit_run(queries, run, "fx", built, options=pipeline.SubmitOptions(text_weight=0.5))
     from engine.eval.runs import read_run
     assert report.n_queries == 3 and set(read_run(run)) == {p.stem for p in queries.iterdir()}
 
 
 def test_cross_validation_is_grouped_by_content_and_compares_configs(style_set):
-    result = L.cross_validate(style_set / "train.csv", style_set / "images", style_set / "models.csv", folds=2,
-                              reps=["pooled", "meanvar+gram"], scorers=["proto", "probe"], removals=(False, True),
-                              text_weights=(0.0, 0.5))
+    result = cv.cross_validate(style_set / "train.csv", style_set / "images", style_set / "models.csv",
+                               cv.EvalOptions(folds=2, reps=("pooled", "meanvar+gram"), scorers=("proto", "probe"),
+                                              content_removal="both", text_weights=(0.0, 0.5)))
     assert result.n_contents == 4 and result.folds == 2 and result.n_images == 4 * N_STYLES
     assert len(result.rows) == 2 * 2 * 2 * 2 + 1  # rep × scorer × removal × weight, plus text alone
     by = {(r["representation"], r["scorer"], r["content_removal"], r["text_weight"]): r for r in result.rows}
     style = by[("meanvar+gram", "proto", True, 0.0)]
     assert style["mrr"] > 0.6 and style["r@5"] >= style["r@1"]
     assert all(0 <= r["mrr"] <= 1 for r in result.rows)
-    table = L.format_cv_table(result, markdown=True)
+    table = cv.format_cv_table(result, markdown=True)
     assert table.startswith("| representation") and table.count("\n") == len(result.rows) + 1
 
 
@@ -227,34 +229,239 @@ def test_unknown_lora_id_names_the_line(style_set, tmp_path):
     lines[3] = ",".join(cells)
     bad.write_text("\n".join(lines) + "\n")
     with pytest.raises(EngineError, match=r"train\.csv:4: unknown LoRA id '99'"):
-        L.read_train(bad, L.read_models(style_set / "models.csv"))
+        data.read_train(bad, data.read_models(style_set / "models.csv"))
 
 
 def test_corrupt_and_missing_images_are_reported_and_skipped(style_set, tmp_path, capsys):
-    data = _copy_set(style_set, tmp_path)
-    images = sorted((data / "images").glob("train-*.png"))
+    folder = _copy_set(style_set, tmp_path)
+    images = sorted((folder / "images").glob("train-*.png"))
     images[0].write_bytes(b"not a png at all")
     images[1].write_bytes(images[2].read_bytes()[:200])  # truncated
     images[3].unlink()
-    folder = L.build_adapter(data / "train.csv", data / "images", data / "models.csv", "x", tmp_path / "idx",
-                             L.LoraConfig(rep="meanvar", scorer="knn"), joint_spec="none")
-    assert not (folder / "text.npy").exists()  # no image–text model: no text prior
+    col = pipeline.build_adapter(folder / "train.csv", folder / "images", folder / "models.csv", "x", tmp_path / "idx",
+                                 LoraConfig(rep="meanvar", scorer="knn"), ExtractOptions(text_model="none"))
+    assert "text" not in col.stored and col.extra["text_model"] == "none"  # no image–text model: no text prior
     err = capsys.readouterr().err.replace("\n", "")  # the console wraps long lines
     assert images[0].name in err and "not an image" in err
     assert images[3].name in err and "file not found" in err
-    assert np.load(folder / "embeddings.npy").shape[0] == 4 * N_STYLES - 3
+    assert col.array("train_embeddings").shape[0] == 4 * N_STYLES - 3 and col.extra["n_skipped"] == 3
+    assert len(col.document("image_ids")) == 4 * N_STYLES - 3
     for p in images[4:]:
         p.unlink()
     with pytest.raises(EngineError, match="missing or unreadable"):
-        L.build_adapter(data / "train.csv", data / "images", data / "models.csv", "y", tmp_path / "idx")
+        pipeline.build_adapter(folder / "train.csv", folder / "images", folder / "models.csv", "y", tmp_path / "idx")
 
 
 def test_bad_options_and_missing_adapter_are_engine_errors(style_set, tmp_path):
     with pytest.raises(EngineError, match="representation 'colour'"):
-        L.LoraConfig(rep="colour").check()
+        LoraConfig(rep="colour").check()
     with pytest.raises(EngineError, match="scorer 'svm'"):
-        L.LoraConfig(scorer="svm").check()
+        LoraConfig(scorer="svm").check()
     with pytest.raises(EngineError, match="no LoRA adapter"):
-        L.submit_run(style_set / "test_image_ids_from_tree.txt", tmp_path / "r.run", "nope", tmp_path)
+        pipeline.submit_run(style_set / "test_image_ids_from_tree.txt", tmp_path / "r.run", "nope", tmp_path)
     with pytest.raises(EngineError, match="no such folder"):
-        L.build_adapter(style_set / "train.csv", tmp_path / "nowhere", style_set / "models.csv", "z", tmp_path)
+        pipeline.build_adapter(style_set / "train.csv", tmp_path / "nowhere", style_set / "models.csv", "z", tmp_path)
+
+
+# ---------------------------------------------------------------- the adapter as a collection
+
+def test_adapter_is_one_collection_that_round_trips(style_set, built):
+    col = model.open_adapter("fx", built)
+    assert col.manifest["format"] == 2 and col.kind == model.KIND and col.manifest["encoder"] is None
+    loras = data.read_models(style_set / "models.csv")
+    assert col.ids == list(loras)
+    assert col.items[0] == {"id": col.ids[0], "name": loras[col.ids[0]].name,
+                            "trigger_words": loras[col.ids[0]].trigger_words}
+    assert col.extra["config"] == {"rep": "meanvar+gram", "scorer": "proto", "content_removal": True,
+                                   "text_weight": 0.0, "k": 10, "probe_c": 10.0}
+    assert col.extra["image_model"] == "effnet:efficientnet-lite0" and col.extra["text_model"].startswith("conse")
+    train_ids = [r["image_id"] for r in _csv(style_set / "train.csv")]
+    assert sorted(col.document("image_ids")) == sorted(train_ids) and col.extra["n_images"] == len(train_ids)
+    fitted = model.LoraModel.load(col)
+    assert fitted.config == LoraConfig(rep="meanvar+gram", scorer="proto") and fitted.probe_weights is None
+    assert set(fitted.stats) == {"meanvar", "gram"} and fitted.text is not None
+    assert fitted.embeddings.shape == (len(train_ids), 928 + 1120) and fitted.labels.dtype == np.int64
+    # the main vectors are the prototypes, re-normalized by the store; scores use the verbatim copy
+    np.testing.assert_allclose(col.embeddings, fitted.prototypes, atol=1e-6)
+    _, rows = col.search_vectors(np.asarray(fitted.prototypes[:1]), k=1)
+    assert rows[0][0] == 0
+
+
+def _old_layout(folder: Path) -> None:
+    """What engine 0.1's `engine lora build` wrote: a hand-written manifest beside plain .npy files."""
+    import json
+    folder.mkdir(parents=True)
+    for name in ("embeddings", "labels", "prototypes", "probe-weights", "probe-bias", "stats-meanvar-mean",
+                 "stats-meanvar-std"):
+        np.save(folder / f"{name}.npy", np.zeros((2, 3), np.float32))
+    (folder / "manifest.json").write_text(json.dumps({
+        "image_model": "effnet:efficientnet-lite0", "text_model": "none", "train": "data/train.csv",
+        "images": "data/images", "kind": "lora-adapter", "version": 1, "lora_ids": ["1", "2"],
+        "config": {"rep": "meanvar", "scorer": "probe", "content_removal": True, "text_weight": 0.0, "k": 10,
+                   "probe_c": 10.0}}))
+
+
+def test_old_layout_adapter_is_one_error_naming_folder_format_and_rebuild(style_set, tmp_path, monkeypatch, capsys):
+    from conftest import run_cli
+    _old_layout(tmp_path / "idx" / "old")
+    with pytest.raises(EngineError) as info:
+        pipeline.submit_run(style_set / "test_image_ids_from_tree.txt", tmp_path / "r.run", "old", tmp_path / "idx")
+    message = str(info.value)
+    assert "\n" not in message and str(tmp_path / "idx" / "old") in message
+    assert "a LoRA adapter of format 1" in message and "engine lora build" in message and "force" in message
+    code, _, err = run_cli(monkeypatch, capsys, "lora", "submit", "--queries",
+                             style_set / "test_image_ids_from_tree.txt", "--out", tmp_path / "r.run",
+                             "--name", "old", "--root", tmp_path / "idx")
+    err = " ".join(err.split())  # the console may wrap
+    assert code == 2 and err.count("error:") == 1 and "format 1" in err and "(--force)" in err
+    assert "Traceback" not in err and not (tmp_path / "r.run").exists()
+
+
+def test_build_refuses_to_overwrite_without_force_and_replaces_an_old_layout(style_set, tmp_path):
+    root = tmp_path / "idx"
+    _old_layout(root / "old")
+    args = (style_set / "train.csv", style_set / "images", style_set / "models.csv", "old", root,
+            LoraConfig(rep="meanvar", scorer="proto"), ExtractOptions(text_model="none"))
+    with pytest.raises(EngineError, match=r"already exists.*force"):
+        pipeline.build_adapter(*args)
+    col = pipeline.build_adapter(*args, force=True)
+    left = sorted(p.name for p in (root / "old").iterdir())
+    assert "manifest.json" in left and all(n == "manifest.json" or "-000001." in n for n in left), left
+    assert model.open_adapter("old", root).ids == col.ids
+    run = tmp_path / "r.run"
+    pipeline.submit_run(style_set / "test_image_ids_from_tree.txt", run, "old", root, style_set / "images")
+    assert len(run.read_text().splitlines()) == 2 * N_STYLES * N_STYLES
+
+
+def test_a_collection_that_is_no_adapter_is_named(tmp_path):
+    from engine.core.collection import Collection
+    Collection.from_vectors("plain", ["a", "b"], np.eye(2, dtype=np.float32), None, "image", root=tmp_path)
+    with pytest.raises(EngineError, match="not a LoRA adapter"):
+        model.open_adapter("plain", tmp_path)
+
+
+# ---------------------------------------------------------------- helpers the task now shares with the core
+
+def test_blend_z_scores_rows_like_the_former_float32_version():
+    rng = np.random.default_rng(3)
+    image, prior = rng.normal(size=(5, 7)).astype(np.float32), rng.normal(size=(5, 7)).astype(np.float32)
+    image[2] = 0.25  # a constant row carries no ranking information: 0 (the former guard gave 0 too)
+
+    def former(s):  # the task's own z-score before it used engine.core.fusion.normalize_array
+        sd = s.std(axis=1, keepdims=True)
+        return (s - s.mean(axis=1, keepdims=True)) / np.where(sd > 1e-12, sd, 1.0)
+
+    blended = model.blend(image, prior, 0.5)
+    np.testing.assert_allclose(blended, former(image) + 0.5 * former(prior), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(np.argsort(-blended, kind="stable"),
+                                  np.argsort(-(former(image) + 0.5 * former(prior)), kind="stable"))
+    np.testing.assert_allclose(blended[2], 0.5 * former(prior)[2], atol=1e-6)  # image part of the row: 0
+
+
+def test_missing_scikit_learn_names_the_extra(monkeypatch):
+    import importlib
+    real = importlib.import_module
+
+    def no_sklearn(name, *args):
+        if name.startswith("sklearn"):
+            raise ImportError(name)
+        return real(name, *args)
+
+    monkeypatch.setattr(importlib, "import_module", no_sklearn)
+    with pytest.raises(EngineError, match=r"scikit-learn is not installed.*engine\[lora\]"):
+        model.sklearn("linear_model")
+
+
+def test_models_are_told_apart_through_the_encoder_registry():
+    assert features.is_clip("clip:ViT-B-32:openai") and features.is_clip("open_clip:ViT-B-32:openai")
+    assert not features.is_clip("conse") and not features.is_clip("effnet")
+    assert features.image_text_specs() == ["conse", "clip:ARCH:WEIGHTS"]
+    with pytest.raises(EngineError, match=r"image model 'conse': use .*effnet") as info:
+        features.make_extractor("conse", "none")
+    assert "clip:ARCH:WEIGHTS" in str(info.value)
+    with pytest.raises(EngineError, match=r"not an image–text encoder; use conse or clip:ARCH:WEIGHTS"):
+        features.make_extractor("effnet", "sbert:all-MiniLM-L6-v2")
+    with pytest.raises(EngineError, match=r"two different CLIP models.*image_model and text_model"):
+        features.make_extractor("clip:ViT-B-32:openai", "clip:ViT-B-16:openai")
+
+
+def test_eval_options_are_checked_with_the_option_names():
+    with pytest.raises(EngineError, match=r"^content_removal 'maybe': use off, on or both"):
+        cv.EvalOptions(content_removal="maybe").removals()
+    with pytest.raises(EngineError, match=r"^text_weights: 'x' is not a number"):
+        cv.EvalOptions(text_weights=("0", "x")).weights()
+    with pytest.raises(EngineError, match=r"^folds 1: cross-validation needs at least 2 folds"):
+        cv.EvalOptions(folds=1).checked_folds()
+    assert cv.EvalOptions(text_weights=("0.5", "0", "0.5")).weights() == [0.0, 0.5]
+    assert cv.EvalOptions(text_weights=()).weights() == [0.0]
+    assert cv.EvalOptions(content_removal="both").removals() == (False, True)
+
+
+def test_cv_table_keeps_its_plain_text_layout():
+    result = cv.CVResult([
+        {"representation": "meanvar", "scorer": "proto", "content_removal": True, "text_weight": 0.0,
+         "mrr": 0.5, "r@1": 0.25, "r@5": 1.0},
+        {"representation": "meanvar+gram", "scorer": "probe", "content_removal": False, "text_weight": 0.5,
+         "mrr": 0.75, "r@1": 0.5, "r@5": 1.0},
+        {"representation": "-", "scorer": "text", "content_removal": False, "text_weight": 1.0,
+         "mrr": 0.125, "r@1": 0.0, "r@5": 0.5}], 8, 4, 2, 2, "effnet", "conse")
+    assert cv.format_cv_table(result) == (
+        "representation  scorer  content removal  text prior  MRR     R@1     R@5\n"
+        "meanvar+gram    probe   off              0.5         0.7500  0.5000  1.0000\n"
+        "meanvar         proto   on               off         0.5000  0.2500  1.0000\n"
+        "-               text    off              only        0.1250  0.0000  0.5000")
+    assert cv.format_cv_table(result, markdown=True).splitlines()[2].startswith("| meanvar+gram | probe | off |")
+
+
+def test_rank_metrics_use_the_ntcir_b_profile():
+    scores = np.array([[0.9, 0.1, 0.5], [0.2, 0.8, 0.7], [0.1, 0.2, 0.3]])
+    got = cv.rank_metrics(scores, ["q1", "q2", "q3"], ["a", "c", "a"], ["a", "b", "c"])
+    assert got == {"mrr": pytest.approx((1 + 0.5 + 1 / 3) / 3), "r@1": pytest.approx(1 / 3), "r@5": 1.0}
+    assert cv.PRIMARY_METRIC == "mrr"
+
+
+def test_query_lists_resolve_suffixes_and_reject_repeats(tmp_path):
+    from PIL import Image
+    images = tmp_path / "images"
+    images.mkdir()
+    for name in ("test-1-1.png", "test-1-1.jpg", "test-1-2.jpg"):
+        Image.new("RGB", (8, 8)).save(images / name)
+    assert data.resolve_image(images, "test-1-1") == images / "test-1-1.png"  # the layout's own suffix first
+    assert data.resolve_image(images, "test-1-2") == images / "test-1-2.jpg"
+    assert data.resolve_image(images, "test-1-3") is None
+    ids = tmp_path / "ids.txt"
+    ids.write_text("image_id\n# a comment\ntest-1-1\ntest-1-3\n")
+    assert data.find_query_images(ids, images) == [("test-1-1", images / "test-1-1.png"), ("test-1-3", None)]
+    ids.write_text("test-1-1\ntest-1-2\ntest-1-1\n")
+    with pytest.raises(EngineError, match=r"ids\.txt:3: duplicate query id 'test-1-1' \(first at line 1\)"):
+        data.find_query_images(ids, images)
+    with pytest.raises(EngineError, match=r"nowhere: no such folder \(images\)"):
+        data.find_query_images(ids, tmp_path / "nowhere")
+
+
+def test_repeated_training_image_and_lora_ids_name_their_lines(tmp_path):
+    train = tmp_path / "train.csv"
+    train.write_text("image_id,model_id,content_image_id\na.png,1,1\nb.png,2,1\na.png,2,2\n")
+    with pytest.raises(EngineError, match=r"train\.csv:4: duplicate image id 'a\.png' \(first at line 2\)"):
+        data.read_train(train)
+    models = tmp_path / "models.csv"
+    models.write_text("id,model_name\n1,A\n01,B\n")
+    with pytest.raises(EngineError, match=r"models\.csv:3: duplicate LoRA id '1'"):
+        data.read_models(models)
+    train.write_text("image_id,model_id,content_image_id\na.png,7,1\n")
+    models.write_text("id,model_name\n1,A\n")
+    with pytest.raises(EngineError, match=r"unknown LoRA id '7'.*matching models file \(models\)"):
+        data.read_train(train, data.read_models(models))
+
+
+def test_cli_defaults_are_the_dataclasses():
+    import inspect
+
+    from engine.tasks.lora import cli
+    build = inspect.signature(cli.lora_build_cmd).parameters
+    assert build["rep"].default == LoraConfig.rep and build["batch_size"].default == ExtractOptions.batch_size
+    submit = inspect.signature(cli.lora_submit_cmd).parameters
+    assert submit["run_id"].default == pipeline.SubmitOptions.run_id
+    ev = inspect.signature(cli.lora_eval_cmd).parameters
+    assert ev["reps"].default == ",".join(model.REPRESENTATIONS) and ev["text_weights"].default == "0,0.5"
+    assert ev["scorers"].default == "proto,knn,probe" and ev["folds"].default == 5
