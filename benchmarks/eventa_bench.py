@@ -12,7 +12,8 @@
   (coco-mini when present, otherwise the fixture's) and used for the OpenEvents estimate.
 - Latency: each stage timed per query (batch of one) on `--latency-queries` captions → p50/p95;
   the whole submission (all `--queries`, batched, CSV + zip written) timed end to end.
-- Memory: bytes of each index (FAISS + embeddings + item table, BM25 folder) per 100k articles/images.
+- Memory: bytes of each index (FAISS + embeddings + item table, BM25 folder, article → images map) per 100k
+  articles/images.
 
 Prints a table and writes benchmarks/results/eventa_bench.json.
 """
@@ -78,17 +79,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=RESULTS / "eventa_bench.json")
     args = ap.parse_args(argv)
 
-    from engine.tasks.eventa.pipeline import (IMAGES, EventaIndex, RankParams, Timer, build_article_indexes,
-                                        commit_config, rank_in_batches, read_database)
-    from engine.tasks.eventa.fixture import THEMES, captions_for, generated_articles
+    from engine.core.bm25 import BM25Index
     from engine.core.collection import Collection
-    from engine.core.encoders import DEFAULT_TEXT_SPEC, load_encoder
-    from engine.tasks.eventa.submission import write_eventa_submission
+    from engine.core.encoders import DEFAULT_TEXT_SPEC, configure_threads, load_encoder
+    from engine.core.sources import Item
     from engine.io.atomic import write_json
     from engine.progress import set_quiet
-    from engine.core.sources import Item
+    from engine.tasks.eventa.build import ARTICLE_IMAGES, BM25, IMAGES, commit_articles, encode_passages
+    from engine.tasks.eventa.data import read_database
+    from engine.tasks.eventa.fixture import THEMES, captions_for, generated_articles
+    from engine.tasks.eventa.rank import EventaIndex, RankParams, Timer, rank_in_batches
+    from engine.tasks.eventa.submission import write_eventa_submission
     set_quiet(True)
-    from engine.core.encoders import configure_threads
     configure_threads(args.threads)
     work = args.work or Path(tempfile.mkdtemp(prefix="eventa-bench-"))
     folder = work / "indexes" / "bench"
@@ -103,22 +105,27 @@ def main(argv: list[str] | None = None) -> int:
 
     image_spec = load_encoder(args.model).spec
     text_spec = load_encoder(DEFAULT_TEXT_SPEC).spec
-    print("building the article passages + BM25", file=sys.stderr)
-    n_passages, text_s = build_article_indexes(folder, articles, text_spec)
-    out["build_articles"] = {"articles": len(articles), "passages": n_passages, "seconds": round(text_s, 1),
-                             "articles_per_second": round(len(articles) / text_s, 1),
-                             "passages_per_second": round(n_passages / text_s, 1)}
-
     print("building the image stand-ins", file=sys.stderr)
     phrases = [p for ps in THEMES.values() for p in ps]
     rng = np.random.default_rng(0)
     stand_ins = [Item(iid, f"{phrases[int(rng.integers(len(phrases)))]} {a.title.split(' in ')[-1]}")
                  for a in articles for iid in a.images]
     t0 = time.perf_counter()
-    Collection.build(IMAGES, items=stand_ins, kind="text", root=folder, model=image_spec, force=True, batch_size=256)
+    images_col = Collection.build(IMAGES, items=stand_ins, kind="text", root=folder, model=image_spec, force=True,
+                                  batch_size=256)
     out["build_image_stand_ins"] = {"images": len(stand_ins), "seconds": round(time.perf_counter() - t0, 1)}
-    commit_config(folder, articles, image_spec, text_spec, {"database": str(work / "database.json"),
-                                                           "images": "stand-ins", "counts": {}})
+
+    print("building the article passages + BM25", file=sys.stderr)
+    t0 = time.perf_counter()
+    passages = encode_passages(folder, articles, text_spec)
+    bm25 = BM25Index.build([a.id for a in articles], [a.text for a in articles])
+    text_s = time.perf_counter() - t0
+    commit_articles(passages, articles, bm25, images_col, {"database": str(work / "database.json"),
+                                                          "images": "stand-ins", "counts": {}})
+    n_passages = len(passages)
+    out["build_articles"] = {"articles": len(articles), "passages": n_passages, "seconds": round(text_s, 1),
+                             "articles_per_second": round(len(articles) / text_s, 1),
+                             "passages_per_second": round(n_passages / text_s, 1)}
 
     print(f"measuring image encoding on {args.rate_images} real photos", file=sys.stderr)
     out["image_rate"] = measure_image_rate(args.model, args.rate_images, work)
@@ -166,18 +173,22 @@ def main(argv: list[str] | None = None) -> int:
     hits = [g in [d for d, _ in arts[:10]] for g, arts in zip(gold, result.articles["articles"])]
     out["article_recall_at_10"] = round(float(np.mean(hits)), 4)
 
-    images_col, passages_col = Collection.open(IMAGES, folder), index.passages
+    passages_col = index.passages
+    bm25_bytes = _folder_bytes(passages_col.file(BM25))
+    map_bytes = passages_col.file(ARTICLE_IMAGES).stat().st_size
     mem = {
-        "images": {"count": len(images_col), "bytes": _folder_bytes(images_col.path),
-                   "faiss_bytes": images_col.manifest.get("index_bytes")},
-        "articles": {"count": len(articles), "passages": len(passages_col), "bytes": _folder_bytes(passages_col.path),
+        "images": {"count": len(index.images), "bytes": _folder_bytes(index.images.path),
+                   "faiss_bytes": index.images.manifest.get("index_bytes")},
+        "articles": {"count": len(articles), "passages": len(passages_col),
+                     "bytes": _folder_bytes(passages_col.path) - bm25_bytes - map_bytes,
                      "faiss_bytes": passages_col.manifest.get("index_bytes")},
-        "bm25": {"count": len(articles), "bytes": _folder_bytes(folder / "bm25")},
-        "eventa.json": {"bytes": (folder / "eventa.json").stat().st_size},
+        "bm25": {"count": len(articles), "bytes": bm25_bytes},
+        "article_images": {"bytes": map_bytes},
     }
     for part in ("images", "articles", "bm25"):
         mem[part]["mb_per_100k"] = round(mem[part]["bytes"] / mem[part]["count"] * 100_000 / 2**20, 1)
-    mem["eventa.json"]["mb_per_100k_articles"] = round(mem["eventa.json"]["bytes"] / len(articles) * 1e5 / 2**20, 1)
+    mem["article_images"]["mb_per_100k_articles"] = round(mem["article_images"]["bytes"] / len(articles) * 1e5 / 2**20,
+                                                          1)
     out["disk_and_memory"] = mem
 
     img_rate = out["image_rate"]["per_second"]
@@ -188,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
                                         "total_hours": round((est_img + est_art) / 3600, 2),
                                         "memory_gb": round((mem["images"]["mb_per_100k"] * 4 +
                                                             (mem["articles"]["mb_per_100k"] + mem["bm25"]["mb_per_100k"]
-                                                             + mem["eventa.json"]["mb_per_100k_articles"]) * 2.02)
+                                                             + mem["article_images"]["mb_per_100k_articles"]) * 2.02)
                                                            / 1024, 2)}
     write_json(args.out, out)
     print(format_report(out))
@@ -221,8 +232,8 @@ def format_report(r: dict) -> str:
               f"| articles (passages, FAISS Flat + embeddings + ids) | {m['articles']['count']} | "
               f"{m['articles']['mb_per_100k']} |",
               f"| BM25 (bm25s) | {m['bm25']['count']} | {m['bm25']['mb_per_100k']} |",
-              f"| eventa.json (article → images) | {m['articles']['count']} | "
-              f"{m['eventa.json']['mb_per_100k_articles']} |"]
+              f"| article → images map (JSON beside the passages) | {m['articles']['count']} | "
+              f"{m['article_images']['mb_per_100k_articles']} |"]
     e, ir, ar = r["openevents_build_estimate"], r["image_rate"], r["build_articles"]
     lines += ["", f"rates: {ir['per_second']} images/s ({ir['model']}, {ir['source']}), {ar['articles_per_second']} "
               f"articles/s = {ar['passages_per_second']} passages/s (MiniLM + BM25)",

@@ -30,11 +30,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=RESULTS / "eventa_coco.json")
     args = ap.parse_args(argv)
 
-    from engine.tasks.eventa.pipeline import RankParams, build_eventa, eval_eventa, format_stage_table
-    from engine.tasks.eventa.fixture import coco_as_eventa
+    from engine.errors import EngineError
     from engine.io.atomic import atomic_open, write_json
     from engine.progress import set_quiet
-    from engine.errors import EngineError
+    from engine.tasks.eventa.build import BuildOptions, build_eventa
+    from engine.tasks.eventa.evaluate import eval_eventa, format_stage_table
+    from engine.tasks.eventa.fixture import coco_as_eventa
+    from engine.tasks.eventa.rank import RankParams
     set_quiet(True)
     if not args.coco.is_dir():
         print(f"{args.coco} not present: nothing to measure", file=sys.stderr)
@@ -42,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         paths = coco_as_eventa(args.coco, args.work / "data")
         t0 = time.perf_counter()
-        build_eventa(paths.database, paths.images, "coco", args.work / "indexes", model=args.model, force=True)
+        build_eventa(paths.database, paths.images, "coco", args.work / "indexes",
+                     BuildOptions(model=args.model, force=True))
         build_s = time.perf_counter() - t0
         params = RankParams() if args.article_weight is None else RankParams(article_weight=args.article_weight)
         t0 = time.perf_counter()

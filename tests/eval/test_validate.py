@@ -1,18 +1,12 @@
-"""`engine validate run|eventa`: every problem with its line number, a non-zero exit, one line when valid."""
+"""`engine validate run`: every problem with its line number, a non-zero exit, one line when valid."""
 from __future__ import annotations
-
-import zipfile
 
 import pytest
 
 from engine.errors import EngineError
-from engine.tasks.eventa.submission import write_eventa_submission
 from engine.eval.validate import validate_run
 from engine.io.ids import read_id_list
-from engine.tasks.eventa.submission import validate_eventa
 from conftest import run_cli
-
-HEADER = "query_id," + ",".join(f"article_id_{i}" for i in range(1, 11))
 
 
 @pytest.fixture()
@@ -75,61 +69,6 @@ def test_empty_run_is_invalid(tmp_path):
     report = validate_run(run)
     assert not report.ok and report.text().splitlines()[0] == f"{run}: empty run: no `qid Q0 docid rank score " \
                                                                "runid` lines"
-
-
-def test_valid_eventa_submission(monkeypatch, capsys, tmp_path, ids):
-    csv_path, zip_path = write_eventa_submission(tmp_path, {"q1": ["d1", "d2"], "q2": ["d3"], "q3": ["d2"]})
-    for path in (csv_path, zip_path):
-        code, out, _ = run_cli(monkeypatch, capsys, "validate", "eventa", path, "--queries", ids[0], "--docs", ids[1])
-        assert code == 0
-        assert len(out.strip().splitlines()) == 1 and "valid EVENTA submission (3 queries, 26 empty slots)" in out
-
-
-def test_eventa_problems_each_with_its_line(monkeypatch, capsys, tmp_path, ids):
-    sub = tmp_path / "submission.csv"
-    sub.write_text("\n".join([
-        HEADER,
-        "q1,d1,d2,#,#,#,#,#,#,#,#",     # 2 ok
-        "q1,d1,#,#,#,#,#,#,#,#,#",      # 3 duplicate query id
-        "",                             # 4 blank line
-        "q2,d1,d2,#,#,#,#,#,#,#",       # 5 ten columns
-        "q8,d1,#,#,#,#,#,#,#,#,#",      # 6 unknown query
-        "q3,d1,zz,#,#,#,#,#,#,#,#",     # 7 unknown image
-        "q4,d1,d1,,#,#,#,#,#,#,#",      # 8 image twice, empty slot (a broken row is not checked further)
-    ]) + "\n")
-    code, out, _ = run_cli(monkeypatch, capsys, "validate", "eventa", sub, "--queries", ids[0], "--docs", ids[1])
-    assert code == 1
-    assert out.strip().splitlines() == [
-        f"{sub}:3: duplicate query id 'q1' (first on line 2)",
-        f"{sub}:4: blank line",
-        f"{sub}:5: expected 11 columns (query id + 10 images), found 10",
-        f"{sub}:6: unknown query id 'q8'",
-        f"{sub}:7: slot 2: unknown image id 'zz'",
-        f"{sub}:8: image 'd1' is listed twice for query 'q4'",
-        f"{sub}:8: slot 3 is empty; write '#' for a missing image",
-        f"{ids[0]}:2: query 'q2' has no row in the submission",
-        f"{sub}: INVALID EVENTA submission: 8 problems",
-    ]
-
-
-def test_eventa_zip_must_hold_only_submission_csv(tmp_path):
-    csv_path, _ = write_eventa_submission(tmp_path, {"q1": ["d1"]})
-    bad_zip = tmp_path / "bad.zip"
-    with zipfile.ZipFile(bad_zip, "w") as zf:
-        zf.write(csv_path, "folder/submission.csv")
-        zf.writestr("notes.txt", "hi")
-    report = validate_eventa(bad_zip)
-    assert not report.ok
-    assert str(report.problems[0]) == (f"{bad_zip}: the zip must hold only submission.csv at its root; "
-                                       "it holds folder/submission.csv, notes.txt")
-
-
-def test_eventa_wrong_header_and_empty_file(tmp_path):
-    sub = tmp_path / "s.csv"
-    sub.write_text("id,a,b\n")
-    assert str(validate_eventa(sub).problems[0]).startswith(f"{sub}:1: header must be `{HEADER}`")
-    sub.write_text("")
-    assert "empty file" in validate_eventa(sub).text()
 
 
 def test_id_lists_from_text_and_tables(tmp_path):

@@ -12,7 +12,6 @@ from engine.eval.evaluate import evaluate
 from engine.eval.groups import read_groups
 from engine.tasks.dse.data import dsebench_qrels, dsebench_run, read_dsebench_judgments
 from engine.tasks.model_ranking.data import criticality_label, ntcir_a_groups, ntcir_a_qrels
-from engine.tasks.eventa.submission import read_eventa_submission
 from engine.eval.runs import read_qrels
 from conftest import SHARED_DATA, run_cli
 
@@ -81,18 +80,6 @@ def test_ntcir_a_converters(tmp_path):
     assert (tmp_path / "g.tsv").read_text() == "qid\tgroup\n5\thigh\n6\tlow\n"
     assert read_groups(tmp_path / "g.tsv") == {"5": "high", "6": "low"}
     assert criticality_label("Medium Criticality") == "medium"
-
-
-def test_cli_convert_run_to_eventa_submission(monkeypatch, capsys, tmp_path):
-    run = tmp_path / "r.run"
-    run.write_text("c2 Q0 i9 1 3.0 s\nc2 Q0 i1 2 3.0 s\nc1 Q0 i4 1 1.0 s\n")
-    queries = tmp_path / "queries.csv"
-    queries.write_text("query_id,caption\nc1,a dog\nc2,a cat\nc3,a bird\n")
-    code, _, _ = run_cli(monkeypatch, capsys, "convert", "eventa-submission", run, tmp_path / "out",
-                         "--queries", queries)
-    assert code == 0
-    assert read_eventa_submission(tmp_path / "out" / "submission.zip") == {"c1": ["i4"], "c2": ["i9", "i1"],
-                                                                          "c3": []}
 
 
 # ---------------------------------------------------------------- real data: published numbers

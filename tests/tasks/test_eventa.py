@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import csv
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from engine.tasks.eventa.pipeline import (EventaIndex, Fields, RankParams, build_eventa, eval_eventa, read_database,
-                                    read_labeled)
-from engine.tasks.eventa.fixture import coco_as_eventa, make_eventa_fixture
-from engine.errors import EngineError
 from engine.core.text_pooling import encode_queries, pack_passages, similarity, split_sentences
+from engine.errors import EngineError
+from engine.tasks.eventa.build import build_eventa
+from engine.tasks.eventa.data import Fields, read_database, read_labeled
+from engine.tasks.eventa.evaluate import eval_command, eval_eventa, format_stage_table
+from engine.tasks.eventa.fixture import coco_as_eventa, make_eventa_fixture
+from engine.tasks.eventa.rank import EventaIndex, RankParams
 from engine.tasks.eventa.submission import validate_eventa
-from conftest import shared_path
+from conftest import run_cli, shared_path
 
 pytest.importorskip("skimage")
 
@@ -64,7 +67,7 @@ def test_openevents_layout_with_custom_field_names(tmp_path):
         "a2": {"headline": "Match report", "body": "Goals.", "pics": "i3, i4"},
         "a3": {"headline": "No pictures", "body": "Text only."},
     }))
-    with pytest.raises(EngineError, match=r"'title'.*--title-field"):
+    with pytest.raises(EngineError, match=r"'title'.*title_field"):
         read_database(db)
     arts = read_database(db, Fields(title="headline", content="body", images="pics"))
     assert [a.id for a in arts] == ["a1", "a2", "a3"]
@@ -130,7 +133,7 @@ def test_build_indexes_images_passages_and_bm25_and_reports_the_broken_file(buil
     assert len(index.bm25) == 12
     with pytest.raises(EngineError, match="already exists"):
         build_eventa(summary["database"], summary["images"], "fix", root)
-    with pytest.raises(EngineError, match="no EVENTA index 'nope'"):
+    with pytest.raises(EngineError, match="no EVENTA index 'nope'.*build it first"):
         EventaIndex.open("nope", root)
 
 
@@ -163,12 +166,165 @@ def test_each_stage_alone_and_fused(built):
 
 
 def test_eval_command_rejects_bad_sweep_and_pooling(built):
-    from engine.tasks.eventa.pipeline import eval_command
     paths, root, _ = built
-    with pytest.raises(EngineError, match="--sweep"):
+    with pytest.raises(EngineError, match="sweep takes comma-separated article weights"):
         eval_command(paths.labeled, "fix", root, RankParams(), ["mean"], sweep=["heavy"])
-    with pytest.raises(EngineError, match="--pooling"):
+    with pytest.raises(EngineError, match="sweep weights must lie between 0 and 1"):
+        eval_command(paths.labeled, "fix", root, RankParams(), ["mean"], sweep=["1.5"])
+    with pytest.raises(EngineError, match="pooling takes a comma-separated list"):
         eval_command(paths.labeled, "fix", root, RankParams(), ["median"])
+
+
+def test_messages_name_the_command_line_flags_through_the_cli(built, monkeypatch, capsys, tmp_path):
+    paths, root, _ = built
+    db = tmp_path / "database.json"
+    db.write_text(json.dumps({"a1": {"headline": "Storm", "content": "Waves.", "images": ["i1"]}}))
+    code, _, err = run_cli(monkeypatch, capsys, "eventa", "build", "--database", db, "--images", paths.images,
+                           "--name", "x", "--root", tmp_path / "idx")
+    assert code == 2 and "no article has a 'title' field" in err and "--title-field" in err
+    code, _, err = run_cli(monkeypatch, capsys, "eventa", "build", "--database", paths.database, "--images",
+                           paths.images, "--name", "x", "--root", tmp_path / "idx", "--passage-words", "8")
+    assert code == 2 and "--passage-words must be at least 16, not 8" in err
+    code, _, err = run_cli(monkeypatch, capsys, "eventa", "eval", "--queries", paths.labeled, "--name", "fix",
+                           "--root", root, "--sweep", "heavy")
+    assert code == 2 and "--sweep takes comma-separated article weights" in err
+    code, _, err = run_cli(monkeypatch, capsys, "eventa", "submit", "--queries", paths.queries, "--out",
+                           tmp_path / "sub.csv", "--name", "fix", "--root", root, "--article-weight", "2")
+    assert code == 2 and "sub.csv: the submission to write is a zip" in err
+    code, _, err = run_cli(monkeypatch, capsys, "eventa", "submit", "--queries", paths.queries, "--out",
+                           tmp_path / "submission.zip", "--name", "fix", "--root", root, "--article-weight", "2")
+    assert code == 2 and "--article-weight must be between 0 and 1, not 2.0" in err
+
+
+def test_stage_table_as_text_and_markdown():
+    table = {"mean": {"images": {"eventa": 0.5, "eventa.map": 0.25}, "fused w=0.5": {"article_r@1": 1.0}}}
+    text = format_stage_table(table).splitlines()
+    assert text[0].split() == ["pooling", "stage", "Overall", "mAP", "MRR", "R@1", "R@5", "R@10", "art", "R@1",
+                               "art", "R@10"]
+    assert text[1].split()[:4] == ["mean", "images", "0.500", "0.250"] and text[1].endswith("–")
+    assert text[2].startswith("mean     fused w=0.5") and text[2].split()[-2] == "1.000"
+    md = format_stage_table(table, markdown=True).splitlines()
+    assert md[1] == "| --- | --- | " + " | ".join(["---:"] * 8) + " |"
+    assert md[2].startswith("| mean | images | 0.500 | 0.250 | – |")
+
+
+# ---------------------------------------------------------------- what is on disk
+
+def test_index_is_two_collections_with_the_article_parts_attached(built):
+    from engine.core.collection import Collection, list_collections
+    from engine.tasks.eventa.build import FORMAT
+    _, root, summary = built
+    folder = root / "fix"
+    assert sorted(p.name for p in folder.iterdir()) == ["articles", "images"]
+    assert list_collections(folder) == ["articles", "images"]
+    articles = Collection.open("articles", folder)
+    assert set(articles.stored) == {"bm25", "article_images"}
+    assert articles.extra["format"] == FORMAT and articles.extra["counts"] == summary["counts"]
+    db = json.loads(Path(summary["database"]).read_text())
+    assert articles.document("article_images") == {aid: a["images"] for aid, a in db.items()}
+    assert articles.extra["image_collection"]["generation"] == Collection.open("images", folder).manifest["generation"]
+    assert {it["article"] for it in articles.items} == set(db)
+
+
+def _copy_index(built, tmp_path, name: str = "fix"):
+    import shutil
+    paths, root, _ = built
+    shutil.copytree(root / "fix", tmp_path / "idx" / name)
+    return paths, tmp_path / "idx", tmp_path / "idx" / name
+
+
+def _make_format_1(folder, paths) -> None:
+    """The layout engine 0.1 wrote: the passage collection alone, `bm25/` and `eventa.json` beside it."""
+    from engine.core.bm25 import BM25Index
+    from engine.core.collection import Collection
+    from engine.io.atomic import write_json
+    from engine.tasks.eventa.build import passage_items
+    articles = read_database(paths.database)
+    Collection.build("articles", items=passage_items(articles, 150), kind="text", root=folder, force=True)
+    BM25Index.build([a.id for a in articles], [a.text for a in articles]).save(folder / "bm25")
+    write_json(folder / "eventa.json", {"format": 1, "article_images": {a.id: a.images for a in articles}})
+
+
+def test_format_1_index_is_one_line_error_then_rebuilt_reusing_its_image_embeddings(built, tmp_path, monkeypatch,
+                                                                                     capsys):
+    from engine.core.collection import Collection
+    paths, root, folder = _copy_index(built, tmp_path)
+    _make_format_1(folder, paths)
+    images_before = Collection.open("images", folder).manifest
+    for command in (["submit", "--queries", paths.queries, "--out", tmp_path / "s.zip"],
+                    ["eval", "--queries", paths.labeled]):
+        code, out, err = run_cli(monkeypatch, capsys, "eventa", *command, "--name", "fix", "--root", root)
+        assert code == 2 and out == ""
+        assert err.count("error:") == 1 and "Traceback" not in err
+        message = " ".join(err.split())
+        assert f"{folder} is an EVENTA index of format 1 (the old one)" in message
+        assert "`engine eventa build`" in message and "(--force)" in message
+        assert "its image embeddings are reused" in message
+    with pytest.raises(EngineError, match="already exists.*force"):
+        build_eventa(paths.database, paths.images, "fix", root)
+    from engine.tasks.eventa.build import BuildOptions
+    build_eventa(paths.database, paths.images, "fix", root, BuildOptions(force=True))
+    assert sorted(p.name for p in folder.iterdir()) == ["articles", "images"]
+    assert Collection.open("images", folder).manifest == images_before  # not encoded again
+    fresh = EventaIndex.open("fix", built[1]).rank(["a cat at the city festival"], stages=("fused",))
+    again = EventaIndex.open("fix", root).rank(["a cat at the city festival"], stages=("fused",))
+    assert again.images == fresh.images
+
+
+def test_old_passage_collection_without_parts_is_format_1(built, tmp_path):
+    paths, root, folder = _copy_index(built, tmp_path)
+    _make_format_1(folder, paths)
+    (folder / "eventa.json").unlink()
+    import shutil
+    shutil.rmtree(folder / "bm25")
+    manifest = json.loads((folder / "articles" / "manifest.json").read_text())
+    del manifest["format"]  # engine 0.1 wrote no format
+    (folder / "articles" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(EngineError, match="format 1"):
+        EventaIndex.open("fix", root)
+
+
+def test_build_cut_short_says_so_and_the_same_build_finishes_it(built, tmp_path):
+    from engine.core.collection import Collection
+    from engine.tasks.eventa.build import passage_items
+    paths, root, folder = _copy_index(built, tmp_path)
+    # the passages were re-encoded but the parts not yet attached
+    Collection.build("articles", items=passage_items(read_database(paths.database), 150), kind="text",
+                     root=folder, force=True)
+    with pytest.raises(EngineError, match=r"'fix' in .* is incomplete \(a build was cut short\)"):
+        EventaIndex.open("fix", root)
+    build_eventa(paths.database, paths.images, "fix", root)  # no force needed: nothing finished is there
+    assert len(EventaIndex.open("fix", root).article_images) == 12
+
+
+def test_index_state_of_empty_and_interrupted_first_builds(tmp_path):
+    from engine.tasks.eventa.build import index_state
+    assert index_state(tmp_path / "none") == "none"
+    (tmp_path / "first" / "images" / ".partial").mkdir(parents=True)  # killed while encoding the images
+    assert index_state(tmp_path / "first") == "incomplete"
+    with pytest.raises(EngineError, match="'first' in .* is incomplete"):
+        EventaIndex.open("first", tmp_path)
+
+
+def test_images_rebuilt_after_the_articles_is_incomplete(built, tmp_path):
+    from engine.core.collection import Collection
+    _, root, folder = _copy_index(built, tmp_path)
+    Collection.open("images", folder).attach(documents={"note": "a newer generation"})
+    with pytest.raises(EngineError, match="incomplete"):
+        EventaIndex.open("fix", root)
+
+
+def test_rebuild_with_the_same_input_keeps_both_collections(built, tmp_path):
+    from engine.core.collection import Collection
+    from engine.tasks.eventa.build import BuildOptions
+    paths, root, folder = _copy_index(built, tmp_path)
+    before = {n: Collection.open(n, folder).manifest["roles"] for n in ("images", "articles")}
+    summary = build_eventa(paths.database, paths.images, "fix", root, BuildOptions(force=True))
+    after = {n: Collection.open(n, folder).manifest["roles"] for n in ("images", "articles")}
+    assert after["images"] == before["images"]
+    assert after["articles"]["embeddings"] == before["articles"]["embeddings"]  # passages not re-encoded
+    assert after["articles"]["bm25"] != before["articles"]["bm25"]  # the parts are a new generation
+    assert summary["counts"]["passages"] == 12
 
 
 # ---------------------------------------------------------------- coco-mini: real photos and captions

@@ -1,4 +1,5 @@
-"""EVENTA Track 2 submission files: the CSV the scorer expects, the zip around it, and reading both back."""
+"""EVENTA Track 2 submission files: the CSV the scorer expects, the zip around it, reading both back,
+`engine validate eventa` (every problem with its line) and `engine convert eventa-submission`."""
 from __future__ import annotations
 
 import zipfile
@@ -7,10 +8,20 @@ import pytest
 
 from engine.errors import EngineError
 from engine.eval.evaluate import evaluate_files
-from engine.tasks.eventa.submission import (header, parse_eventa_submission, read_eventa_submission, write_eventa_csv,
-                                      write_eventa_submission)
+from engine.tasks.eventa.submission import (header, parse_eventa_submission, read_eventa_submission, slot_scores,
+                                            validate_eventa, write_eventa_csv, write_eventa_submission)
+from conftest import run_cli
 
 TEMPLATE_HEADER = "query_id," + ",".join(f"article_id_{i}" for i in range(1, 11))
+
+
+@pytest.fixture()
+def ids(tmp_path):
+    queries = tmp_path / "queries.tsv"
+    queries.write_text("q1\tfirst query\nq2\tsecond query\nq3\tthird query\n")
+    docs = tmp_path / "docs.txt"
+    docs.write_text("doc_id\nd1\nd2\nd3\n")
+    return queries, docs
 
 
 def test_csv_has_template_header_eleven_columns_and_hash_slots(tmp_path):
@@ -82,3 +93,78 @@ def test_submission_evaluates_as_a_run(tmp_path):
     csv_path.write_text(csv_path.read_text().rsplit("c3", 1)[0])  # drop c3's row: now it is missing
     ev = evaluate_files(csv_path, qrels, "eventa")
     assert ev.means["eventa.mrr"] == 0.75 and ev.means["eventa.coverage"] == pytest.approx(2 / 3)
+
+
+def test_slot_scores_keep_the_order():
+    assert slot_scores(["b", "a", "c"]) == {"b": 3.0, "a": 2.0, "c": 1.0}
+
+
+# ---------------------------------------------------------------- engine validate eventa
+
+def test_valid_eventa_submission(monkeypatch, capsys, tmp_path, ids):
+    csv_path, zip_path = write_eventa_submission(tmp_path, {"q1": ["d1", "d2"], "q2": ["d3"], "q3": ["d2"]})
+    for path in (csv_path, zip_path):
+        code, out, _ = run_cli(monkeypatch, capsys, "validate", "eventa", path, "--queries", ids[0], "--docs", ids[1])
+        assert code == 0
+        assert len(out.strip().splitlines()) == 1 and "valid EVENTA submission (3 queries, 26 empty slots)" in out
+
+
+def test_eventa_problems_each_with_its_line(monkeypatch, capsys, tmp_path, ids):
+    sub = tmp_path / "submission.csv"
+    sub.write_text("\n".join([
+        TEMPLATE_HEADER,
+        "q1,d1,d2,#,#,#,#,#,#,#,#",     # 2 ok
+        "q1,d1,#,#,#,#,#,#,#,#,#",      # 3 duplicate query id
+        "",                             # 4 blank line
+        "q2,d1,d2,#,#,#,#,#,#,#",       # 5 ten columns
+        "q8,d1,#,#,#,#,#,#,#,#,#",      # 6 unknown query
+        "q3,d1,zz,#,#,#,#,#,#,#,#",     # 7 unknown image
+        "q4,d1,d1,,#,#,#,#,#,#,#",      # 8 image twice, empty slot (a broken row is not checked further)
+    ]) + "\n")
+    code, out, _ = run_cli(monkeypatch, capsys, "validate", "eventa", sub, "--queries", ids[0], "--docs", ids[1])
+    assert code == 1
+    assert out.strip().splitlines() == [
+        f"{sub}:3: duplicate query id 'q1' (first on line 2)",
+        f"{sub}:4: blank line",
+        f"{sub}:5: expected 11 columns (query id + 10 images), found 10",
+        f"{sub}:6: unknown query id 'q8'",
+        f"{sub}:7: slot 2: unknown image id 'zz'",
+        f"{sub}:8: image 'd1' is listed twice for query 'q4'",
+        f"{sub}:8: slot 3 is empty; write '#' for a missing image",
+        f"{ids[0]}:2: query 'q2' has no row in the submission",
+        f"{sub}: INVALID EVENTA submission: 8 problems",
+    ]
+
+
+def test_eventa_zip_must_hold_only_submission_csv(tmp_path):
+    csv_path, _ = write_eventa_submission(tmp_path, {"q1": ["d1"]})
+    bad_zip = tmp_path / "bad.zip"
+    with zipfile.ZipFile(bad_zip, "w") as zf:
+        zf.write(csv_path, "folder/submission.csv")
+        zf.writestr("notes.txt", "hi")
+    report = validate_eventa(bad_zip)
+    assert not report.ok
+    assert str(report.problems[0]) == (f"{bad_zip}: the zip must hold only submission.csv at its root; "
+                                       "it holds folder/submission.csv, notes.txt")
+
+
+def test_eventa_wrong_header_and_empty_file(tmp_path):
+    sub = tmp_path / "s.csv"
+    sub.write_text("id,a,b\n")
+    assert str(validate_eventa(sub).problems[0]).startswith(f"{sub}:1: header must be `{TEMPLATE_HEADER}`")
+    sub.write_text("")
+    assert "empty file" in validate_eventa(sub).text()
+
+
+# ---------------------------------------------------------------- engine convert eventa-submission
+
+def test_cli_convert_run_to_eventa_submission(monkeypatch, capsys, tmp_path):
+    run = tmp_path / "r.run"
+    run.write_text("c2 Q0 i9 1 3.0 s\nc2 Q0 i1 2 3.0 s\nc1 Q0 i4 1 1.0 s\n")
+    queries = tmp_path / "queries.csv"
+    queries.write_text("query_id,caption\nc1,a dog\nc2,a cat\nc3,a bird\n")
+    code, _, _ = run_cli(monkeypatch, capsys, "convert", "eventa-submission", run, tmp_path / "out",
+                         "--queries", queries)
+    assert code == 0
+    assert read_eventa_submission(tmp_path / "out" / "submission.zip") == {"c1": ["i4"], "c2": ["i9", "i1"],
+                                                                          "c3": []}

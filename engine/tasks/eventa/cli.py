@@ -8,14 +8,22 @@ import typer
 
 from engine.core.cli import Quiet, Root, split_list
 from engine.core.collection import DEFAULT_ROOT
-from engine.progress import set_quiet
 from engine.eval.cli import DocsOpt, QueriesOpt
+from engine.progress import set_quiet
+from engine.tasks.eventa import fixture
+from engine.tasks.eventa.build import DEFAULT_NAME, BuildOptions
+from engine.tasks.eventa.data import Fields
+from engine.tasks.eventa.evaluate import EVAL_POOLINGS
+from engine.tasks.eventa.rank import BATCH_SIZE, RankParams
+
+BUILD = BuildOptions()
+RANK = RankParams()
 
 eventa_app = typer.Typer(no_args_is_help=True, help="EVENTA 2025 Track 2: caption → news image through an article "
                                                     "stage (dense + BM25 articles, their images scored, global "
                                                     "text→image fill). build, submit, eval.")
-EventaName = Annotated[str, typer.Option("--name", help="Index name: a folder under --root holding images/, "
-                                         "articles/, bm25/ and eventa.json.")]
+EventaName = Annotated[str, typer.Option("--name", help="Index name: a folder under --root holding the images/ "
+                                         "and articles/ collections.")]
 EventaPooling = Annotated[str, typer.Option("--pooling", help="Long captions: mean (each sentence encoded, vectors "
                           "averaged), max (a candidate scores its best sentence) or full (the caption as one text: "
                           "the model TRUNCATES it at its window, MiniLM 256 word pieces, CLIP 77 tokens).")]
@@ -32,85 +40,83 @@ EventaDepth = Annotated[int, typer.Option("--depth", help="Articles kept per sys
 EventaBatch = Annotated[int, typer.Option("--batch-size", help="Captions ranked per batch.")]
 
 
-def _eventa_params(pooling: str, article_fusion: str, dense_weight: float, bm25_weight: float, top_articles: int,
-                   image_fusion: str, article_weight: float, depth: int):
-    from engine.tasks.eventa.pipeline import RankParams
-    return RankParams(pooling=pooling, article_fusion=article_fusion, dense_weight=dense_weight,
-                      bm25_weight=bm25_weight, top_articles=top_articles, image_fusion=image_fusion,
-                      article_weight=article_weight, depth=depth)
-
-
 @eventa_app.command("build")
 def eventa_build_cmd(
     database: Annotated[Path, typer.Option("--database", help="Articles: OpenEvents V1 database.json "
                         "({article_id: {title, content, images, date, url}}), or a JSON list/JSONL with an id field.")],
     images: Annotated[Path, typer.Option("--images", help="Image folder; file names (without extension) are image ids.")],
-    name: EventaName = "eventa",
+    name: EventaName = DEFAULT_NAME,
     model: Annotated[Optional[str], typer.Option("--model", help="Image–text model: conse (offline, default) or "
-                     "clip:ARCH:WEIGHTS when you have CLIP weights.", show_default=False)] = None,
+                     "clip:ARCH:WEIGHTS when you have CLIP weights.", show_default=False)] = BUILD.model,
     text_model: Annotated[Optional[str], typer.Option("--text-model", help="Sentence model of the article passages "
-                          "(default sbert:all-MiniLM-L6-v2, offline).", show_default=False)] = None,
-    title_field: Annotated[str, typer.Option("--title-field", help="Article field holding the title.")] = "title",
-    content_field: Annotated[str, typer.Option("--content-field", help="Article field holding the text.")] = "content",
-    images_field: Annotated[str, typer.Option("--images-field", help="Article field listing its image ids.")] = "images",
+                          "(default sbert:all-MiniLM-L6-v2, offline).", show_default=False)] = BUILD.text_model,
+    title_field: Annotated[str, typer.Option("--title-field", help="Article field holding the title.")]
+    = BUILD.fields.title,
+    content_field: Annotated[str, typer.Option("--content-field", help="Article field holding the text.")]
+    = BUILD.fields.content,
+    images_field: Annotated[str, typer.Option("--images-field", help="Article field listing its image ids.")]
+    = BUILD.fields.images,
     id_field: Annotated[Optional[str], typer.Option("--id-field", help="Article id field of a JSON list/JSONL "
-                        "(default: article_id or id).", show_default=False)] = None,
+                        "(default: article_id or id).", show_default=False)] = BUILD.fields.id,
     passage_words: Annotated[int, typer.Option("--passage-words", help="Long articles are cut into passages of whole "
                              "sentences up to this many words (title repeated in each); an article scores its best "
-                             "passage.")] = 150,
-    index: Annotated[str, typer.Option("--index", help="FAISS factory string for both collections.")] = "Flat",
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Images per forward pass.")] = 32,
-    workers: Annotated[int, typer.Option("--workers", help="Image-decoding threads.")] = 2,
-    force: Annotated[bool, typer.Option("--force", help="Rebuild an index that already exists.")] = False,
+                             "passage.")] = BUILD.passage_words,
+    index: Annotated[str, typer.Option("--index", help="FAISS factory string for both collections.")] = BUILD.index,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Images per forward pass.")] = BUILD.batch_size,
+    workers: Annotated[int, typer.Option("--workers", help="Image-decoding threads.")] = BUILD.workers,
+    force: Annotated[bool, typer.Option("--force", help="Rebuild an index that already exists (its image "
+                     "embeddings are reused when the images and model are the same).")] = BUILD.force,
     root: Root = DEFAULT_ROOT,
     quiet: Quiet = False,
 ) -> None:
     """Build the image collection, the article-passage collection and a BM25 index over the articles."""
     set_quiet(quiet)
-    from engine.tasks.eventa.pipeline import Fields, build_eventa
-    build_eventa(database, images, name, root, model, text_model,
-                 Fields(title=title_field, content=content_field, images=images_field, id=id_field),
-                 passage_words, index, batch_size, workers, force)
+    from engine.tasks.eventa.build import build_eventa
+    build_eventa(database, images, name, root, BuildOptions(
+        model=model, text_model=text_model,
+        fields=Fields(title=title_field, content=content_field, images=images_field, id=id_field),
+        passage_words=passage_words, index=index, batch_size=batch_size, workers=workers, force=force))
 
 
 @eventa_app.command("submit")
 def eventa_submit_cmd(
     queries: Annotated[Path, typer.Option("--queries", help="CSV query_id,query_text (the challenge's query file).")],
     out: Annotated[Path, typer.Option("--out", help="submission.zip to write; submission.csv is written beside it.")],
-    name: EventaName = "eventa",
-    pooling: EventaPooling = "mean",
-    article_fusion: EventaArticleFusion = "rrf",
-    dense_weight: EventaDenseWeight = 1.0,
-    bm25_weight: EventaBm25Weight = 1.0,
-    top_articles: EventaTopArticles = 10,
-    image_fusion: EventaImageFusion = "weighted",
-    article_weight: EventaArticleWeight = 0.8,
-    depth: EventaDepth = 100,
-    batch_size: EventaBatch = 64,
+    name: EventaName = DEFAULT_NAME,
+    pooling: EventaPooling = RANK.pooling,
+    article_fusion: EventaArticleFusion = RANK.article_fusion,
+    dense_weight: EventaDenseWeight = RANK.dense_weight,
+    bm25_weight: EventaBm25Weight = RANK.bm25_weight,
+    top_articles: EventaTopArticles = RANK.top_articles,
+    image_fusion: EventaImageFusion = RANK.image_fusion,
+    article_weight: EventaArticleWeight = RANK.article_weight,
+    depth: EventaDepth = RANK.depth,
+    batch_size: EventaBatch = BATCH_SIZE,
     root: Root = DEFAULT_ROOT,
     quiet: Quiet = False,
 ) -> None:
     """Rank 10 images per caption (articles first, then their images) and write the validated submission."""
     set_quiet(quiet)
-    from engine.tasks.eventa.pipeline import submit_eventa
-    submit_eventa(queries, out, name, root, _eventa_params(pooling, article_fusion, dense_weight, bm25_weight,
-                                                          top_articles, image_fusion, article_weight, depth), batch_size)
+    from engine.tasks.eventa.rank import submit_eventa
+    submit_eventa(queries, out, name, root, RankParams(
+        pooling=pooling, article_fusion=article_fusion, dense_weight=dense_weight, bm25_weight=bm25_weight,
+        top_articles=top_articles, image_fusion=image_fusion, article_weight=article_weight, depth=depth), batch_size)
 
 
 @eventa_app.command("eval")
 def eventa_eval_cmd(
     queries: Annotated[Path, typer.Option("--queries", help="Labeled CSV: query_id (or image_index), caption "
                        "(query_text), retrieved_article_id, retrieved_image_id.")],
-    name: EventaName = "eventa",
+    name: EventaName = DEFAULT_NAME,
     pooling: Annotated[str, typer.Option("--pooling", help="Comma-separated poolings to compare: mean, max, full "
-                       "(full truncates captions at the model's window).")] = "mean,max",
-    article_fusion: EventaArticleFusion = "rrf",
-    dense_weight: EventaDenseWeight = 1.0,
-    bm25_weight: EventaBm25Weight = 1.0,
-    top_articles: EventaTopArticles = 10,
-    image_fusion: EventaImageFusion = "weighted",
-    article_weight: EventaArticleWeight = 0.8,
-    depth: EventaDepth = 100,
+                       "(full truncates captions at the model's window).")] = ",".join(EVAL_POOLINGS),
+    article_fusion: EventaArticleFusion = RANK.article_fusion,
+    dense_weight: EventaDenseWeight = RANK.dense_weight,
+    bm25_weight: EventaBm25Weight = RANK.bm25_weight,
+    top_articles: EventaTopArticles = RANK.top_articles,
+    image_fusion: EventaImageFusion = RANK.image_fusion,
+    article_weight: EventaArticleWeight = RANK.article_weight,
+    depth: EventaDepth = RANK.depth,
     sweep: Annotated[Optional[str], typer.Option("--sweep", help="Comma-separated article weights to also score the "
                      "fused stage at (rows `fused w=…`), e.g. 0,0.5,0.8,1: pick the best for submit "
                      "--article-weight.", show_default=False)] = None,
@@ -127,16 +133,18 @@ def eventa_eval_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown table.")] = False,
     out: Annotated[Optional[Path], typer.Option("--out", help="Also write the table as JSON here.")] = None,
-    batch_size: EventaBatch = 64,
+    batch_size: EventaBatch = BATCH_SIZE,
     root: Root = DEFAULT_ROOT,
     quiet: Quiet = False,
 ) -> None:
     """Overall and its parts (mAP, MRR, R@1/5/10) for each stage alone and fused, plus the gold article's recall."""
     set_quiet(quiet)
-    from engine.tasks.eventa.pipeline import eval_command
-    typer.echo(eval_command(queries, name, root, _eventa_params("mean", article_fusion, dense_weight, bm25_weight,
-                                                                top_articles, image_fusion, article_weight, depth),
-                            split_list(pooling) or [], out, as_json, markdown, batch_size, limit, split_list(sweep) or [],
+    from engine.tasks.eventa.evaluate import eval_command
+    params = RankParams(article_fusion=article_fusion, dense_weight=dense_weight, bm25_weight=bm25_weight,
+                        top_articles=top_articles, image_fusion=image_fusion, article_weight=article_weight,
+                        depth=depth)
+    typer.echo(eval_command(queries, name, root, params, split_list(pooling) or [], out, as_json, markdown,
+                            batch_size, limit, split_list(sweep) or [],
                             {"id_column": id_column, "text_column": text_column, "image_column": image_column,
                              "article_column": article_column}))
 
@@ -144,9 +152,10 @@ def eventa_eval_cmd(
 @eventa_app.command("fixture")
 def eventa_fixture_cmd(
     out: Annotated[Path, typer.Argument(help="Folder to write database.json, images/, queries.csv, labeled.csv.")],
-    articles: Annotated[int, typer.Option("--articles", help="Articles to generate.")] = 24,
-    images_per_article: Annotated[int, typer.Option("--images-per-article", help="Images per article (1–8).")] = 2,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed (same seed, same files).")] = 0,
+    articles: Annotated[int, typer.Option("--articles", help="Articles to generate.")] = fixture.N_ARTICLES,
+    images_per_article: Annotated[int, typer.Option("--images-per-article", help="Images per article (1–8).")]
+    = fixture.IMAGES_PER_ARTICLE,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed (same seed, same files).")] = fixture.SEED,
 ) -> None:
     """Generate a small offline EVENTA database in the OpenEvents V1 layout (images cut from scikit-image photos)."""
     from engine.tasks.eventa.fixture import make_eventa_fixture
@@ -154,7 +163,6 @@ def eventa_fixture_cmd(
     paths = make_eventa_fixture(out, articles, images_per_article, seed=seed)
     info(f"wrote {paths.database}, {paths.images}/ ({paths.n_images} images + 1 broken file), {paths.queries}, "
          f"{paths.labeled}")
-
 
 
 def validate_eventa_cmd(file: Annotated[Path, typer.Argument(help="EVENTA submission.csv or submission.zip.")],
@@ -165,6 +173,7 @@ def validate_eventa_cmd(file: Annotated[Path, typer.Argument(help="EVENTA submis
     typer.echo(report.text())
     raise typer.Exit(report.exit_code)
 
+
 def convert_eventa_submission_cmd(run: Annotated[Path, typer.Argument(help="TREC run.")],
                                   out_dir: Annotated[Path, typer.Argument(help="Folder for submission.csv/.zip.")],
                                   queries: QueriesOpt = None) -> None:
@@ -173,7 +182,6 @@ def convert_eventa_submission_cmd(run: Annotated[Path, typer.Argument(help="TREC
     from engine.progress import info
     csv_path, zip_path = run_to_submission(run, out_dir, queries)
     info(f"wrote {csv_path} and {zip_path}")
-
 
 
 def register(app: typer.Typer, validate: typer.Typer, convert: typer.Typer) -> None:

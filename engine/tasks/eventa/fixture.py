@@ -123,8 +123,14 @@ def caption_text(rng: np.random.Generator, person: str, place: str, event: str, 
     return " ".join(parts)
 
 
-def make_eventa_fixture(folder: str | os.PathLike, n_articles: int = 24, images_per_article: int = 2,
-                        image_size: int = 128, seed: int = 0, broken_image: bool = True) -> FixturePaths:
+N_ARTICLES = 24
+IMAGES_PER_ARTICLE = 2
+SEED = 0
+
+
+def make_eventa_fixture(folder: str | os.PathLike, n_articles: int = N_ARTICLES,
+                        images_per_article: int = IMAGES_PER_ARTICLE, image_size: int = 128, seed: int = SEED,
+                        broken_image: bool = True) -> FixturePaths:
     """Write database.json, images/, queries.csv and labeled.csv under `folder` (same output for the same args)."""
     from PIL import Image
     if n_articles < 1 or not 1 <= images_per_article <= len(THEMES):
@@ -216,12 +222,9 @@ def coco_as_eventa(coco: str | os.PathLike, folder: str | os.PathLike, limit: in
     image made of four of its captions, the remaining one (the `held_out`-th, by annotation id) as its query.
     The images are used where they are (nothing is copied); with `limit`, the chosen ones are linked
     from `folder/images` so that only they are indexed."""
-    import json
+    from engine.io.tables import read_json
     coco, folder = Path(coco), Path(folder)
-    try:
-        data = json.loads((coco / "captions.json").read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise EngineError(f"{coco}: no captions.json (expected a COCO captions folder)") from None
+    data = read_json(coco / "captions.json", "file (expected a COCO captions folder)")
     captions: dict[int, list[tuple[int, str]]] = {}
     for ann in data["annotations"]:
         captions.setdefault(int(ann["image_id"]), []).append((int(ann["id"]), ann["caption"].strip()))

@@ -219,10 +219,14 @@ def read_eventa_submission(path: str | os.PathLike) -> dict[str, list[str]]:
     return parsed.rankings
 
 
+def slot_scores(images: Sequence[str]) -> dict[str, float]:
+    """Ranked image ids as a run's scores: the first of n scores n, the last 1 (only the order counts)."""
+    return {image: float(len(images) - i) for i, image in enumerate(images)}
+
+
 def read_submission_run(path: str | os.PathLike) -> Run:
-    """A submission read as a run for `engine eval` (slot i scores 10 − i)."""
-    rows = read_eventa_submission(path)
-    return {q: {doc: float(len(docs) - i) for i, doc in enumerate(docs)} for q, docs in rows.items()}
+    """A submission read as a run for `engine eval` (slot i of n filled scores n − i)."""
+    return {q: slot_scores(images) for q, images in read_eventa_submission(path).items()}
 
 
 def run_to_submission(run: str | os.PathLike, out_dir: str | os.PathLike,

@@ -1,0 +1,100 @@
+"""`engine eventa eval`: every stage alone and fused, scored on labeled captions with the challenge's rules
+(`PROFILES["eventa"]`), plus the gold article's recall in the article stage that feeds each row."""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, replace
+from typing import Sequence
+
+from engine.core.text_pooling import POOLINGS
+from engine.display import format_table
+from engine.errors import EngineError, opt, preview
+from engine.eval.evaluate import evaluate
+from engine.eval.profiles import PROFILES
+from engine.progress import warn
+from engine.tasks.eventa.build import DEFAULT_NAME
+from engine.tasks.eventa.data import Labeled, read_labeled
+from engine.tasks.eventa.rank import BATCH_SIZE, STAGES, EventaIndex, RankParams, RankResult, rank_in_batches
+from engine.tasks.eventa.submission import slot_scores
+
+EVAL_POOLINGS = ("mean", "max")
+ARTICLE_METRICS = "recall@1,recall@10"
+COLUMNS = (("eventa", "Overall"), ("eventa.map", "mAP"), ("eventa.mrr", "MRR"), ("eventa.r@1", "R@1"),
+           ("eventa.r@5", "R@5"), ("eventa.r@10", "R@10"), ("article_r@1", "art R@1"), ("article_r@10", "art R@10"))
+
+StageTable = dict[str, dict[str, dict[str, float]]]
+"""{pooling: {stage: {metric: value}}}"""
+
+
+def score_stages(labeled: Sequence[Labeled], result: RankResult) -> dict[str, dict[str, float]]:
+    """EVENTA Overall and parts per stage, plus the gold article's recall@1/10 where the labels name it."""
+    qrels = {q.qid: {q.image: 1} for q in labeled}
+    gold = {q.qid: {q.article: 1} for q in labeled if q.article}
+    table: dict[str, dict[str, float]] = {}
+    for stage, rankings in result.images.items():
+        run = {q.qid: slot_scores([d for d, _ in r]) for q, r in zip(labeled, rankings)}
+        table[stage] = dict(evaluate(run, qrels, PROFILES["eventa"].metrics).means)
+        arts = result.articles.get("articles" if stage.startswith("fused") else stage)
+        if arts is not None and gold:
+            arun = {q.qid: slot_scores([d for d, _ in r]) for q, r in zip(labeled, arts) if q.qid in gold}
+            means = evaluate(arun, gold, ARTICLE_METRICS).means
+            table[stage]["article_r@1"], table[stage]["article_r@10"] = means["recall@1"], means["recall@10"]
+    return table
+
+
+def eval_eventa(labeled_path: str | os.PathLike, name: str = DEFAULT_NAME, root: str | os.PathLike | None = None,
+                params: RankParams = RankParams(), poolings: Sequence[str] = EVAL_POOLINGS,
+                batch_size: int = BATCH_SIZE, limit: int | None = None, sweep: Sequence[float] = (),
+                columns: dict[str, str | None] | None = None) -> StageTable:
+    """The stage table on a labeled CSV; `sweep` adds the fused stage at other article weights (`fused w=…`
+    rows), to tune the article weight."""
+    labeled = read_labeled(labeled_path, **(columns or {}))[:limit]
+    index = EventaIndex.open(name, root)
+    unknown = [q.image for q in labeled if q.image not in index.image_row]
+    if unknown:
+        warn(f"{len(unknown)} labeled images are not in the index (those queries score 0): {preview(unknown)}")
+    out: StageTable = {}
+    for pooling in poolings:
+        result = rank_in_batches(index, [q.text for q in labeled], replace(params, pooling=pooling), STAGES,
+                                 batch_size, sweep=sweep)
+        out[pooling] = score_stages(labeled, result)
+    return out
+
+
+def format_stage_table(table: StageTable, markdown: bool = False) -> str:
+    """One row per pooling × stage, the labels left and the numbers right."""
+    heads = ["pooling", "stage"] + [h for _, h in COLUMNS]
+    rows = [[pooling, stage] + [f"{vals[c]:.3f}" if c in vals else "–" for c, _ in COLUMNS]
+            for pooling, stages in table.items() for stage, vals in stages.items()]
+    return format_table(heads, rows, markdown=markdown, left=2)
+
+
+def sweep_weights(sweep: Sequence[str]) -> list[float]:
+    """Article weights to sweep, from their text; each must lie between 0 and 1."""
+    try:
+        weights = [float(w) for w in sweep]
+    except ValueError:
+        raise EngineError(f"{opt('sweep')} takes comma-separated article weights between 0 and 1, "
+                          f"not {','.join(sweep)!r}") from None
+    if any(not 0.0 <= w <= 1.0 for w in weights):
+        raise EngineError(f"{opt('sweep')} weights must lie between 0 and 1, not {','.join(sweep)!r}")
+    return weights
+
+
+def eval_command(labeled_path: str | os.PathLike, name: str, root: str | os.PathLike | None, params: RankParams,
+                 poolings: Sequence[str], out: str | os.PathLike | None = None, as_json: bool = False,
+                 markdown: bool = False, batch_size: int = BATCH_SIZE, limit: int | None = None,
+                 sweep: Sequence[str] = (), columns: dict[str, str | None] | None = None) -> str:
+    """`engine eventa eval`: the stage table as text, Markdown or JSON (and written to `out` if given)."""
+    from engine.io.atomic import write_json
+    bad = [p for p in poolings if p not in POOLINGS]
+    if bad or not poolings:
+        raise EngineError(f"{opt('pooling')} takes a comma-separated list of {', '.join(POOLINGS)}, "
+                          f"not {','.join(poolings)!r}")
+    table = eval_eventa(labeled_path, name, root, params, poolings, batch_size, limit, sweep_weights(sweep), columns)
+    if out is not None:
+        write_json(out, {"labeled": str(labeled_path), "params": asdict(params), "stages": table})
+    if as_json:
+        return json.dumps(table, indent=2)
+    return format_stage_table(table, markdown)
