@@ -53,3 +53,13 @@ def sample_photos() -> dict[str, Path]:
     """Real photos shipped inside scikit-image's wheel (nothing fetched)."""
     from engine.core.demo import demo_photos
     return {p.stem: p for p in demo_photos()}
+
+
+@pytest.fixture()
+def ids(tmp_path) -> tuple[Path, Path]:
+    """A query-id file (q1..q3) and a doc-id list with a header (d1..d3), for validators."""
+    queries = tmp_path / "queries.tsv"
+    queries.write_text("q1\tfirst query\nq2\tsecond query\nq3\tthird query\n")
+    docs = tmp_path / "docs.txt"
+    docs.write_text("doc_id\nd1\nd2\nd3\n")
+    return queries, docs

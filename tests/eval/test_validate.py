@@ -9,15 +9,6 @@ from engine.io.ids import read_id_list
 from conftest import run_cli
 
 
-@pytest.fixture()
-def ids(tmp_path):
-    queries = tmp_path / "queries.tsv"
-    queries.write_text("q1\tfirst query\nq2\tsecond query\nq3\tthird query\n")
-    docs = tmp_path / "docs.txt"
-    docs.write_text("doc_id\nd1\nd2\nd3\n")
-    return queries, docs
-
-
 def test_valid_run_says_so_in_one_line(monkeypatch, capsys, tmp_path, ids):
     run = tmp_path / "good.run"
     run.write_text("q1 Q0 d1 1 2.0 s\nq1 Q0 d2 2 1.0 s\nq2 Q0 d3 1 0.5 s\nq3 Q0 d1 1 0.1 s\n")

@@ -15,15 +15,6 @@ from conftest import run_cli
 TEMPLATE_HEADER = "query_id," + ",".join(f"article_id_{i}" for i in range(1, 11))
 
 
-@pytest.fixture()
-def ids(tmp_path):
-    queries = tmp_path / "queries.tsv"
-    queries.write_text("q1\tfirst query\nq2\tsecond query\nq3\tthird query\n")
-    docs = tmp_path / "docs.txt"
-    docs.write_text("doc_id\nd1\nd2\nd3\n")
-    return queries, docs
-
-
 def test_csv_has_template_header_eleven_columns_and_hash_slots(tmp_path):
     rankings = {
         "q2": [f"img{i}" for i in range(15)],              # more than 10: cut at 10
