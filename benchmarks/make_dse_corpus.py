@@ -3,14 +3,16 @@ build it and print the variant table (query only, examples only, fused RRF, fuse
 
     python benchmarks/make_dse_corpus.py --out /tmp/dse-synth --bench
 
-The same generator (fixtures.dse_synthetic) makes the tests' fixtures.
+The same generator (tests/fixtures/dse_synthetic.py) makes the tests' fixtures.
 """
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from fixtures.dse_synthetic import generate, write_corpus
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "fixtures"))
+from dse_synthetic import generate, write_corpus  # noqa: E402  (tests/fixtures is not a package on the path)
 
 
 def main() -> None:
@@ -28,11 +30,12 @@ def main() -> None:
     for k, v in paths.items():
         print(f"{k}: {v}")
     if args.bench:
-        from engine.tasks.dse.pipeline import build_dse, eval_command
+        from engine.tasks.dse.index import build_dse
+        from engine.tasks.dse.pipeline import EvalOptions, eval_command
         root = args.out / "indexes"
         build_dse(paths["datasets"], "synth", root)
-        print(eval_command(paths["judgments"], paths["folds"], None, "synth", root, paths["queries"],
-                           paths["cases"], out=args.out / "variants.json"))
+        options = EvalOptions(folds=paths["folds"], queries=paths["queries"], cases=paths["cases"])
+        print(eval_command(paths["judgments"], "synth", root, options, out=args.out / "variants.json"))
 
 
 if __name__ == "__main__":

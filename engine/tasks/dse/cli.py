@@ -8,11 +8,16 @@ import typer
 
 from engine.core.cli import Quiet, Root
 from engine.core.collection import DEFAULT_ROOT
-from engine.progress import set_quiet
+from engine.progress import info, set_quiet
+from engine.tasks.dse.data import dsebench_qrels, dsebench_run
+from engine.tasks.dse.index import DEFAULT_NAME, BuildOptions, build_dse
+from engine.tasks.dse.pipeline import EvalOptions, SubmitOptions, eval_command, submit_dse
+
+BUILD, SUBMIT, EVAL = BuildOptions(), SubmitOptions(), EvalOptions()
 
 dse_app = typer.Typer(no_args_is_help=True, help="Dataset search with examples (DSEBench): a keyword query plus "
                                                  "example datasets → ranked datasets. build, submit, eval.")
-DseName = Annotated[str, typer.Option("--name", help="Index name: a folder under --root.")]
+DseName = Annotated[str, typer.Option("--name", help="Index name: a collection under --root.")]
 DseQueries = Annotated[Path, typer.Option("--queries", help="DSEBench queries.tsv: query_id<TAB>text, no header.")]
 DseCases = Annotated[Path, typer.Option("--cases", help="DSEBench cases.tsv: case_id<TAB>query_id<TAB>example_dataset_id, "
                                         "no header; repeat a case_id for several examples.")]
@@ -25,17 +30,17 @@ DseDepth = Annotated[int, typer.Option("--depth", help="Datasets per case in the
 def dse_build_cmd(
     datasets: Annotated[Path, typer.Option("--datasets", help="DSEBench datasets.json: a JSON list of "
                                            "{id, title, description, tags, author, summary}.")],
-    name: DseName = "dsebench",
-    model: Annotated[Optional[str], typer.Option("--model", help="Sentence model spec (default: "
-                     "sbert:all-MiniLM-L6-v2, offline).", show_default=False)] = None,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Texts per encoder batch.")] = 64,
+    name: DseName = DEFAULT_NAME,
+    model: Annotated[str, typer.Option("--model", help="Sentence model spec (offline).")] = BUILD.model,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Texts per encoder batch.")] = BUILD.batch_size,
     root: Root = DEFAULT_ROOT,
     quiet: Quiet = False,
 ) -> None:
-    """Embed each field and the whole record of every dataset, and build a BM25 index over all fields."""
+    """Embed each field and the whole record of every dataset, and build a BM25 index over all fields.
+
+    The index is the collection NAME; building again replaces a DSEBench index of that name."""
     set_quiet(quiet)
-    from engine.tasks.dse.pipeline import build_dse
-    build_dse(datasets, name, root, model, batch_size)
+    build_dse(datasets, name, root, BuildOptions(model=model, batch_size=batch_size))
 
 
 @dse_app.command("submit")
@@ -44,18 +49,20 @@ def dse_submit_cmd(
     cases: DseCases,
     out: Annotated[Path, typer.Option("--out", help="TREC run to write: case_id Q0 dataset_id rank score runid.")],
     split: Annotated[str, typer.Option("--split", help="Cases to rank: test (DSEBench's numbered test cases), "
-                                       "train, all, or a split file (JSON judgments or one case id a line).")] = "test",
+                                       "train, all, or a split file (JSON judgments or one case id a line).")]
+    = SUBMIT.split,
     method: Annotated[str, typer.Option("--method", help="rrf (untuned fusion of query and examples), tuned "
-                                        "(weighted fusion; needs --folds or --weights), query, examples.")] = "rrf",
-    folds: DseFolds = None,
+                                        "(weighted fusion; needs --folds or --weights), query, examples.")]
+    = SUBMIT.method,
+    folds: DseFolds = SUBMIT.folds,
     weights: Annotated[Optional[Path], typer.Option("--weights", help="Fusion weights JSON {feature: weight} "
-                       "(or a file written by --save-weights) for --method tuned.")] = None,
+                       "(or a file written by --save-weights) for --method tuned.")] = SUBMIT.weights,
     save_weights: Annotated[Optional[Path], typer.Option("--save-weights", help="With --folds: write the tuned "
-                            "weights of every fold here (JSON).")] = None,
-    name: DseName = "dsebench",
-    depth: DseDepth = 100,
+                            "weights of every fold here (JSON).")] = SUBMIT.save_weights,
+    name: DseName = DEFAULT_NAME,
+    depth: DseDepth = SUBMIT.depth,
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Run id column (default dse-METHOD).",
-                      show_default=False)] = None,
+                      show_default=False)] = SUBMIT.run_id,
     datasets: Annotated[Optional[Path], typer.Option("--datasets", help="DSEBench datasets.json: build the index "
                         "first unless --name already indexes this file (one command from data to run).")] = None,
     root: Root = DEFAULT_ROOT,
@@ -63,37 +70,36 @@ def dse_submit_cmd(
 ) -> None:
     """Rank the catalogue for every case; a case's example datasets are never returned for it."""
     set_quiet(quiet)
-    from engine.tasks.dse.pipeline import submit_dse
-    submit_dse(queries, cases, out, name, root, split, method, folds, weights, save_weights, depth, run_id, datasets)
+    options = SubmitOptions(split=split, method=method, folds=folds, weights=weights, save_weights=save_weights,
+                            depth=depth, run_id=run_id)
+    submit_dse(queries, cases, out, name, root, options, datasets)
 
 
 @dse_app.command("eval")
 def dse_eval_cmd(
     judgments: Annotated[Path, typer.Option("--judgments", help="DSEBench human_annotated_judgments.json; gain = "
                                             "query_rel × target_sim.")],
-    folds: DseFolds = None,
+    folds: DseFolds = EVAL.folds,
     run: Annotated[Optional[Path], typer.Option("--run", help="Score this run file; without it, score the variants "
-                   "(query only, examples only, fused RRF, fused tuned with --folds) of the built index.")] = None,
-    queries: Annotated[Optional[Path], typer.Option("--queries", help="queries.tsv (needed without --run).")] = None,
-    cases: Annotated[Optional[Path], typer.Option("--cases", help="cases.tsv (needed without --run).")] = None,
-    name: DseName = "dsebench",
-    depth: DseDepth = 100,
+                   "(query only, examples only, fused RRF, fused tuned with --folds) of the built index.")] = EVAL.run,
+    queries: Annotated[Optional[Path], typer.Option("--queries", help="queries.tsv (needed without --run).")]
+    = EVAL.queries,
+    cases: Annotated[Optional[Path], typer.Option("--cases", help="cases.tsv (needed without --run).")] = EVAL.cases,
+    name: DseName = DEFAULT_NAME,
+    depth: DseDepth = EVAL.depth,
     out: Annotated[Optional[Path], typer.Option("--out", help="Also write the table as JSON here.")] = None,
     root: Root = DEFAULT_ROOT,
     quiet: Quiet = False,
 ) -> None:
     """nDCG@5/10, MAP@5/10, R@5/10 with the DSEBench gain, computed by `engine eval`'s metrics."""
     set_quiet(quiet)
-    from engine.tasks.dse.pipeline import eval_command
-    typer.echo(eval_command(judgments, folds, run, name, root, queries, cases, depth, out))
-
+    options = EvalOptions(folds=folds, run=run, queries=queries, cases=cases, depth=depth)
+    typer.echo(eval_command(judgments, name, root, options, out))
 
 
 def convert_dsebench_qrels_cmd(judgments: Annotated[Path, typer.Argument(help="human_annotated_judgments.json")],
                                out: Annotated[Path, typer.Argument(help="TREC qrels to write.")]) -> None:
     """DSEBench judgments → TREC qrels (gain = query_rel × target_sim)."""
-    from engine.tasks.dse.data import dsebench_qrels
-    from engine.progress import info
     info(f"wrote {dsebench_qrels(judgments, out)} qrels lines to {out}")
 
 
@@ -102,10 +108,7 @@ def convert_dsebench_run_cmd(run_json: Annotated[Path, typer.Argument(help="{cas
                              run_id: Annotated[Optional[str], typer.Option("--run-id", help="[default: file stem]",
                                                                            show_default=False)] = None) -> None:
     """DSEBench baseline run JSON → TREC run (same ranking as trec_eval reads the JSON)."""
-    from engine.tasks.dse.data import dsebench_run
-    from engine.progress import info
     info(f"wrote {dsebench_run(run_json, out, run_id)} run lines to {out}")
-
 
 
 def register(app: typer.Typer, validate: typer.Typer, convert: typer.Typer) -> None:

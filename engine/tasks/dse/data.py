@@ -1,6 +1,6 @@
 """DSEBench's own files, read in their formats unchanged: datasets.json, queries.tsv, cases.tsv, the judgments
-(gain query_rel × target_sim) and 5-fold splits, baseline runs `{case_id: {dataset_id: score}}`; and the
-converters `engine convert dsebench-qrels|dsebench-run`."""
+(gain query_rel × target_sim), the 5-fold splits and case splits, baseline runs `{case_id: {dataset_id: score}}`;
+and the converters `engine convert dsebench-qrels|dsebench-run`."""
 from __future__ import annotations
 
 import math
@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from engine.errors import EngineError, preview, where
+from engine.errors import EngineError, opt, preview, where
 from engine.eval.metrics import trec_order
 from engine.eval.runs import Qrels, Run, load_run, parse_grade, write_qrels, write_run
+from engine.io.ids import read_id_list
 from engine.io.tables import read_json, read_queries, read_text_lines
 from engine.progress import warn
 
@@ -21,6 +22,7 @@ FIELDS = ("title", "description", "tags", "author", "summary")
 
 @dataclass
 class Case:
+    """One line group of cases.tsv: a query plus the example datasets it comes with."""
     case_id: str
     query_id: str
     examples: list[str]
@@ -28,6 +30,7 @@ class Case:
 
 
 def _field_text(value: object) -> str:
+    """A record field as one text: lists joined with "; ", None and blanks as ""."""
     if value is None:
         return ""
     if isinstance(value, list):
@@ -134,8 +137,40 @@ def read_cases(path: str | os.PathLike) -> dict[str, Case]:
     return cases
 
 
+# ---------------------------------------------------------------- judgments, folds, splits
+
+DSEBENCH_KEYS = ("case_id", "candidate_dataset_id", "query_rel", "target_sim")
+
+
+def read_dsebench_judgments(path: str | os.PathLike) -> Qrels:
+    """case_id → {candidate_dataset_id: query_rel × target_sim} from `human_annotated_judgments.json`."""
+    data = read_json(path)
+    if not isinstance(data, list):
+        raise EngineError(f"{path}: expected a JSON list of judgment records")
+    qrels: Qrels = {}
+    for i, rec in enumerate(data, 1):
+        if not isinstance(rec, dict):
+            raise EngineError(f"{path}: record {i} is not a JSON object")
+        missing = [k for k in DSEBENCH_KEYS if k not in rec]
+        if missing:
+            raise EngineError(f"{path}: record {i} lacks {', '.join(missing)}")
+        case, cand = str(rec["case_id"]).strip(), str(rec["candidate_dataset_id"]).strip()
+        q_rel, t_sim = parse_grade(rec["query_rel"]), parse_grade(rec["target_sim"])
+        if q_rel is None or t_sim is None or q_rel < 0 or t_sim < 0:
+            raise EngineError(f"{path}: record {i} (case {case}): query_rel {rec['query_rel']!r} and target_sim "
+                              f"{rec['target_sim']!r} must be non-negative integers")
+        judged = qrels.setdefault(case, {})
+        if cand in judged:
+            raise EngineError(f"{path}: record {i}: case {case} judges candidate {cand} twice")
+        judged[cand] = q_rel * t_sim
+    if not qrels:
+        raise EngineError(f"{path}: no judgments")
+    return qrels
+
+
 @dataclass
 class Fold:
+    """One folder of the 5-fold split: judged cases to tune on (train, valid) and to score on (test)."""
     name: str
     train: Qrels
     valid: Qrels
@@ -175,58 +210,21 @@ def select_cases(cases: Mapping[str, Case], split: str) -> list[str]:
         return [c for c in cases if not c.isdigit()]
     path = Path(split)
     if not path.exists():
-        raise EngineError(f"--split {split!r}: use test, train, all, or a split file (JSON judgments or ids)")
-    if path.suffix.lower() == ".json":
-        wanted = list(read_dsebench_judgments(path))
-    else:
-        wanted = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+        raise EngineError(f"{opt('split')} {split!r}: use test, train, all, or a split file (JSON judgments or ids)")
+    wanted = list(read_dsebench_judgments(path) if path.suffix.lower() == ".json" else read_id_list(path))
     missing = [c for c in wanted if c not in cases]
     if missing:
         warn(f"{split}: {len(missing)} case id(s) are not in the cases file and are skipped: {preview(missing)}")
     return [c for c in wanted if c in cases]
 
 
+# ---------------------------------------------------------------- runs and converters
 
 def load_dse_run(path: str | os.PathLike) -> Run:
     """A TREC run, or a DSEBench baseline results file (`Baselines/*/*.json`: {case_id: {dataset_id: score}})."""
     if Path(path).suffix.lower() == ".json":
         return read_json_run(path)
     return load_run(path)
-
-
-
-DSEBENCH_KEYS = ("case_id", "candidate_dataset_id", "query_rel", "target_sim")
-
-
-def read_dsebench_judgments(path: str | os.PathLike) -> Qrels:
-    """case_id → {candidate_dataset_id: query_rel × target_sim} from `human_annotated_judgments.json`."""
-    data = read_json(path)
-    if not isinstance(data, list):
-        raise EngineError(f"{path}: expected a JSON list of judgment records")
-    qrels: Qrels = {}
-    for i, rec in enumerate(data, 1):
-        if not isinstance(rec, dict):
-            raise EngineError(f"{path}: record {i} is not a JSON object")
-        missing = [k for k in DSEBENCH_KEYS if k not in rec]
-        if missing:
-            raise EngineError(f"{path}: record {i} lacks {', '.join(missing)}")
-        case, cand = str(rec["case_id"]).strip(), str(rec["candidate_dataset_id"]).strip()
-        q_rel, t_sim = parse_grade(rec["query_rel"]), parse_grade(rec["target_sim"])
-        if q_rel is None or t_sim is None or q_rel < 0 or t_sim < 0:
-            raise EngineError(f"{path}: record {i} (case {case}): query_rel {rec['query_rel']!r} and target_sim "
-                              f"{rec['target_sim']!r} must be non-negative integers")
-        judged = qrels.setdefault(case, {})
-        if cand in judged:
-            raise EngineError(f"{path}: record {i}: case {case} judges candidate {cand} twice")
-        judged[cand] = q_rel * t_sim
-    if not qrels:
-        raise EngineError(f"{path}: no judgments")
-    return qrels
-
-
-def dsebench_qrels(judgments: str | os.PathLike, out: str | os.PathLike) -> int:
-    """`engine convert dsebench-qrels`: write the judgments as TREC qrels; returns the line count."""
-    return write_qrels(out, read_dsebench_judgments(judgments))
 
 
 def read_json_run(path: str | os.PathLike) -> Run:
@@ -248,6 +246,7 @@ def read_json_run(path: str | os.PathLike) -> Run:
 
 
 def _run_id_from(path: str | os.PathLike) -> str:
+    """The run id a converted file gets by default: its file name without extension, no white space."""
     return re.sub(r"\s+", "_", Path(path).stem) or "run"
 
 
@@ -259,3 +258,6 @@ def dsebench_run(run_json: str | os.PathLike, out: str | os.PathLike, run_id: st
     return write_run(out, rankings, run_id or _run_id_from(run_json))
 
 
+def dsebench_qrels(judgments: str | os.PathLike, out: str | os.PathLike) -> int:
+    """`engine convert dsebench-qrels`: write the judgments as TREC qrels; returns the line count."""
+    return write_qrels(out, read_dsebench_judgments(judgments))
