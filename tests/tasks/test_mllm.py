@@ -3,6 +3,7 @@ and the real question set and LLM ids at full size when ../shared/data is presen
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -11,9 +12,13 @@ from typer.testing import CliRunner
 
 from conftest import SHARED_DATA
 from engine.cli import app
-from engine.tasks.model_ranking import mllm
+from engine.core.collection import Collection
 from engine.errors import EngineError
 from engine.eval.runs import read_run
+from engine.io.ids import read_id_list
+from engine.tasks.model_ranking import data, mllm
+from engine.tasks.model_ranking.mllm import MllmOptions
+from engine.tasks.model_ranking.transfer import TransferOptions
 
 SHARED = SHARED_DATA / "trec-mllm"
 
@@ -80,7 +85,7 @@ def test_cv_transfer_beats_the_prior(track, tmp_path: Path, encoder):
     report = tmp_path / "cv.json"
     result = CliRunner().invoke(app, ["mllm", "--dev-queries", str(track["dev"]), "--qrels", str(track["qrels"]),
                                       "--llm-ids", str(track["ids"]), "--cv", "--folds", "4",
-                                      "--report", str(report), "--quiet"])
+                                      "--report", str(report), "--root", str(tmp_path / "idx"), "--quiet"])
     assert result.exit_code == 0, result.output
     assert "| transfer |" in result.output
     cv = json.loads(report.read_text())
@@ -93,7 +98,8 @@ def test_run_ranks_every_llm_with_the_topic_expert_first(track, tmp_path: Path, 
     out = tmp_path / "run.txt"
     result = CliRunner().invoke(app, ["mllm", "--dev-queries", str(track["dev"]), "--qrels", str(track["qrels"]),
                                       "--llm-ids", str(track["ids"]), "--queries", str(track["test"]),
-                                      "--out", str(out), "--run-id", "planted", "--quiet"])
+                                      "--out", str(out), "--run-id", "planted", "--root", str(tmp_path / "idx"),
+                                      "--quiet"])
     assert result.exit_code == 0, result.output
     run = read_run(out)
     topic_of = json.loads(track["topics"].read_text())
@@ -107,27 +113,116 @@ def test_run_ranks_every_llm_with_the_topic_expert_first(track, tmp_path: Path, 
 
 
 def test_grade_map_changes_targets(track):
-    dev = mllm.read_dev(track["dev"], track["qrels"], track["ids"], "0:0,1:1,2:0.5")
+    dev = data.read_dev(track["dev"], track["qrels"], track["ids"], "0:0,1:1,2:0.5")
     assert set(np.unique(dev.targets)) == {0.0, 0.5, 1.0}
     assert dev.targets.shape == (48, N_LLMS)
 
 
 def test_bad_input(track, tmp_path: Path):
-    with pytest.raises(EngineError, match="grade 2 has no target"):
-        mllm.read_dev(track["dev"], track["qrels"], track["ids"], "0:0,1:1")
+    with pytest.raises(EngineError, match="grade 2 has no target .*add it, e.g. targets 0:0,1:1,2:0"):
+        data.read_dev(track["dev"], track["qrels"], track["ids"], "0:0,1:1")
     with pytest.raises(EngineError, match="not `grade:target`"):
-        mllm.parse_targets("0:0,one:1")
+        data.parse_targets("0:0,one:1")
     ids = tmp_path / "ids.txt"
     ids.write_text("llm_000\nllm_001\n")
     with pytest.raises(EngineError, match="not in .*ids.txt"):
-        mllm.read_dev(track["dev"], track["qrels"], ids)
+        data.read_dev(track["dev"], track["qrels"], ids)
     ids.write_text("llm_000\nllm_000\n")
-    with pytest.raises(EngineError, match="ids.txt:2: LLM id 'llm_000' listed twice"):
-        mllm.read_llm_ids(ids)
+    with pytest.raises(EngineError, match=r"ids.txt:2: duplicate id 'llm_000' \(first on line 1\)"):
+        data.read_dev(track["dev"], track["qrels"], ids)
     other = tmp_path / "other.tsv"
     other.write_text("9\twhat?\n")
     with pytest.raises(EngineError, match="only 0 of the questions"):
-        mllm.read_dev(other, track["qrels"])
+        data.read_dev(other, track["qrels"])
+
+
+# ---------------------------------------------------------------- the stored dev side
+
+
+@pytest.fixture
+def saved(monkeypatch) -> list[str]:
+    """The name of each training set `training_store.save` stored, in order."""
+    from engine.tasks.model_ranking import training_store
+    names: list[str] = []
+    real = training_store.save
+
+    def counting(side, task, name, *args, **kwargs):
+        names.append(name)
+        return real(side, task, name, *args, **kwargs)
+
+    monkeypatch.setattr(training_store, "save", counting)
+    return names
+
+
+def given_embeddings(seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {"dev": rng.normal(size=(48, 16)).astype(np.float32),
+            "queries": rng.normal(size=(12, 16)).astype(np.float32)}
+
+
+def test_dev_side_is_stored_and_reused_with_given_embeddings(track, tmp_path: Path, saved):
+    emb = given_embeddings()
+    options = MllmOptions(root=tmp_path / "idx", transfer=TransferOptions(folds=4))
+    args = (track["dev"], track["qrels"], track["ids"])
+    first = mllm.cross_validate_dev(*args, options, embeddings=emb["dev"])
+    col = Collection.open("mllm", options.root)
+    dev = data.read_dev(*args)
+    assert col.extra["task"] == "mllm" and col.manifest["encoder"] is None and col.ids == dev.query_ids
+    assert col.items[0]["text"] == dev.texts[0] and col.document("candidates") == dev.llm_ids
+    assert np.array_equal(col.array("emb_question"), emb["dev"])  # exactly as given, not re-normalized
+    assert np.array_equal(col.array("scores"), dev.targets) and np.array_equal(col.array("grades"), dev.grades)
+    assert mllm.cross_validate_dev(*args, options, embeddings=emb["dev"]) == first
+    mllm.rank_questions(*args[:2], track["test"], tmp_path / "stored.run", track["ids"], options, embeddings=emb)
+    assert saved == ["mllm"]  # cross-validated again and ranked from the stored dev side
+    fresh = replace(options, root=tmp_path / "fresh")
+    mllm.rank_questions(*args[:2], track["test"], tmp_path / "fresh.run", track["ids"], fresh, embeddings=emb)
+    assert (tmp_path / "stored.run").read_bytes() == (tmp_path / "fresh.run").read_bytes()
+    mllm.cross_validate_dev(*args, replace(options, targets="0:0,1:1,2:0.5"), embeddings=emb["dev"])
+    mllm.cross_validate_dev(*args, options, embeddings=given_embeddings(1)["dev"])
+    assert saved == ["mllm", "mllm", "mllm", "mllm"]  # a fresh root, another grade map, other embeddings
+
+
+def test_damaged_dev_side_is_stored_again(track, tmp_path: Path, saved, capsys):
+    emb = given_embeddings()["dev"]
+    options = MllmOptions(root=tmp_path / "idx", transfer=TransferOptions(folds=4, k=3, temperature=0.1,
+                                                                          prior_weight=0.25))
+    args = (track["dev"], track["qrels"], track["ids"])
+    first = mllm.cross_validate_dev(*args, options, embeddings=emb)
+    stored = Collection.open("mllm", options.root).file("emb_question")
+    stored.write_bytes(stored.read_bytes()[:-4] + b"\0\0\0\0")
+    assert mllm.cross_validate_dev(*args, options, embeddings=emb) == first
+    assert saved == ["mllm", "mllm"]
+    assert "does not match its checksum" in capsys.readouterr().err
+    Collection.open("mllm", options.root)  # whole again
+
+
+def test_cv_then_ranking_embed_the_dev_questions_once(track, tmp_path: Path, monkeypatch, encoder):
+    embedded: list[int] = []
+    real = mllm.embed
+    monkeypatch.setattr(mllm, "embed", lambda texts, model: embedded.append(len(texts)) or real(texts, model))
+
+    def engine_mllm(root: str, *more: str) -> None:
+        result = CliRunner().invoke(app, ["mllm", "--dev-queries", str(track["dev"]), "--qrels", str(track["qrels"]),
+                                          "--llm-ids", str(track["ids"]), "--root", str(tmp_path / root), "--k", "3",
+                                          "--temperature", "0.1", "--prior-weight", "0.25", "--quiet", *more])
+        assert result.exit_code == 0, result.output
+
+    engine_mllm("idx", "--cv", "--folds", "4")
+    engine_mllm("idx", "--queries", str(track["test"]), "--out", str(tmp_path / "stored.run"))
+    assert embedded == [48, 12]
+    # the stored float32 rows give the run of a fresh root, where the dev questions are embedded anew
+    engine_mllm("fresh", "--queries", str(track["test"]), "--out", str(tmp_path / "fresh.run"))
+    assert embedded == [48, 12, 48, 12]
+    assert (tmp_path / "stored.run").read_bytes() == (tmp_path / "fresh.run").read_bytes()
+
+
+def test_stored_dev_side_of_another_task_is_not_overwritten(track, tmp_path: Path):
+    root = tmp_path / "idx"
+    Collection.from_vectors("mllm", ["a", "b"], np.eye(2, dtype=np.float32), None, "text", root=root,
+                            extra={"task": "modelret-a"})
+    with pytest.raises(EngineError, match="holds the modelret-a training set, not a stored mllm training set"):
+        mllm.cross_validate_dev(track["dev"], track["qrels"], track["ids"], MllmOptions(root=root),
+                                embeddings=given_embeddings()["dev"])
 
 
 @pytest.mark.shared
@@ -136,7 +231,7 @@ def test_real_size(tmp_path: Path, encoder):
     """The 342 real questions and 1,131 real LLM ids with generated qrels: every LLM ranked for every question."""
     if not SHARED.exists():
         pytest.skip("../shared/data/trec-mllm not present")
-    llms = mllm.read_llm_ids(SHARED / "llm_ids.txt")
+    llms = list(read_id_list(SHARED / "llm_ids.txt", unique=True))
     rows = [line.split("\t")[0] for line in (SHARED / "llm_dev_data.tsv").read_text().splitlines() if line]
     rng = np.random.default_rng(0)
     qrels = tmp_path / "qrels.txt"
@@ -146,7 +241,8 @@ def test_real_size(tmp_path: Path, encoder):
             for j, llm in enumerate(llms):
                 fh.write(f"{q} 0 {llm} {1 if j == best[0] else 2 if j == best[1] else 0}\n")
     out = tmp_path / "run.txt"
+    options = MllmOptions(root=tmp_path / "idx", transfer=TransferOptions(k=10, temperature=0.05, prior_weight=0.2))
     mllm.rank_questions(SHARED / "llm_dev_data.tsv", qrels, SHARED / "llm_dev_data.tsv", out,
-                        SHARED / "llm_ids.txt", k=10, temperature=0.05, prior_weight=0.2)
+                        SHARED / "llm_ids.txt", options)
     run = read_run(out)
     assert len(run) == 342 and all(len(v) == 1131 for v in run.values())

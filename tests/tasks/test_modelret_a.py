@@ -4,19 +4,27 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from conftest import REPO, SHARED_DATA
+from conftest import REPO, SHARED_DATA, run_cli
 from engine.cli import app
-from engine.tasks.model_ranking import data, modelret_a
+from engine.core.collection import Collection
 from engine.errors import EngineError
-from engine.eval.runs import read_run
+from engine.eval.evaluate import evaluate
+from engine.eval.groups import read_groups
+from engine.eval.runs import read_qrels, read_run
+from engine.tasks.model_ranking import data, modelret_a
+from engine.tasks.model_ranking.data import criticality_label, ntcir_a_groups, ntcir_a_qrels
+from engine.tasks.model_ranking.modelret_a import ModelretAOptions
+from engine.tasks.model_ranking.transfer import TransferOptions
 
 SHARED = SHARED_DATA / "ntcir19-modelretrieval-a"
 
@@ -114,7 +122,8 @@ def test_command_ranks_each_topic_expert_first(release: Path, tmp_path: Path, en
     queries = make_queries(tmp_path / "queries")
     out = tmp_path / "run.txt"
     result = CliRunner().invoke(app, ["modelret-a", "--train", str(release), "--queries", str(queries),
-                                      "--out", str(out), "--sample", "8", "--quiet"])
+                                      "--out", str(out), "--sample", "8", "--root", str(tmp_path / "idx"),
+                                      "--quiet"])
     assert result.exit_code == 0, result.output
     run = read_run(out)
     assert sorted(run) == ["2000", "2001", "2002", "2003"]
@@ -124,8 +133,9 @@ def test_command_ranks_each_topic_expert_first(release: Path, tmp_path: Path, en
         assert best == str(t + 1), f"task {qid}: expected model {t + 1} first, got {best}"
 
 
-def test_cv_transfer_beats_average_rank(release: Path, encoder):
-    report = modelret_a.cross_validate_tasks(release, folds=5, sample=8)
+def test_cv_transfer_beats_average_rank(release: Path, tmp_path: Path, encoder):
+    options = ModelretAOptions(sample=8, root=tmp_path, transfer=TransferOptions(folds=5))
+    report = modelret_a.cross_validate_tasks(release, options=options)
     rows = {r.variant.split(" (")[0]: r for r in report.rows}
     base = rows["average rank"].means["ndcg_exp@1"]
     assert rows["transfer: text"].means["ndcg_exp@1"] > base + 0.3
@@ -154,6 +164,78 @@ def test_missing_label_column(tmp_path: Path):
         data.read_task(folder)
 
 
+# ---------------------------------------------------------------- the stored training set
+
+
+def fixed(root: Path, **changes) -> ModelretAOptions:
+    """Small sample and fixed params: fast, and the storage is what is under test."""
+    return replace(ModelretAOptions(sample=8, root=root, transfer=TransferOptions(folds=5, k=3, temperature=0.1,
+                                                                                     prior_weight=0.25)), **changes)
+
+
+@pytest.fixture
+def embedded(monkeypatch) -> list[int]:
+    """How many tasks each `embed_views` call embedded, in order."""
+    calls: list[int] = []
+    real = modelret_a.embed_views
+
+    def counting(tasks, *args, **kwargs):
+        calls.append(len(tasks))
+        return real(tasks, *args, **kwargs)
+
+    monkeypatch.setattr(modelret_a, "embed_views", counting)
+    return calls
+
+
+def test_training_set_is_embedded_once_and_reused(release: Path, tmp_path: Path, embedded, encoder):
+    root, queries = tmp_path / "idx", make_queries(tmp_path / "queries")
+    first = modelret_a.cross_validate_tasks(release, options=fixed(root))
+    assert embedded == [20]
+    col = Collection.open("modelret-a", root)
+    assert col.extra["task"] == "modelret-a" and col.extra["sample"] == 8 and len(col) == 20
+    assert col.ids[0] == "1001" and col.items[0]["criticality"] == "Low Criticalness"
+    assert col.document("candidates") == [str(m) for m in range(1, N_MODELS + 1)]
+    assert col.array("scores").shape == col.array("grades").shape == (20, N_MODELS)
+    assert {"emb_text", "emb_instruction", "emb_labels", "emb_stats", "stats_mean", "stats_std"} <= set(col.stored)
+    assert modelret_a.cross_validate_tasks(release, options=fixed(root)).table() == first.table()
+    assert embedded == [20]  # cross-validated again from the stored views
+    modelret_a.rank_tasks(release, queries, tmp_path / "stored.run", options=fixed(root))
+    assert embedded == [20, 4]  # ranking embeds only the query tasks
+    modelret_a.rank_tasks(release, queries, tmp_path / "fresh.run", options=fixed(tmp_path / "fresh"))
+    assert embedded == [20, 4, 20, 4]
+    assert (tmp_path / "stored.run").read_bytes() == (tmp_path / "fresh.run").read_bytes()
+
+
+def test_changed_inputs_or_settings_embed_again(release: Path, tmp_path: Path, embedded, encoder):
+    copy, root = tmp_path / "release", tmp_path / "idx"
+    shutil.copytree(release, copy)
+    modelret_a.cross_validate_tasks(copy, options=fixed(root))
+    generation = Collection.open("modelret-a", root).manifest["generation"]
+    modelret_a.cross_validate_tasks(copy, options=fixed(root, sample=6))
+    train = copy / "task-data" / "train-tasks" / "1001" / "train.jsonl"
+    train.write_text(train.read_text() + json.dumps({"text": "one more", "labels": "bullish"}) + "\n")
+    modelret_a.cross_validate_tasks(copy, options=fixed(root, sample=6))
+    assert embedded == [20, 20, 20]
+    assert Collection.open("modelret-a", root).manifest["generation"] == generation + 2
+
+
+def test_a_folder_that_is_not_a_stored_training_set_is_one_error(release: Path, tmp_path: Path, monkeypatch,
+                                                                   capsys):
+    root = tmp_path / "idx"
+    (root / "modelret-a").mkdir(parents=True)
+    (root / "modelret-a" / "notes.txt").write_text("mine")
+    Collection.from_vectors("other", ["a", "b"], np.eye(2, dtype=np.float32), None, "text", root=root)
+    for name, holds in (("modelret-a", "no collection"), ("other", "collection 'other' (vectors only)")):
+        code, out, err = run_cli(monkeypatch, capsys, "modelret-a", "--train", str(release), "--cv", "--root",
+                                 str(root), "--name", name, "-q")
+        assert code == 2 and out == ""
+        assert err.strip().count("\n") == 0, err
+        assert f"{root / name} holds {holds}, not a stored modelret-a training set; give another --name or " \
+               "--root, or remove the folder" in err
+    assert (root / "modelret-a" / "notes.txt").read_text() == "mine"
+    assert Collection.open("other", root).ids == ["a", "b"]
+
+
 def test_unknown_model_in_ground_truth_is_one_red_line(release: Path, tmp_path: Path):
     import shutil
     bad = tmp_path / "bad"
@@ -164,16 +246,17 @@ def test_unknown_model_in_ground_truth_is_one_red_line(release: Path, tmp_path: 
     lines[3] = ",".join(fields)
     (bad / "ground-truth.csv").write_text("\n".join(lines) + "\n")
     proc = subprocess.run([sys.executable, "-c", "from engine.cli import main; main()", "modelret-a", "--train", str(bad),
-                           "--cv", "--quiet"], capture_output=True, text=True, cwd=REPO)
+                           "--cv", "--root", str(tmp_path / "idx"), "--quiet"], capture_output=True, text=True,
+                          cwd=REPO)
     assert proc.returncode == 2
     assert "ground-truth.csv:4: unknown model id '99'" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
-def test_needs_queries_and_out_or_cv(release: Path):
-    result = CliRunner().invoke(app, ["modelret-a", "--train", str(release)])
-    assert isinstance(result.exception, EngineError)
-    assert "--queries" in str(result.exception)
+def test_needs_queries_and_out_or_cv(release: Path, monkeypatch, capsys):
+    code, _, err = run_cli(monkeypatch, capsys, "modelret-a", "--train", str(release))
+    assert code == 2
+    assert "give --queries DIR and --out RUN to rank models, or --cv to cross-validate" in err
 
 
 @pytest.mark.shared
@@ -192,11 +275,57 @@ def test_real_release_reads_79_tasks_and_grades_follow_the_rule():
 
 @pytest.mark.shared
 @pytest.mark.slow
-def test_real_release_cv(encoder):
+def test_real_release_cv(tmp_path: Path, encoder):
     if not SHARED.exists():
         pytest.skip("../shared/data/ntcir19-modelretrieval-a not present")
-    report = modelret_a.cross_validate_tasks(SHARED, folds=10)
+    report = modelret_a.cross_validate_tasks(SHARED, options=ModelretAOptions(root=tmp_path))
     assert report.n_tasks == 79
     assert {r.variant for r in report.rows} >= {"average rank (baseline)", "transfer: text"}
     for row in report.rows:
         assert 0.0 < row.means["ndcg_exp@5"] <= 1.0
+
+
+# ---------------------------------------------------------------- converters
+
+
+def test_ntcir_a_converters(tmp_path):
+    gt = tmp_path / "ground-truth.csv"
+    gt.write_text("task_id,model_id,f1,model_rank,normalized_f1,relevance_score\n"
+                  "5,1,0.9,1.0,1.0,3\n5,2,0.8,2.0,0.89,0\n6,1,0.5,1.0,1.0,3\n")
+    assert ntcir_a_qrels(gt, tmp_path / "q.txt") == 3
+    assert read_qrels(tmp_path / "q.txt") == {"5": {"1": 3, "2": 0}, "6": {"1": 3}}
+    gt.write_text("task_id,model_id,relevance_score\n5,1,3\n5,1,2\n")
+    with pytest.raises(EngineError, match=r"ground-truth.csv:3: task 5 × model 1 graded twice"):
+        ntcir_a_qrels(gt, tmp_path / "q.txt")
+    gt.write_text("task_id,model_id,relevance_score\n5,1,high\n")
+    with pytest.raises(EngineError, match=r"ground-truth.csv:2: relevance_score 'high' is not an integer"):
+        ntcir_a_qrels(gt, tmp_path / "q.txt")
+    tasks = tmp_path / "tasks.csv"
+    tasks.write_text("task_id,task_name,task_criticalness\n5,a,High Criticalness\n6,b,Low Criticalness\n")
+    assert ntcir_a_groups(tasks, tmp_path / "g.tsv") == 2
+    assert (tmp_path / "g.tsv").read_text() == "qid\tgroup\n5\thigh\n6\tlow\n"
+    assert read_groups(tmp_path / "g.tsv") == {"5": "high", "6": "low"}
+    assert criticality_label("Medium Criticality") == "medium"
+
+
+
+@pytest.mark.shared
+def test_ntcir_a_ground_truth_and_criticality_groups(tmp_path):
+    if not SHARED.exists():
+        pytest.skip("../shared/data/ntcir19-modelretrieval-a not present")
+    assert ntcir_a_qrels(SHARED / "ground-truth.csv", tmp_path / "a.qrels") == 1580
+    assert ntcir_a_groups(SHARED / "tasks.csv", tmp_path / "a.groups") == 127
+    qrels = read_qrels(tmp_path / "a.qrels")
+    groups = read_groups(tmp_path / "a.groups")
+    assert len(qrels) == 79 and all(len(models) == 20 for models in qrels.values())
+    assert qrels["1002"]["1"] == 2  # the file's relevance_score column (normalized F1 0.9697 → grade 2)
+    assert set(groups.values()) == {"high", "medium", "low"}
+    # a run that ranks models by their grade is ideal: nDCG_exp@1,3,5 = 1 in every criticality group
+    ideal = {t: {m: float(g) for m, g in models.items()} for t, models in qrels.items()}
+    ev = evaluate(ideal, qrels, "ndcg_exp@1,ndcg_exp@3,ndcg_exp@5", groups)
+    assert set(ev.groups) == {"high", "medium", "low"} and sum(ev.group_sizes.values()) == 79
+    for values in [ev.means, *ev.groups.values()]:
+        assert values == pytest.approx(dict.fromkeys(["ndcg_exp@1", "ndcg_exp@3", "ndcg_exp@5"], 1.0))
+    # reversed ranking: worst model first scores below the ideal everywhere
+    worst = {t: {m: -s for m, s in models.items()} for t, models in ideal.items()}
+    assert evaluate(worst, qrels, "ndcg_exp@1").means["ndcg_exp@1"] < 0.5

@@ -1,5 +1,5 @@
 """The files of NTCIR-19 ModelRetrieval A (tasks.csv, models.csv, ground-truth.csv, task folders) and of TREC
-Million LLMs (dev questions, qrels, LLM ids), read in their formats; and the converters
+Million LLMs (dev questions, qrels, LLM ids, the grade → target map), read in their formats; and the converters
 `engine convert ntcir-a-qrels|ntcir-a-groups`."""
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from engine.errors import EngineError, where
+from engine.errors import EngineError, opt, where
 from engine.eval.groups import write_groups
-from engine.eval.runs import Qrels, parse_grade, write_qrels
-from engine.io.tables import pick_column, read_rows
+from engine.eval.runs import Qrels, parse_grade, read_qrels, write_qrels
+from engine.io.ids import read_id_list
+from engine.io.tables import Row, pick_column, read_queries, read_rows
 from engine.progress import warn
 
 TEXT_COLUMNS = ("text", "sentence", "content", "review", "tweet", "sms", "question", "abstract", "headline",
@@ -67,12 +68,16 @@ class TrainingSet:
     def task_ids(self) -> list[str]:
         return [t.task_id for t in self.tasks]
 
-    def qrels(self) -> dict[str, dict[str, int]]:
-        return {t.task_id: {m: int(g) for m, g in zip(self.model_ids, row) if g >= 0}
-                for t, row in zip(self.tasks, self.grades)}
+    def qrels(self) -> Qrels:
+        return grade_qrels(self.task_ids, self.model_ids, self.grades)
 
     def tiers(self) -> dict[str, str]:
         return {t.task_id: tier_name(t.criticality) for t in self.tasks}
+
+
+def grade_qrels(task_ids: Sequence[str], model_ids: Sequence[str], grades: np.ndarray) -> Qrels:
+    """task → {model: grade} from a grade matrix; -1 (no score in ground-truth.csv) is left out."""
+    return {tid: {m: int(g) for m, g in zip(model_ids, row) if g >= 0} for tid, row in zip(task_ids, grades)}
 
 
 def tier_name(criticality: str) -> str:
@@ -97,15 +102,7 @@ def read_task_table(path: str | Path) -> dict[str, dict[str, Any]]:
         raise EngineError(f"{path}: no tasks")
     if "task_id" not in rows[0].data:
         raise EngineError(f"{path}: no column 'task_id' (columns: {', '.join(rows[0].data)})")
-    out: dict[str, dict[str, Any]] = {}
-    for row in rows:
-        tid = str(row.data.get("task_id", "")).strip()
-        if not tid:
-            raise EngineError(f"{where(path, row.line)}: empty task_id")
-        if tid in out:
-            raise EngineError(f"{where(path, row.line)}: task {tid!r} listed twice")
-        out[tid] = row.data
-    return out
+    return _rows_by_id(path, rows, "task_id", "task_id", "task")
 
 
 def read_models(path: str | Path) -> dict[str, str]:
@@ -115,14 +112,20 @@ def read_models(path: str | Path) -> dict[str, str]:
     if not rows:
         raise EngineError(f"{path}: no models")
     id_col = pick_column(path, rows[0].data, None, ("model_id", "id"), "model id")
-    out: dict[str, str] = {}
+    return {mid: str(data.get("model_name", "") or mid)
+            for mid, data in _rows_by_id(path, rows, id_col, "model id", "model").items()}
+
+
+def _rows_by_id(path: Path, rows: Sequence[Row], column: str, empty: str, noun: str) -> dict[str, dict[str, Any]]:
+    """Rows by their id column, in file order; an empty or repeated id is an error naming its line."""
+    out: dict[str, dict[str, Any]] = {}
     for row in rows:
-        mid = str(row.data.get(id_col, "")).strip()
-        if not mid:
-            raise EngineError(f"{where(path, row.line)}: empty model id")
-        if mid in out:
-            raise EngineError(f"{where(path, row.line)}: model {mid!r} listed twice")
-        out[mid] = str(row.data.get("model_name", "") or mid)
+        key = str(row.data.get(column, "")).strip()
+        if not key:
+            raise EngineError(f"{where(path, row.line)}: empty {empty}")
+        if key in out:
+            raise EngineError(f"{where(path, row.line)}: {noun} {key!r} listed twice")
+        out[key] = row.data
     return out
 
 
@@ -363,3 +366,83 @@ def ntcir_a_groups(tasks: str | os.PathLike, out: str | os.PathLike) -> int:
     return write_groups(out, read_ntcir_a_groups(tasks))
 
 
+
+
+# ---------------------------------------------------------------- TREC 2025 Million LLMs
+
+DEFAULT_TARGETS = "0:0,1:1.0,2:0.7"
+"""The public baseline's grade → target map: 0 not, 1 most, 2 second-most relevant."""
+
+
+def parse_targets(spec: str) -> dict[int, float]:
+    """`0:0,1:1.0,2:0.7` → {grade: target}; grades the map leaves out are an error when met."""
+    out: dict[int, float] = {}
+    for part in spec.split(","):
+        if not part.strip():
+            continue
+        grade, sep, value = part.partition(":")
+        try:
+            g, v = int(grade.strip()), float(value.strip())
+        except ValueError:
+            raise EngineError(f"grade map {spec!r}: {part.strip()!r} is not `grade:target` "
+                              f"(e.g. {DEFAULT_TARGETS})") from None
+        if not sep or not np.isfinite(v):
+            raise EngineError(f"grade map {spec!r}: {part.strip()!r} is not `grade:target`")
+        out[g] = v
+    if not out:
+        raise EngineError(f"grade map {spec!r} is empty; e.g. {DEFAULT_TARGETS}")
+    return out
+
+
+def grade_gains(targets: str) -> dict[int, float]:
+    """The grade map with grade 0 (unjudged) worth 0 unless the map says otherwise: targets and nDCG gains."""
+    gain = parse_targets(targets)
+    gain.setdefault(0, 0.0)
+    return gain
+
+
+@dataclass
+class DevSet:
+    """Judged dev questions: ids, texts, LLM ids, target matrix and the grades behind it."""
+    query_ids: list[str]
+    texts: list[str]
+    llm_ids: list[str]
+    targets: np.ndarray
+    grades: np.ndarray
+    gain: dict[int, float]
+
+
+def read_dev(dev_queries: str | Path, qrels: str | Path, llm_ids: str | Path | None = None,
+             targets: str = DEFAULT_TARGETS) -> DevSet:
+    """Dev questions that have judgments; the candidates are `llm_ids` (one per line; a repeated id is an
+    error naming its line) or every LLM in the qrels. Unjudged LLMs count as grade 0, as in TREC."""
+    gain = parse_targets(targets)
+    questions = dict(read_queries(dev_queries))
+    judged = read_qrels(qrels)
+    candidates = list(read_id_list(llm_ids, unique=True)) if llm_ids else sorted(
+        {d for docs in judged.values() for d in docs})
+    col = {c: j for j, c in enumerate(candidates)}
+    unknown_q = [q for q in judged if q not in questions]
+    if unknown_q:
+        warn(f"{len(unknown_q)} qrels quer{'y is' if len(unknown_q) == 1 else 'ies are'} not in {dev_queries} "
+             f"and skipped: {', '.join(unknown_q[:5])}")
+    qids = [q for q in questions if q in judged]
+    if len(qids) < 2:
+        raise EngineError(f"{qrels}: only {len(qids)} of the questions in {dev_queries} are judged; "
+                          "transfer needs at least 2 (do the query ids match?)")
+    unjudged = len(questions) - len(qids)
+    if unjudged:
+        warn(f"{unjudged} dev question(s) have no judgments and are not used")
+    grades = np.zeros((len(qids), len(candidates)), dtype=int)
+    for i, q in enumerate(qids):
+        for doc, g in judged[q].items():
+            if doc not in col:
+                raise EngineError(f"{qrels}: query {q} judges LLM {doc!r}, which is not in {llm_ids}; "
+                                  "fix the id or the LLM list")
+            if g not in gain:
+                raise EngineError(f"{qrels}: query {q}, LLM {doc}: grade {g} has no target in the grade map "
+                                  f"{targets!r}; add it, e.g. {opt('targets')} {targets},{g}:0")
+            grades[i, col[doc]] = g
+    gain = grade_gains(targets)
+    lookup = np.vectorize(lambda g: gain[int(g)], otypes=[float])
+    return DevSet(qids, [questions[q] for q in qids], candidates, lookup(grades), grades, gain)

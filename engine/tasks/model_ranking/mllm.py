@@ -1,200 +1,183 @@
 """TREC 2025 Million LLMs: rank every LLM for a user question from the judged dev questions nearest to it.
 
 Dev questions are embedded with a sentence model; their qrels grades (0 not relevant, 1 most relevant,
-2 second-most relevant) become per-LLM targets through a grade → target map (the public baseline's
-0 → 0, 1 → 1.0, 2 → 0.7); `engine.tasks.model_ranking.transfer` does the rest. Unjudged LLMs count as grade 0, as in TREC.
+2 second-most relevant) become per-LLM targets through a grade → target map (`data.read_dev`), which also
+gives the nDCG gains; `transfer` does the rest. The dev side (embeddings, targets, grades, LLM ids) is stored
+as a collection (`training_store`) and reused while the dev files, the model and the grade map are unchanged.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from engine.errors import EngineError, where
+from engine.core.collection import DEFAULT_ROOT
+from engine.core.encoders import DEFAULT_TEXT_SPEC
+from engine.core.ranking import top_k_rows
+from engine.display import format_table
+from engine.errors import EngineError
+from engine.eval.metrics import Metric, ndcg, parse_metrics, reciprocal_rank
+from engine.eval.profiles import PROFILES
+from engine.eval.runs import write_run
 from engine.io.tables import read_queries
-from engine.eval.metrics import ndcg, reciprocal_rank
-from engine.io.tables import read_text_lines
-from engine.progress import info, warn
-from engine.eval.runs import read_qrels, write_run
-from engine.tasks.model_ranking.transfer import (DEFAULT_KS, DEFAULT_PRIOR_WEIGHTS, DEFAULT_TEMPERATURES, QueryCollection,
-                             TransferParams, cross_validate, param_grid, rankings)
+from engine.progress import info
+from engine.tasks.model_ranking import training_store
+from engine.tasks.model_ranking.data import DEFAULT_TARGETS, DevSet, grade_gains, parse_targets, read_dev
+from engine.tasks.model_ranking.training_store import TrainingSide
+from engine.tasks.model_ranking.transfer import (DEFAULT_RUN_ID, QueryCollection, TransferOptions, TransferParams,
+                                                 cross_validate, rankings)
 
-DEFAULT_TARGETS = "0:0,1:1.0,2:0.7"
-NDCG_DEPTH = 10
-
-
-def parse_targets(spec: str) -> dict[int, float]:
-    """`0:0,1:1.0,2:0.7` → {grade: target}; grades the map leaves out are an error when met."""
-    out: dict[int, float] = {}
-    for part in spec.split(","):
-        if not part.strip():
-            continue
-        grade, sep, value = part.partition(":")
-        try:
-            g, v = int(grade.strip()), float(value.strip())
-        except ValueError:
-            raise EngineError(f"grade map {spec!r}: {part.strip()!r} is not `grade:target` "
-                              "(e.g. 0:0,1:1.0,2:0.7)") from None
-        if not sep or not np.isfinite(v):
-            raise EngineError(f"grade map {spec!r}: {part.strip()!r} is not `grade:target`")
-        out[g] = v
-    if not out:
-        raise EngineError(f"grade map {spec!r} is empty; e.g. {DEFAULT_TARGETS}")
-    return out
+TASK = "mllm"
+METRICS = parse_metrics(PROFILES["mllm"].metrics)
+"""nDCG@10 (with the grade map's gains) and MRR (first LLM with grade >= 1)."""
+TUNED = next(m for m in METRICS if m.family == "ndcg")
+"""What tuning maximizes: nDCG@10."""
+LABELS = {"ndcg": "nDCG", "mrr": "MRR"}
+EMBEDDING = "question"
 
 
-def read_llm_ids(path: str | Path) -> list[str]:
-    """One LLM id per line; duplicates are an error naming the line."""
-    ids: list[str] = []
-    seen: dict[str, int] = {}
-    for n, line in enumerate(read_text_lines(path), 1):
-        llm = line.strip()
-        if not llm:
-            continue
-        if llm in seen:
-            raise EngineError(f"{where(path, n)}: LLM id {llm!r} listed twice (first on line {seen[llm]})")
-        seen[llm] = n
-        ids.append(llm)
-    if not ids:
-        raise EngineError(f"{path}: no LLM ids")
-    return ids
+@dataclass(frozen=True)
+class MllmOptions:
+    """`engine mllm`'s settings (the command reads its defaults here)."""
+    targets: str = DEFAULT_TARGETS
+    """grade → target map; also the nDCG gains."""
+    model: str = DEFAULT_TEXT_SPEC
+    run_id: str = DEFAULT_RUN_ID
+    name: str = TASK
+    root: Path = DEFAULT_ROOT
+    transfer: TransferOptions = field(default_factory=TransferOptions)
 
 
-@dataclass
-class DevSet:
-    """Judged dev questions: ids, texts, LLM ids, target matrix and the grades behind it."""
-    query_ids: list[str]
-    texts: list[str]
-    llm_ids: list[str]
-    targets: np.ndarray
-    grades: np.ndarray
-    gain: dict[int, float]
+# ---------------------------------------------------------------- metric
 
 
-def read_dev(dev_queries: str | Path, qrels: str | Path, llm_ids: str | Path | None = None,
-             targets: str = DEFAULT_TARGETS) -> DevSet:
-    """Dev questions that have judgments; the candidates are `llm_ids` (file) or every LLM in the qrels."""
-    gain = parse_targets(targets)
-    questions = dict(read_queries(dev_queries))
-    judged = read_qrels(qrels)
-    candidates = read_llm_ids(llm_ids) if llm_ids else sorted({d for docs in judged.values() for d in docs})
-    col = {c: j for j, c in enumerate(candidates)}
-    unknown_q = [q for q in judged if q not in questions]
-    if unknown_q:
-        warn(f"{len(unknown_q)} qrels quer{'y is' if len(unknown_q) == 1 else 'ies are'} not in {dev_queries} "
-             f"and skipped: {', '.join(unknown_q[:5])}")
-    qids = [q for q in questions if q in judged]
-    if len(qids) < 2:
-        raise EngineError(f"{qrels}: only {len(qids)} of the questions in {dev_queries} are judged; "
-                          "transfer needs at least 2 (do the query ids match?)")
-    unjudged = len(questions) - len(qids)
-    if unjudged:
-        warn(f"{unjudged} dev question(s) have no judgments and are not used")
-    grades = np.zeros((len(qids), len(candidates)), dtype=int)
-    for i, q in enumerate(qids):
-        for doc, g in judged[q].items():
-            if doc not in col:
-                raise EngineError(f"{qrels}: query {q} judges LLM {doc!r}, which is not in {llm_ids}; "
-                                  "fix the id or the LLM list")
-            if g not in gain:
-                raise EngineError(f"{qrels}: query {q}, LLM {doc}: grade {g} has no target in the grade map "
-                                  f"{targets!r}; add it, e.g. --targets {targets},{g}:0")
-            grades[i, col[doc]] = g
-    if 0 not in gain:
-        gain[0] = 0.0
-    lookup = np.vectorize(lambda g: gain[int(g)], otypes=[float])
-    return DevSet(qids, [questions[q] for q in qids], candidates, lookup(grades), grades, gain)
+def _gain_of(gain: Mapping[int, float]) -> Callable[[int], float]:
+    return lambda g: gain.get(g, 0.0)
 
 
-def objective_for(dev: DevSet):
-    """nDCG@10 over the given rows, with the grade map's targets as gains: what CV tunes for."""
-    judged = [[int(g) for g in row if g > 0] for row in dev.grades]
-    gain = dev.gain
+def metric_value(metric: Metric, rels: Sequence[int], judged: Sequence[int], gain: Mapping[int, float]) -> float:
+    """One of the profile's metrics for one ranked question, nDCG with the grade map's gains."""
+    if metric.family == "ndcg":
+        return ndcg(rels, judged, metric.k, _gain_of(gain))
+    if metric.family == "mrr":
+        return reciprocal_rank(rels, metric.k)
+    raise EngineError(f"metric {metric.name} is not one Million LLMs reports")
+
+
+def objective_for(grades: np.ndarray, gain: Mapping[int, float]):
+    """nDCG@10 over the given rows, with the grade map's targets as gains: what tuning maximizes."""
+    judged = [[int(g) for g in row if g > 0] for row in grades]
 
     def objective(predictions: np.ndarray, rows: np.ndarray) -> float:
-        depth = min(NDCG_DEPTH, predictions.shape[1])
+        depth = min(TUNED.k, predictions.shape[1])
+        # the top as a set, then ordered (not `top_k`, which keeps the first by position of the LLMs tied at
+        # the cut: a different choice changes the objective, and so which params are chosen)
         tops = np.argpartition(-predictions, depth - 1, axis=1)[:, :depth]
         total = 0.0
         for pred, top, r in zip(predictions, tops, rows):
             top = top[np.argsort(-pred[top], kind="stable")]
-            total += ndcg([int(dev.grades[r, j]) for j in top], judged[r], NDCG_DEPTH, lambda g: gain.get(g, 0.0))
+            total += ndcg([int(grades[r, j]) for j in top], judged[r], TUNED.k, _gain_of(gain))
         return total / max(len(rows), 1)
 
     return objective
 
 
-def scores_of(dev: DevSet, predictions: np.ndarray) -> dict[str, float]:
-    """Mean nDCG@10 (grade-map gains) and MRR (first LLM with grade >= 1) over the dev questions."""
-    nd, rr = 0.0, 0.0
-    for row, g in zip(predictions, dev.grades):
-        order = np.argsort(-row, kind="stable")
+def scores_of(grades: np.ndarray, gain: Mapping[int, float], predictions: np.ndarray) -> dict[str, float]:
+    """The profile's metrics (nDCG@10 with grade-map gains, MRR), averaged over the dev questions."""
+    totals = dict.fromkeys((m.name for m in METRICS), 0.0)
+    for order, g in zip(top_k_rows(predictions, predictions.shape[1]), grades):
         rels = [int(x) for x in g[order]]
         judged = [int(x) for x in g if x > 0]
-        nd += ndcg(rels, judged, NDCG_DEPTH, lambda x: dev.gain.get(x, 0.0))
-        rr += reciprocal_rank(rels)
-    n = len(dev.grades)
-    return {"ndcg@10": nd / n, "mrr": rr / n}
-
-
-def grid_for(n_train: int, k: int | None, temperature: float | None, prior_weight: float | None
-             ) -> list[TransferParams]:
-    return param_grid([k] if k else DEFAULT_KS, [temperature] if temperature else DEFAULT_TEMPERATURES,
-                      [prior_weight] if prior_weight is not None else DEFAULT_PRIOR_WEIGHTS, n_train)
-
-
-def embed(texts: Sequence[str], model: str | None) -> np.ndarray:
-    from engine.core.encoders import DEFAULT_TEXT_SPEC, load_encoder
-    encoder = load_encoder(model or DEFAULT_TEXT_SPEC)
-    info(f"embedding {len(texts)} questions with {encoder.spec}")
-    return encoder.encode_texts(list(texts))
-
-
-def cross_validate_dev(dev_queries: str | Path, qrels: str | Path, llm_ids: str | Path | None = None,
-                       targets: str = DEFAULT_TARGETS, folds: int = 10, model: str | None = None,
-                       k: int | None = None, temperature: float | None = None,
-                       prior_weight: float | None = None, seed: int = 0,
-                       embeddings: np.ndarray | None = None) -> dict[str, dict[str, float] | str]:
-    """`engine mllm --cv`: nDCG@10 and MRR out of fold for the prior alone and for transfer
-    (params tuned inside each training fold). `embeddings` skips the sentence model (tests)."""
-    dev = read_dev(dev_queries, qrels, llm_ids, targets)
-    emb = embeddings if embeddings is not None else embed(dev.texts, model)
-    objective = objective_for(dev)
-    prior = cross_validate(np.ones((len(dev.query_ids), 1), np.float32), dev.targets, objective,
-                           [TransferParams(1, 1.0, 1.0)], folds, seed, description="prior")
-    res = cross_validate(emb, dev.targets, objective, grid_for(len(dev.query_ids), k, temperature, prior_weight),
-                         folds, seed, description="transfer")
-    return {"prior": scores_of(dev, prior.predictions), "transfer": scores_of(dev, res.predictions),
-            "chosen": res.summary(), "queries": {"n": len(dev.query_ids)}, "llms": {"n": len(dev.llm_ids)}}
-
-
-def rank_questions(dev_queries: str | Path, qrels: str | Path, queries: str | Path, out: str | Path,
-                   llm_ids: str | Path | None = None, targets: str = DEFAULT_TARGETS, model: str | None = None,
-                   k: int | None = None, temperature: float | None = None, prior_weight: float | None = None,
-                   run_id: str = "engine-transfer", embeddings: Mapping[str, np.ndarray] | None = None) -> str:
-    """`engine mllm --queries`: rank every LLM for every question and write a TREC run.
-
-    Params the user did not fix are chosen by leave-one-out nDCG@10 over the dev questions.
-    """
-    dev = read_dev(dev_queries, qrels, llm_ids, targets)
-    new = read_queries(queries)
-    if embeddings is not None:
-        dev_emb, new_emb = embeddings["dev"], embeddings["queries"]
-    else:
-        both = embed(dev.texts + [t for _, t in new], model)
-        dev_emb, new_emb = both[:len(dev.texts)], both[len(dev.texts):]
-    collection = QueryCollection(dev.query_ids, dev.llm_ids, dev_emb, dev.targets)
-    params, value = collection.tune(objective_for(dev), grid_for(len(dev.query_ids), k, temperature, prior_weight))
-    ranked = rankings([q for q, _ in new], dev.llm_ids, collection.predict(new_emb, params))
-    lines = write_run(out, ranked, run_id)
-    return (f"{len(new)} questions × {len(dev.llm_ids)} LLMs → {out} ({lines} lines; {params}; "
-            f"leave-one-out nDCG@10 on dev {value:.4f})")
+        for m in METRICS:
+            totals[m.name] += metric_value(m, rels, judged, gain)
+    return {name: total / len(grades) for name, total in totals.items()}
 
 
 def format_cv(result: Mapping) -> str:
     """The CV result as a small markdown table."""
-    lines = ["| variant | nDCG@10 | MRR |", "|---|---|---|"]
-    for name in ("prior", "transfer"):
-        lines.append(f"| {name} | {result[name]['ndcg@10']:.4f} | {result[name]['mrr']:.4f} |")
-    return "\n".join(lines) + (f"\n\ntransfer chose {result['chosen']}" if result.get("chosen") else "")
+    heads = ["variant"] + [LABELS[m.family] + (f"@{m.k}" if m.k else "") for m in METRICS]
+    rows = [[name] + [f"{result[name][m.name]:.4f}" for m in METRICS] for name in ("prior", "transfer")]
+    return format_table(heads, rows, markdown=True) + (
+        f"\n\ntransfer chose {result['chosen']}" if result.get("chosen") else "")
+
+
+# ---------------------------------------------------------------- the stored dev side
+
+
+def embed(texts: Sequence[str], model: str) -> np.ndarray:
+    from engine.core.encoders import load_encoder
+    encoder = load_encoder(model)
+    info(f"embedding {len(texts)} questions with {encoder.spec}")
+    return encoder.encode_texts(list(texts))
+
+
+def _dev_key(dev_queries: str | Path, qrels: str | Path, llm_ids: str | Path | None, options: MllmOptions,
+             given: np.ndarray | None) -> tuple[str, dict]:
+    """The signature of the dev side (files, model or given embeddings, grade map) and its settings."""
+    settings = {"model": options.model if given is None else training_store.array_digest(given),
+                "targets": sorted(parse_targets(options.targets).items())}
+    inputs = {"dev_queries": dev_queries, "qrels": qrels, "llm_ids": llm_ids}
+    return training_store.signature(inputs, settings), settings
+
+
+def store_dev(dev: DevSet, options: MllmOptions, key: str, settings: dict, given: np.ndarray | None
+              ) -> TrainingSide:
+    """Embed the dev questions (unless `given`) and store them with their targets and grades."""
+    emb = given if given is not None else embed(dev.texts, options.model)
+    side = TrainingSide(dev.query_ids, dev.llm_ids, {EMBEDDING: emb}, dev.targets, dev.grades,
+                        meta=[{"text": t} for t in dev.texts])
+    training_store.save(side, TASK, options.name, options.root, key, options.model if given is None else None,
+                        settings)
+    return side
+
+
+# ---------------------------------------------------------------- commands
+
+
+def cross_validate_dev(dev_queries: str | Path, qrels: str | Path, llm_ids: str | Path | None = None,
+                       options: MllmOptions = MllmOptions(), embeddings: np.ndarray | None = None
+                       ) -> dict[str, dict[str, float] | str]:
+    """`engine mllm --cv`: nDCG@10 and MRR out of fold for the prior alone and for transfer
+    (params tuned inside each training fold). `embeddings` (one row per judged dev question) replace the
+    sentence model, e.g. in tests."""
+    key, settings = _dev_key(dev_queries, qrels, llm_ids, options, embeddings)
+    side = training_store.load(TASK, options.name, options.root, key)
+    if side is None:
+        side = store_dev(read_dev(dev_queries, qrels, llm_ids, options.targets), options, key, settings, embeddings)
+    gain = grade_gains(options.targets)
+    objective = objective_for(side.grades, gain)
+    n, folds, seed = len(side.query_ids), options.transfer.folds, options.transfer.seed
+    prior = cross_validate(np.ones((n, 1), np.float32), side.scores, objective, [TransferParams(1, 1.0, 1.0)],
+                           folds, seed, description="prior")
+    res = cross_validate(side.embeddings[EMBEDDING], side.scores, objective, options.transfer.grid(n), folds, seed,
+                         description="transfer")
+    return {"prior": scores_of(side.grades, gain, prior.predictions),
+            "transfer": scores_of(side.grades, gain, res.predictions),
+            "chosen": res.summary(), "queries": {"n": n}, "llms": {"n": len(side.candidate_ids)}}
+
+
+def rank_questions(dev_queries: str | Path, qrels: str | Path, queries: str | Path, out: str | Path,
+                   llm_ids: str | Path | None = None, options: MllmOptions = MllmOptions(),
+                   embeddings: Mapping[str, np.ndarray] | None = None) -> str:
+    """`engine mllm --queries`: rank every LLM for every question and write a TREC run.
+
+    Params the user did not fix are chosen by leave-one-out nDCG@10 over the dev questions. `embeddings`
+    ({"dev": ..., "queries": ...}) replace the sentence model, e.g. in tests.
+    """
+    given = embeddings["dev"] if embeddings is not None else None
+    key, settings = _dev_key(dev_queries, qrels, llm_ids, options, given)
+    side = training_store.load(TASK, options.name, options.root, key)
+    dev = read_dev(dev_queries, qrels, llm_ids, options.targets) if side is None else None
+    new = read_queries(queries)  # before embedding: a bad question file fails fast
+    if side is None:
+        side = store_dev(dev, options, key, settings, given)
+    new_emb = embeddings["queries"] if embeddings is not None else embed([t for _, t in new], options.model)
+    collection = QueryCollection(side.query_ids, side.candidate_ids, side.embeddings[EMBEDDING], side.scores)
+    params, value = collection.tune(objective_for(side.grades, grade_gains(options.targets)),
+                                    options.transfer.grid(len(side.query_ids)))
+    ranked = rankings([q for q, _ in new], side.candidate_ids, collection.predict(new_emb, params))
+    lines = write_run(out, ranked, options.run_id)
+    return (f"{len(new)} questions × {len(side.candidate_ids)} LLMs → {out} ({lines} lines; {params}; "
+            f"leave-one-out nDCG@10 on dev {value:.4f})")

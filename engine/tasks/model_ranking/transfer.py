@@ -16,7 +16,10 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+from engine.core.encoders import l2_normalize
+from engine.core.ranking import top_k_rows
 from engine.errors import EngineError
+from engine.io.ids import first_duplicate
 from engine.progress import track
 
 Objective = Callable[[np.ndarray, np.ndarray], float]
@@ -46,6 +49,7 @@ class TransferParams:
 DEFAULT_KS = (1, 3, 5, 10, 20, 50)
 DEFAULT_TEMPERATURES = (0.01, 0.03, 0.1, 1.0)
 DEFAULT_PRIOR_WEIGHTS = (0.0, 0.25, 0.5, 0.75)
+DEFAULT_RUN_ID = "engine-transfer"
 
 
 def param_grid(ks: Sequence[int] = DEFAULT_KS, temperatures: Sequence[float] = DEFAULT_TEMPERATURES,
@@ -57,11 +61,24 @@ def param_grid(ks: Sequence[int] = DEFAULT_KS, temperatures: Sequence[float] = D
     return [TransferParams(k, t, w) for k, t, w in itertools.product(ks, temperatures, prior_weights)]
 
 
-def l2_rows(x: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length (zero rows stay zero)."""
-    x = np.asarray(x, dtype=np.float32)
-    norm = np.linalg.norm(x, axis=1, keepdims=True)
-    return np.divide(x, norm, out=np.zeros_like(x), where=norm > 0)
+@dataclass(frozen=True)
+class TransferOptions:
+    """What a command sets of the mechanism: params it fixes (None: tuned by leave-one-out over the grids)
+    and the outer folds and seed of cross-validation (0 folds: leave-one-out)."""
+    k: int | None = None
+    temperature: float | None = None
+    prior_weight: float | None = None
+    folds: int = 10
+    seed: int = 0
+    ks: tuple[int, ...] = DEFAULT_KS
+    temperatures: tuple[float, ...] = DEFAULT_TEMPERATURES
+    prior_weights: tuple[float, ...] = DEFAULT_PRIOR_WEIGHTS
+
+    def grid(self, n_train: int) -> list[TransferParams]:
+        """The grid with each param the user fixed reduced to that value."""
+        return param_grid([self.k] if self.k else self.ks,
+                          [self.temperature] if self.temperature else self.temperatures,
+                          [self.prior_weight] if self.prior_weight is not None else self.prior_weights, n_train)
 
 
 def blend_views(views: Mapping[str, np.ndarray], weights: Mapping[str, float]) -> np.ndarray:
@@ -78,8 +95,8 @@ def blend_views(views: Mapping[str, np.ndarray], weights: Mapping[str, float]) -
     if unknown:
         raise EngineError(f"unknown view(s) {', '.join(unknown)}; known: {', '.join(views)}")
     total = sum(used.values())
-    parts = [l2_rows(views[n]) * np.float32(np.sqrt(w / total)) for n, w in used.items()]
-    return l2_rows(np.concatenate(parts, axis=1))
+    parts = [l2_normalize(views[n]) * np.float32(np.sqrt(w / total)) for n, w in used.items()]
+    return l2_normalize(np.concatenate(parts, axis=1))
 
 
 def rank_targets(scores: np.ndarray) -> np.ndarray:
@@ -110,8 +127,8 @@ def column_prior(scores: np.ndarray) -> np.ndarray:
 
 
 def neighbour_order(sim: np.ndarray) -> np.ndarray:
-    """Training queries by decreasing similarity, per row (computed once, reused for every k)."""
-    return np.argsort(-np.asarray(sim), axis=1, kind="stable")
+    """Training queries by decreasing similarity, per row, ties by position (computed once, reused for every k)."""
+    return top_k_rows(sim, np.shape(sim)[1])
 
 
 def transfer(sim: np.ndarray, scores: np.ndarray, prior: np.ndarray, params: TransferParams,
@@ -130,6 +147,8 @@ def transfer(sim: np.ndarray, scores: np.ndarray, prior: np.ndarray, params: Tra
     if order is not None:
         top = order[:, :k]
     elif k < n_train:
+        # the k nearest as an unordered set (not `top_k_rows`, which would change which of the neighbours tied
+        # at the cut is kept and the order the mean below adds them in, and so the results)
         top = np.argpartition(-sim, k - 1, axis=1)[:, :k]
     else:
         top = np.tile(np.arange(n_train), (sim.shape[0], 1))
@@ -192,7 +211,9 @@ class QueryCollection:
     def __post_init__(self) -> None:
         self.query_ids = [str(q) for q in self.query_ids]
         self.candidate_ids = [str(c) for c in self.candidate_ids]
-        self.embeddings = l2_rows(self.embeddings)
+        if not np.isfinite(self.embeddings).all():
+            raise EngineError("training query embeddings hold NaN or infinite values")
+        self.embeddings = l2_normalize(self.embeddings)
         self.scores = np.asarray(self.scores, dtype=np.float64)
         n, m = len(self.query_ids), len(self.candidate_ids)
         if n < 2:
@@ -200,16 +221,14 @@ class QueryCollection:
         if not m:
             raise EngineError("transfer needs at least one candidate")
         for what, ids in (("training query", self.query_ids), ("candidate", self.candidate_ids)):
-            dup = _first_duplicate(ids)
+            dup = first_duplicate(ids)
             if dup is not None:
-                raise EngineError(f"{what} id {dup!r} appears twice")
+                raise EngineError(f"{what} id {ids[dup[1]]!r} appears twice")
         if self.embeddings.ndim != 2 or self.embeddings.shape[0] != n:
             raise EngineError(f"{n} training queries but embeddings of shape {self.embeddings.shape}")
         if self.scores.shape != (n, m):
             raise EngineError(f"score matrix has shape {self.scores.shape}, expected {(n, m)} "
                               "(training queries × candidates)")
-        if not np.isfinite(self.embeddings).all():
-            raise EngineError("training query embeddings hold NaN or infinite values")
         if np.isinf(self.scores).any():
             raise EngineError("training scores hold infinite values")
         empty = np.isnan(self.scores).all(axis=1)
@@ -222,7 +241,7 @@ class QueryCollection:
         return column_prior(self.scores)
 
     def similarity(self, embeddings: np.ndarray) -> np.ndarray:
-        embeddings = l2_rows(np.atleast_2d(embeddings))
+        embeddings = l2_normalize(np.atleast_2d(embeddings))
         if embeddings.shape[1] != self.embeddings.shape[1]:
             raise EngineError(f"query embeddings have {embeddings.shape[1]} dimensions, the training queries "
                               f"{self.embeddings.shape[1]}: embed both the same way")
@@ -245,23 +264,13 @@ class QueryCollection:
         return tune(sim, self.scores, objective, grid or param_grid(n_train=len(self.query_ids)))
 
 
-def _first_duplicate(ids: Sequence[str]) -> str | None:
-    seen: set[str] = set()
-    for i in ids:
-        if i in seen:
-            return i
-        seen.add(i)
-    return None
-
-
 def rankings(query_ids: Sequence[str], candidate_ids: Sequence[str], predictions: np.ndarray
              ) -> dict[str, list[tuple[str, float]]]:
     """qid → [(candidate, score)] best first; ties keep the candidates' given order."""
-    out: dict[str, list[tuple[str, float]]] = {}
-    for qid, row in zip(query_ids, predictions):
-        order = np.argsort(-row, kind="stable")
-        out[str(qid)] = [(candidate_ids[j], float(row[j])) for j in order]
-    return out
+    predictions = np.atleast_2d(predictions)
+    orders = top_k_rows(predictions, predictions.shape[1])
+    return {str(qid): [(candidate_ids[j], float(row[j])) for j in order]
+            for qid, row, order in zip(query_ids, predictions, orders)}
 
 
 def tune(sim: np.ndarray, scores: np.ndarray, objective: Objective, grid: Sequence[TransferParams],
@@ -347,7 +356,7 @@ def cross_validate(representations: np.ndarray | Mapping[str, np.ndarray], score
         raise EngineError("no query representation to cross-validate")
     sims = {}
     for name, emb in representations.items():
-        emb = l2_rows(emb)
+        emb = l2_normalize(emb)
         if emb.shape[0] != n:
             raise EngineError(f"representation {name!r} has {emb.shape[0]} rows for {n} training queries")
         sims[name] = emb @ emb.T
