@@ -283,9 +283,11 @@ class Collection:
                      meta: Sequence[dict] | None = None, force: bool = False,
                      arrays: Mapping[str, np.ndarray] | None = None,
                      files: Mapping[str, store.FileWriter] | None = None,
-                     extra: Mapping[str, Any] | None = None) -> "Collection":
+                     extra: Mapping[str, Any] | None = None,
+                     documents: Mapping[str, Any] | None = None) -> "Collection":
         """A collection over vectors computed elsewhere (L2-normalized here), queried with `encoder_spec`
-        (None: vectors only). `arrays` and `files` are stored beside them; `extra` in the manifest."""
+        (None: vectors only). `arrays`, JSON `documents` and `files` are stored beside them; `extra` in the
+        manifest."""
         from engine.core.encoders.base import l2_normalize
         from engine.io.ids import check_unique
         path = collection_path(name, root)
@@ -298,7 +300,8 @@ class Collection:
         check_unique([str(i) for i in ids], "id", name)
         items = [{"id": str(i), **(meta[n] if meta is not None else {})} for n, i in enumerate(ids)]
         manifest = new_manifest(name, kind, encoder_spec, int(vectors.shape[1]), index, ["vectors"])
-        return commit_collection(path, manifest, vectors, items, build_index(vectors, index), arrays, files, extra)
+        return commit_collection(path, manifest, vectors, items, build_index(vectors, index), arrays, files, extra,
+                                 documents)
 
     def attach(self, arrays: Mapping[str, np.ndarray] | None = None,
                files: Mapping[str, store.FileWriter] | None = None, extra: Mapping[str, Any] | None = None,
@@ -333,11 +336,13 @@ def _writers(arrays: Mapping[str, np.ndarray] | None, files: Mapping[str, store.
 def commit_collection(path: Path, manifest: dict, embeddings: np.ndarray, items: list[dict], faiss_index,
                       arrays: Mapping[str, np.ndarray] | None = None,
                       files: Mapping[str, store.FileWriter] | None = None,
-                      extra: Mapping[str, Any] | None = None) -> Collection:
+                      extra: Mapping[str, Any] | None = None,
+                      documents: Mapping[str, Any] | None = None) -> Collection:
     """Write a whole generation (core files + stored extras) and publish its manifest; drops `.partial/`."""
     import shutil
     writers = {"embeddings": store.npy(np.asarray(embeddings, dtype=np.float32)), "items": store.jsonl(items),
-               "index": store.FileWriter(".faiss", lambda p: save_index(faiss_index, p)), **_writers(arrays, files)}
+               "index": store.FileWriter(".faiss", lambda p: save_index(faiss_index, p)),
+               **_writers(arrays, files, documents)}
     manifest = {**manifest, "count": len(items), "index_bytes": index_memory_bytes(faiss_index),
                 **({"extra": dict(extra)} if extra else {})}
     store.commit(path, manifest, writers)

@@ -27,7 +27,6 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from engine.core import store
 from engine.core.collection import MANIFEST, Collection, collection_path
 from engine.core.encoders.base import l2_normalize
 from engine.core.fusion import normalize_array
@@ -253,7 +252,7 @@ class LoraModel:
             arrays["text"] = self.text
         return Collection.from_vectors(name, self.lora_ids, self.prototypes, None, KIND, root=root, meta=loras,
                                        force=force, arrays=arrays,
-                                       files={"image_ids": store.json_document(list(image_ids))},
+                                       documents={"image_ids": list(image_ids)},
                                        extra={**extra, "config": asdict(self.config)})
 
     @classmethod

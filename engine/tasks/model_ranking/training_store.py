@@ -108,7 +108,7 @@ def save(side: TrainingSide, task: str, name: str, root: str | Path | None, key:
               "scores": side.scores, "grades": side.grades, **side.arrays}
     col = Collection.from_vectors(
         name, side.query_ids, side.embeddings[main], encoder_spec, "text", root=root, meta=side.meta or None,
-        force=True, arrays=arrays, files={"candidates": store.json_document(list(side.candidate_ids))},
+        force=True, arrays=arrays, documents={"candidates": list(side.candidate_ids)},
         extra={"task": task, "layout": LAYOUT, "signature": key, "embeddings": list(side.embeddings),
                "arrays": list(side.arrays), **settings})
     info(f"stored the training set in {col.path}")
