@@ -123,7 +123,7 @@ def test_cutoff_rules_come_from_the_registry():
         parse_metric("p")
     with pytest.raises(EngineError, match="takes no cutoff"):
         parse_metric("eventa@10")
-    with pytest.raises(EngineError, match=r"unknown metric 'bleu'; known: ndcg, ndcg@k, .*p@k, eventa"):
+    with pytest.raises(EngineError, match=r"unknown metric 'bleu'; known: ndcg, ndcg@k, .*p@k.*, eventa"):
         parse_metric("bleu")
 
 
