@@ -91,3 +91,18 @@ def test_models_and_metrics_list_their_registries():
     assert r.exit_code == 0 and "clip:ARCH:WEIGHTS" in r.stdout and "`" not in r.stdout
     r = runner.invoke(app, ["metrics", "--markdown"])
     assert r.exit_code == 0 and "| `ndcg_exp`, `ndcg_exp@k` |" in r.stdout and "| `dsebench` |" in r.stdout
+
+
+def test_a_core_command_assembles_without_the_tasks():
+    """`engine search` starts without importing any task; `engine eval` only the task packages (their run
+    formats), not their commands; everything else gets every task."""
+    code = ("import sys; from engine.cli import build_app, tasks_for\n"
+            "for argv in (['search', 'x'], ['eval', 'r', 'q'], ['eventa', 'submit']):\n"
+            "    build_app(tasks_for(argv))\n"
+            "    print(sorted(m for m in sys.modules if m.startswith('engine.tasks')))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    search, evaluation, task = [eval(line) for line in r.stdout.splitlines()]
+    assert search == []
+    assert "engine.tasks.eventa" in evaluation and not any(m.endswith(".cli") for m in evaluation)
+    assert {"engine.tasks.eventa.cli", "engine.tasks.dse.cli", "engine.tasks.lora.cli",
+            "engine.tasks.model_ranking.cli"} <= set(task)
