@@ -20,10 +20,6 @@ def set_quiet(quiet: bool) -> None:
     _state["quiet"] = quiet
 
 
-def is_quiet() -> bool:
-    return _state["quiet"]
-
-
 def info(message: str) -> None:
     """A status line on stderr (stdout is kept for results)."""
     if not _state["quiet"]:

@@ -88,13 +88,6 @@ def load_index(path, params: dict[str, int] | None = None):
     return index
 
 
-def exact_topk(vectors: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
-    import faiss
-    flat = faiss.IndexFlatIP(vectors.shape[1])
-    flat.add(np.ascontiguousarray(vectors, dtype=np.float32))
-    return flat.search(np.ascontiguousarray(queries, dtype=np.float32), k)[1]
-
-
 def recall_at_k(index, vectors: np.ndarray, queries: np.ndarray, k: int = 10) -> float:
     """Share of the exact top-k that the index also returns in its top-k (ties at the cut tolerated)."""
     import faiss

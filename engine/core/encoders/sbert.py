@@ -57,13 +57,3 @@ def sentence_encoder(name: str = DEFAULT_TEXT_MODEL) -> Encoder:
     dim = get_dim()
     return Encoder(spec=f"sbert:{name}", dim=int(dim), modalities=frozenset({TEXT}), text_fn=encode,
                    info={"max_seq_length": int(getattr(model, "max_seq_length", 0) or 0)})
-
-
-def max_tokens(name: str = DEFAULT_TEXT_MODEL) -> int:
-    return int(load_sentence_model(name).max_seq_length)
-
-
-def tokenizer_length(name: str, text: str) -> int:
-    """Word pieces a text takes in the model, to tell users when text is truncated."""
-    return len(load_sentence_model(name).tokenizer.tokenize(text))
-
