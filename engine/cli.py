@@ -15,7 +15,8 @@ import typer
 from engine.errors import EngineError, set_option_names
 
 TASKS = ("engine.tasks.eventa", "engine.tasks.model_ranking", "engine.tasks.lora", "engine.tasks.dse")
-CORE_ONLY = {"build", "search", "info", "list", "bench", "demo", "models", "metrics", "eval"}
+CORE_ONLY = {"build", "search", "info", "list", "bench", "demo", "models", "metrics", "eval", "compare", "fuse"}
+READS_RUNS = {"eval", "compare", "fuse"}  # may read a task's run format: import the task packages (not their CLIs)
 
 
 def build_app(tasks: Sequence[str] = TASKS) -> typer.Typer:
@@ -36,7 +37,7 @@ def tasks_for(argv: Sequence[str]) -> tuple[str, ...]:
     """The task packages a command line may need: none for a core command (`eval` only imports the task
     packages themselves, which register the run formats they define), all for anything else."""
     if argv and argv[0] in CORE_ONLY:
-        if argv[0] == "eval":
+        if argv[0] in READS_RUNS:
             for task in TASKS:
                 importlib.import_module(task)
         return ()

@@ -6,43 +6,111 @@ from typing import Annotated, Optional
 
 import typer
 
+from engine.core.fusion import METHODS, NORMALIZERS
+from engine.eval.compare import FORMATS, CompareOptions
+from engine.eval.fuse import FuseOptions
 from engine.eval.metrics import known_metrics
 from engine.eval.profiles import PROFILES
+from engine.eval.significance import CORRECTIONS
+
+COMPARE = CompareOptions()
+FUSE = FuseOptions()
 
 QueriesOpt = Annotated[Optional[Path], typer.Option("--queries", help="Query ids to expect (query file or id list).")]
 DocsOpt = Annotated[Optional[Path], typer.Option("--docs", help="Allowed doc/image ids (one per line, or a table "
                                                                 "with an id column).")]
+ProfileOpt = Annotated[str, typer.Option("--profile", help="Scoring rules of a benchmark: "
+                       + "; ".join(f"{p.name} ({p.metrics})" for p in PROFILES.values()) + ".")]
+MetricsOpt = Annotated[Optional[str], typer.Option("--metrics", "-m", help=f"Comma-separated: {known_metrics()}. "
+                       "[default: the profile's]", show_default=False)]
+CandidatesOpt = Annotated[Optional[Path], typer.Option("--docs", help="NTCIR profiles: the candidate model ids every "
+                          "topic must list (one per line, or a table with an id column) [default: ntcir-a the qrels' "
+                          "models; ntcir-b the models the file names].", show_default=False)]
 
 
 def eval_cmd(
     run: Annotated[Path, typer.Argument(help="TREC run `qid Q0 docid rank score runid` (or an EVENTA submission "
                                              ".csv/.zip).")],
     qrels: Annotated[Path, typer.Argument(help="TREC qrels `qid 0 docid rel`.")],
-    metrics: Annotated[Optional[str], typer.Option("--metrics", "-m", help=f"Comma-separated: {known_metrics()}. "
-                       "[default: the profile's]", show_default=False)] = None,
-    profile: Annotated[str, typer.Option("--profile", help="Scoring rules of a benchmark: "
-                       + "; ".join(f"{p.name} ({p.metrics})" for p in PROFILES.values()) + ".")] = "trec",
+    metrics: MetricsOpt = None,
+    profile: ProfileOpt = "trec",
     per_query: Annotated[bool, typer.Option("--per-query", help="Also each query's values.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout instead of a table.")] = False,
     groups: Annotated[Optional[Path], typer.Option("--groups", help="`qid<TAB>group` file: adds a mean per group.")]
     = None,
+    docs: CandidatesOpt = None,
 ) -> None:
-    """Score a run with trec_eval's semantics (qrels queries missing from the run score 0)."""
+    """Score a run with trec_eval's semantics (qrels queries missing from the run score 0), or with a
+    benchmark's own rules (`--profile`; NTCIR: one row per RunID, a rejected file is an error)."""
     import json
 
-    from engine.eval.evaluate import evaluate_files, format_table, to_json
+    from engine.eval.evaluate import evaluate_files, evaluate_profile_files, format_table, runs_table, to_json
     from engine.eval.profiles import get_profile
-    ev = evaluate_files(run, qrels, metrics or get_profile(profile).metrics, groups)
-    typer.echo(json.dumps(to_json(ev, per_query)) if as_json else format_table(ev, per_query))
+    prof = get_profile(profile)
+    if prof.checker == "trec":
+        ev = evaluate_files(run, qrels, metrics or prof.metrics, groups)
+        typer.echo(json.dumps(to_json(ev, per_query)) if as_json else format_table(ev, per_query))
+        return
+    evs = evaluate_profile_files(run, qrels, profile, metrics, groups, docs)
+    typer.echo(json.dumps({label: to_json(ev, per_query) for label, ev in evs.items()}) if as_json
+               else runs_table(evs))
 
 
 def validate_run_cmd(file: Annotated[Path, typer.Argument(help="TREC run file.")],
-                     queries: QueriesOpt = None, docs: DocsOpt = None) -> None:
-    """Check a TREC run; exit 1 if anything is wrong."""
-    from engine.eval.validate import validate_run
-    report = validate_run(file, queries, docs)
+                     queries: QueriesOpt = None, docs: DocsOpt = None, profile: ProfileOpt = "trec") -> None:
+    """Check a run as the benchmark's organizers do (`--profile`); exit 1 if anything is wrong."""
+    from engine.eval.validate import validate_profile_run
+    report = validate_profile_run(file, profile, queries, docs)
     typer.echo(report.text())
     raise typer.Exit(report.exit_code)
+
+
+def compare_cmd(
+    qrels: Annotated[Path, typer.Argument(help="TREC qrels `qid 0 docid rel`.")],
+    runs: Annotated[list[Path], typer.Argument(help="Runs; the first is the baseline every other is tested against.")],
+    profile: ProfileOpt = "trec",
+    metrics: MetricsOpt = None,
+    alpha: Annotated[float, typer.Option("--alpha", help="Significance level of the markers.")] = COMPARE.alpha,
+    correction: Annotated[str, typer.Option("--correction", help=f"Multiple-comparison correction over the runs: "
+                          f"{', '.join(CORRECTIONS)}.")] = COMPARE.correction,
+    resamples: Annotated[int, typer.Option("--resamples", help="Randomization test: random pair swaps (exact "
+                         "enumeration when 2^queries is fewer).")] = COMPARE.resamples,
+    seed: Annotated[int, typer.Option("--seed", help="Randomization test seed (same seed, same p-values).")]
+    = COMPARE.seed,
+    fmt: Annotated[str, typer.Option("--format", help=f"Output: {', '.join(FORMATS)}.")] = "table",
+    docs: CandidatesOpt = None,
+) -> None:
+    """Compare runs on one qrels: means, paired t-test and Fisher randomization test against the first run
+    (p-values corrected over the runs), significance markers, per-query wins/ties/losses."""
+    from engine.eval.compare import compare_files, render
+    cmp = compare_files(qrels, runs, profile, metrics, CompareOptions(alpha, correction, resamples, seed), docs)
+    typer.echo(render(cmp, fmt))
+
+
+def fuse_cmd(
+    runs: Annotated[list[Path], typer.Argument(help="TREC runs to fuse (two or more).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Fused TREC run to write.")],
+    method: Annotated[str, typer.Option("--method", help=f"{', '.join(METHODS)}: reciprocal rank fusion, sum of "
+                      "normalized scores, that sum times the number of runs returning the doc, weighted sum.")]
+    = FUSE.method,
+    weights: Annotated[Optional[str], typer.Option("--weights", help="Comma-separated, one per run (wsum needs them "
+                       "or --tune).")] = None,
+    norm: Annotated[str, typer.Option("--norm", help=f"Score normalization per query: {', '.join(NORMALIZERS)}.")]
+    = FUSE.norm,
+    k: Annotated[int, typer.Option("--k", help="RRF constant: score = Σ w / (k + rank).")] = FUSE.k,
+    tune: Annotated[Optional[Path], typer.Option("--tune", help="Qrels to tune the weights on (coordinate ascent); "
+                    "the tuned weights are printed.")] = None,
+    metric: Annotated[str, typer.Option("--metric", help="What --tune maximizes.")] = FUSE.metric,
+    depth: Annotated[int, typer.Option("--depth", help="Docs kept per query in the fused run.")] = FUSE.depth,
+    run_id: Annotated[str, typer.Option("--run-id", help="Run id written in the last column.")] = FUSE.run_id,
+) -> None:
+    """Fuse runs query by query (RRF, CombSUM, CombMNZ, weighted sum) into one run."""
+    from engine.eval.fuse import fuse_files, parse_weights
+    report = fuse_files(runs, out, FuseOptions(method, norm, k, depth, metric, run_id),
+                        parse_weights(weights) if weights is not None else None, tune)
+    w = f"; weights {', '.join(f'{x:g}' for x in report.weights)}" if report.weights is not None else ""
+    tuned = f" (tuned: {metric} {report.tuned:.4f} on the tuning qrels)" if report.tuned is not None else ""
+    typer.echo(f"{out}: {report.lines} lines, {report.queries} queries, {method}{w}{tuned}")
 
 
 def metrics_cmd(markdown: Annotated[bool, typer.Option("--markdown", help="Print Markdown tables.")] = False) -> None:
@@ -62,6 +130,8 @@ def register(app: typer.Typer) -> tuple[typer.Typer, typer.Typer]:
                                                      "or a run to an EVENTA submission.")
     app.command("eval")(eval_cmd)
     app.command("metrics")(metrics_cmd)
+    app.command("compare")(compare_cmd)
+    app.command("fuse")(fuse_cmd)
     validate.command("run")(validate_run_cmd)
     app.add_typer(validate, name="validate")
     app.add_typer(convert, name="convert")

@@ -7,13 +7,14 @@ aggregation (EVENTA: parts averaged over the queries the run answers, Overall ti
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from engine.errors import EngineError, preview
 from engine.eval.groups import read_groups
 from engine.eval.metrics import Metric, parse_metrics, score_query
-from engine.eval.profiles import PROFILES
+from engine.eval.profiles import PROFILES, get_profile
 from engine.eval.runs import Qrels, Run, load_run, read_qrels
 from engine.progress import warn
 
@@ -96,6 +97,51 @@ def evaluate_files(run_path: str | os.PathLike, qrels_path: str | os.PathLike,
     run = load_run(run_path)
     groups = read_groups(groups_path) if groups_path is not None else None
     return evaluate(run, qrels, specs, groups)
+
+
+def load_profile_runs(run_path: str | os.PathLike, qrels: Qrels, profile: str = "trec",
+                      docs_path: str | os.PathLike | None = None) -> tuple[dict[str, Run], Qrels]:
+    """A run file as `profile` accepts it: {label: run} and the qrels under its id rules. trec-like profiles read
+    one run (labelled by the file name without its suffix); NTCIR profiles check the file (any error rejects it, one line) and
+    give one run per RunID, ordered as the spec says (ties by line order). The required topics are the qrels';
+    the candidates, `docs_path` or else (Subtask A, whose ground truth judges every model) the qrels' models."""
+    prof = get_profile(profile)
+    if prof.checker != "ntcir":
+        return {Path(run_path).stem: load_run(run_path)}, qrels
+    from engine.eval.ntcir import check_ntcir, normalize_qrels
+    from engine.io.ids import read_id_list
+    qrels = normalize_qrels(qrels, profile)
+    models: list[str] | None = list(read_id_list(docs_path)) if docs_path is not None else None
+    if models is None and profile == "ntcir-a":
+        models = sorted({d for judged in qrels.values() for d in judged})
+    check = check_ntcir(run_path, profile, list(qrels), models)
+    check.raise_if_invalid(f"engine validate run {run_path} --profile {profile}")
+    return check.runs, qrels
+
+
+def evaluate_profile_files(run_path: str | os.PathLike, qrels_path: str | os.PathLike, profile: str = "trec",
+                           metrics: str | Sequence[str] | None = None,
+                           groups_path: str | os.PathLike | None = None,
+                           docs_path: str | os.PathLike | None = None) -> dict[str, Evaluation]:
+    """`engine eval --profile`: {run label: Evaluation}, one per RunID for NTCIR files."""
+    specs = parse_metrics(metrics or get_profile(profile).metrics)
+    runs, qrels = load_profile_runs(run_path, read_qrels(qrels_path), profile, docs_path)
+    groups = read_groups(groups_path) if groups_path is not None else None
+    if groups is not None and get_profile(profile).checker == "ntcir":
+        from engine.eval.ntcir import RULES
+        groups = {RULES[profile].topic(q): g for q, g in groups.items()}
+    return {label: evaluate(run, qrels, specs, groups) for label, run in runs.items()}
+
+
+def runs_table(evs: Mapping[str, Evaluation], markdown: bool = False) -> str:
+    """One row per run (and per group under it, e.g. NTCIR's criticality tiers): the layout of a leaderboard."""
+    from engine.display import format_table as table
+    first = next(iter(evs.values()))
+    rows = []
+    for label, ev in evs.items():
+        rows.append([label, "all", str(ev.n_queries)] + [_fmt(ev.means[c]) for c in ev.columns])
+        rows += [[label, g, str(ev.group_sizes[g])] + [_fmt(ev.groups[g][c]) for c in ev.columns] for g in ev.groups]
+    return table(["run", "queries", "n"] + first.columns, rows, markdown=markdown, left=2)
 
 
 def to_json(ev: Evaluation, per_query: bool = False) -> dict:

@@ -13,6 +13,7 @@ class Profile:
     name: str
     metrics: str   # comma-separated, in the published table's order
     help: str
+    checker: str = "trec"  # which rules accept a run: "trec" (engine.eval.validate) or "ntcir" (engine.eval.ntcir)
 
 
 PROFILES: dict[str, Profile] = {p.name: p for p in (
@@ -23,8 +24,10 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
     Profile("dsebench", "ndcg@5,ndcg@10,map@5,map@10,recall@5,recall@10", "DSEBench: gain query_rel × "
             "target_sim, the metrics of the published table"),
     Profile("ntcir-a", "ndcg_exp@1,ndcg_exp@3,ndcg_exp@5", "NTCIR-19 ModelRetrieval A: nDCG@1/3/5 with gain "
-            "2^rel − 1 (per criticality tier with groups)"),
-    Profile("ntcir-b", "mrr", "NTCIR-19 ModelRetrieval B: MRR of the one relevant LoRA"),
+            "2^rel − 1 (per criticality tier with groups); the NTCIR checker: up to 5 RunIDs scored apart, every "
+            "topic lists every candidate, ties by line order", checker="ntcir"),
+    Profile("ntcir-b", "mrr", "NTCIR-19 ModelRetrieval B: MRR of the one relevant LoRA; the NTCIR checker, "
+            "`x.png` = `x`, `0001` = `1`", checker="ntcir"),
     Profile("mllm", "ndcg@10,mrr", "TREC 2025 Million LLMs: nDCG@10 and MRR"),
 )}
 

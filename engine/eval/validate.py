@@ -5,10 +5,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable, Union
+
+from engine.errors import EngineError
 
 from engine.eval.runs import parse_run
 from engine.io.ids import read_id_list
 from engine.io.problems import Problem
+
+if TYPE_CHECKING:
+    from engine.eval.ntcir import NtcirCheck
 
 
 @dataclass
@@ -36,8 +42,18 @@ class Report:
                          + [f"{self.path}: INVALID {self.kind}: {n} problem{'s' if n != 1 else ''}"])
 
 
-def missing_queries(queries_path: str | os.PathLike, queries: dict[str, int], seen: set[str],
-                     what: str) -> list[Problem]:
+IdSource = Union[str, os.PathLike, Iterable[str]]
+"""Ids to check against: a file (one per line, or a table with an id column) or the ids themselves."""
+
+
+def _ids(source: IdSource, unique: bool = False) -> dict[str, int | None]:
+    if isinstance(source, (str, os.PathLike)):
+        return dict(read_id_list(source, unique=unique))
+    return dict.fromkeys(map(str, source))
+
+
+def missing_queries(queries_path: object, queries: dict[str, int | None], seen: set[str],
+                    what: str) -> list[Problem]:
     return [Problem(str(queries_path), n, f"query {q!r} has no {what}") for q, n in queries.items()
             if q not in seen]
 
@@ -50,14 +66,14 @@ def sort_problems(report: Report, given: str) -> None:
     report.problems.sort(key=key)
 
 
-def validate_run(path: str | os.PathLike, queries: str | os.PathLike | None = None,
-                 docs: str | os.PathLike | None = None) -> Report:
+def validate_run(path: str | os.PathLike, queries: IdSource | None = None,
+                 docs: IdSource | None = None) -> Report:
     """Check a TREC run: format (6 fields, numeric finite score, integer rank, no blank line), no doc
     twice in a query, each query's lines together, and with `queries`/`docs` the ids against them."""
     parsed = parse_run(path)
     report = Report(str(path), "TREC run", list(parsed.problems))
-    allowed_q = read_id_list(queries, unique=True) if queries is not None else None
-    allowed_d = read_id_list(docs) if docs is not None else None
+    allowed_q = _ids(queries, unique=True) if queries is not None else None
+    allowed_d = _ids(docs) if docs is not None else None
     block_start: dict[str, int] = {}
     reported_q: set[str] = set()
     prev_qid: str | None = None
@@ -81,10 +97,35 @@ def validate_run(path: str | os.PathLike, queries: str | os.PathLike | None = No
         if allowed_d is not None and ln.docid not in allowed_d:
             report.problems.append(Problem(report.path, ln.line, f"unknown doc id {ln.docid!r}"))
     if allowed_q is not None:
-        report.problems += missing_queries(queries, allowed_q, set(parsed.run), "line in the run")  # type: ignore[arg-type]
+        origin = queries if isinstance(queries, (str, os.PathLike)) else "queries"
+        report.problems += missing_queries(origin, allowed_q, set(parsed.run), "line in the run")
     sort_problems(report, str(path))
     report.summary = f"{len(parsed.run)} queries, {len(parsed.lines)} lines"
     if out_of_order:
         report.summary += (f"; note: {len(out_of_order)} quer{'y has' if len(out_of_order) == 1 else 'ies have'} "
                            "tied or rising scores down the file, which trec_eval re-sorts by score then docid")
     return report
+
+
+def validate_profile_run(path: str | os.PathLike, profile: str = "trec", queries: IdSource | None = None,
+                         docs: IdSource | None = None) -> "Report | NtcirCheck":
+    """`engine validate run --profile`: the checker the benchmark's organizers run (both results have `ok`,
+    `exit_code` and `text()`)."""
+    from engine.eval.profiles import get_profile
+    if get_profile(profile).checker != "ntcir":
+        return validate_run(path, queries, docs)
+    from engine.eval.ntcir import check_ntcir
+    return check_ntcir(path, profile, list(_ids(queries, unique=True)) if queries is not None else None,
+                       list(_ids(docs)) if docs is not None else None)
+
+
+def check_written(path: str | os.PathLike, profile: str, queries: IdSource | None = None,
+                  docs: IdSource | None = None) -> None:
+    """What a task command calls on the run it just wrote: the benchmark's own checker, so a file the organizers
+    would reject never leaves the command as a success. One line naming the first problem."""
+    result = validate_profile_run(path, profile, queries, docs)
+    if result.ok:
+        return
+    first = result.problems[0]
+    raise EngineError(f"the run just written fails the {profile} checker: {first} "
+                      f"(`engine validate run {path} --profile {profile}` lists every problem)")

@@ -8,7 +8,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from engine.core.fusion import normalize_array
+from engine.core.fusion import WEIGHT_GRID, coordinate_ascent, normalize_array
 from engine.core.ranking import top_k
 from engine.errors import EngineError, preview
 from engine.eval.evaluate import evaluate
@@ -20,7 +20,6 @@ from engine.tasks.dse.index import FEATURES, DseIndex
 from engine.tasks.dse.rank import RRF_SYSTEMS, PreparedCase, prepare_cases
 
 TUNE_METRIC = "ndcg@10"
-WEIGHT_GRID = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
 POOL = 500          # per feature, for tuning: docs outside every feature's top POOL are never ranked
 
 
@@ -69,24 +68,7 @@ def tune_weights(prepared: Sequence[PreparedCase], qrels: Qrels, ids: Sequence[s
             run[cid] = {ids[pool[i]]: float(s[i]) for i in top_k(s, 10)}
         return evaluate(run, sub_qrels, TUNE_METRIC).means[TUNE_METRIC]
 
-    w = np.array(default_weights())
-    best = objective(w)
-    for _ in range(passes):
-        improved = False
-        for j in range(len(FEATURES)):
-            for g in WEIGHT_GRID:
-                if g == w[j]:
-                    continue
-                trial = w.copy()
-                trial[j] = g
-                if not trial.any():
-                    continue
-                v = objective(trial)
-                if v > best + 1e-9:
-                    best, w, improved = v, trial, True
-        if not improved:
-            break
-    return [float(x) for x in w], best
+    return coordinate_ascent(objective, default_weights(), WEIGHT_GRID, passes)
 
 
 def cross_validated_weights(index: DseIndex, cases: Mapping[str, Case], queries: Mapping[str, str],
