@@ -7,16 +7,22 @@ markers where significant at alpha, and per-query wins/ties/losses. One table as
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Mapping, Sequence
 
 from engine.errors import EngineError
 from engine.eval.evaluate import Evaluation, evaluate, load_profile_runs
 from engine.eval.metrics import Metric, parse_metrics
 from engine.eval.profiles import get_profile
 from engine.eval.runs import Qrels, Run, read_qrels
-from engine.eval.significance import CORRECTIONS, RESAMPLES, SEED, adjust, paired_t, randomization
+from engine.eval.significance import (
+    CORRECTIONS,
+    RESAMPLES,
+    SEED,
+    adjust,
+    paired_t,
+    randomization,
+)
 
 FORMATS = ("table", "markdown", "latex", "json")
 T_MARK, RAND_MARK = "†", "‡"   # significant by the t-test / by the randomization test (after correction)

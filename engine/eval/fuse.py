@@ -3,10 +3,17 @@ pipelines use too), with weights given, or tuned on qrels by coordinate ascent o
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
-from engine.core.fusion import METHODS, NORMALIZERS, RRF_K, WEIGHT_GRID, coordinate_ascent, fuse_runs
+from engine.core.fusion import (
+    METHODS,
+    NORMALIZERS,
+    RRF_K,
+    WEIGHT_GRID,
+    coordinate_ascent,
+    fuse_runs,
+)
 from engine.errors import EngineError, opt
 from engine.eval.evaluate import evaluate
 from engine.eval.metrics import parse_metric

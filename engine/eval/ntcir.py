@@ -8,10 +8,11 @@ that order. Messages are the spec's (`Line 12: expected 6 fields, found 5.`), li
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 import os
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Collection, Iterable, Mapping
 
 from engine.errors import EngineError, preview, where
 from engine.eval.runs import Qrels, Run
@@ -186,7 +187,7 @@ def _check_run(run_id: str, per_topic: Mapping[str, list[_Line]], known_t: Colle
                                                     f"model{'s' if len(absent) != 1 else ''}: {preview(absent)}.",
                                      at_line=False))
         order = sorted(lines, key=lambda ln: (-ln.score, ln.line))  # the spec: ties by line order
-        if any(b.rank < a.rank for a, b in zip(order, order[1:])):
+        if any(b.rank < a.rank for a, b in pairwise(order)):
             errors.append(NtcirError(lines[0].line, f"{run_id} topicID {topic} rank order does not match score "
                                                     "order.", at_line=False))
         run[topic] = {ln.model: float(len(order) - i) for i, ln in enumerate(order)}
