@@ -8,10 +8,10 @@ that order. Messages are the spec's (`Line 12: expected 6 fields, found 5.`), li
 from __future__ import annotations
 
 import math
-from itertools import pairwise
 import os
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 
 from engine.errors import EngineError, preview, where

@@ -220,10 +220,17 @@ def test_cli_eval_bad_input_is_one_line_naming_file_and_line(monkeypatch, capsys
 
 def test_cli_eval_profile_picks_the_benchmarks_metrics(monkeypatch, capsys, small_files):
     run, qrels = small_files
-    code, out, _ = run_cli(monkeypatch, capsys, "eval", run, qrels, "--profile", "ntcir-a", "--json")
-    assert code == 0 and list(json.loads(out)) == ["ndcg_exp@1", "ndcg_exp@3", "ndcg_exp@5"]
-    # query 1 ranks b (grade 0) above a (grade 2): DCG@3 = 3/log2(3) of the ideal 3; query 2 scores 0
-    assert json.loads(out)["ndcg_exp@3"] == pytest.approx((1 / math.log2(3)) / 2)
+    # NTCIR rejects a run that misses a topic or a candidate (trec_eval would score the topic 0)
+    code, _, err = run_cli(monkeypatch, capsys, "eval", run, qrels, "--profile", "ntcir-a")
+    assert code == 2 and f"{run}:1: run rejected: sys topicID 1 lacks 1 candidate model: c." in err
+    full = run.with_name("full.run")
+    full.write_text("1 Q0 b 1 2.5 sys\n1 Q0 a 2 1.5 sys\n1 Q0 c 3 0.5 sys\n"
+                    "2 Q0 a 1 0.9 sys\n2 Q0 b 2 0.8 sys\n2 Q0 c 3 0.7 sys\n")
+    code, out, _ = run_cli(monkeypatch, capsys, "eval", full, qrels, "--profile", "ntcir-a", "--json")
+    assert code == 0 and list(json.loads(out)["sys"]) == ["ndcg_exp@1", "ndcg_exp@3", "ndcg_exp@5"]
+    # query 1 ranks b (grade 0) above a (grade 2): DCG@3 = 3/log2(3) of the ideal 3; query 2 has c (grade 1)
+    # third: 1/2 of the ideal 1
+    assert json.loads(out)["sys"]["ndcg_exp@3"] == pytest.approx((1 / math.log2(3) + 1 / 2) / 2)
     code, out, _ = run_cli(monkeypatch, capsys, "eval", run, qrels, "--profile", "dsebench", "--metrics", "mrr",
                            "--json")
     assert code == 0 and json.loads(out) == {"mrr": 0.25}  # --metrics overrides the profile
