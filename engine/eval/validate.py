@@ -7,11 +7,10 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Union
 
-from engine.errors import EngineError
 
 from engine.eval.runs import parse_run
 from engine.io.ids import read_id_list
-from engine.io.problems import Problem
+from engine.io.problems import Problem, raise_first
 
 if TYPE_CHECKING:
     from engine.eval.ntcir import NtcirCheck
@@ -32,6 +31,10 @@ class Report:
     @property
     def exit_code(self) -> int:
         return 0 if self.ok else 1
+
+    def raise_if_invalid(self, hint: str) -> None:
+        """The first problem as one-line `EngineError` (with the count and `hint`, the command listing them all)."""
+        raise_first(self.problems, hint)
 
     def text(self) -> str:
         """Every problem on its own line, then a verdict line."""
@@ -123,9 +126,5 @@ def check_written(path: str | os.PathLike, profile: str, queries: IdSource | Non
                   docs: IdSource | None = None) -> None:
     """What a task command calls on the run it just wrote: the benchmark's own checker, so a file the organizers
     would reject never leaves the command as a success. One line naming the first problem."""
-    result = validate_profile_run(path, profile, queries, docs)
-    if result.ok:
-        return
-    first = result.problems[0]
-    raise EngineError(f"the run just written fails the {profile} checker: {first} "
-                      f"(`engine validate run {path} --profile {profile}` lists every problem)")
+    validate_profile_run(path, profile, queries, docs).raise_if_invalid(
+        f"engine validate run {path} --profile {profile}")

@@ -205,7 +205,7 @@ def test_a_rejected_file_is_one_line_error_in_eval_never_a_score(monkeypatch, ca
     assert code == 2
     assert err.strip().replace("\n", " ") == (
         f"error: {run}:4: run rejected: Run01 topicID 2 lacks 1 candidate model: 3.")
-    with pytest.raises(EngineError, match="fails the ntcir-a checker"):
+    with pytest.raises(EngineError, match="run rejected: Run01 topicID 2 lacks 1 candidate model: 3"):
         check_written(run, "ntcir-a", TOPICS, MODELS)
     check_written(_write(qrels.parent, GOOD), "ntcir-a", TOPICS, MODELS)  # valid: no error
 

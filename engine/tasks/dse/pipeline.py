@@ -21,6 +21,7 @@ from engine.errors import EngineError, opt, preview
 from engine.eval.evaluate import evaluate
 from engine.eval.profiles import PROFILES
 from engine.eval.runs import Qrels, Run, strictly_decreasing, write_run
+from engine.eval.validate import check_written
 from engine.io.atomic import write_json
 from engine.progress import info, warn
 from engine.tasks.dse.data import (Fold, load_dse_run, read_cases, read_dse_queries, read_dsebench_judgments,
@@ -113,6 +114,7 @@ def submit_dse(queries: str | os.PathLike, cases: str | os.PathLike, out: str | 
                 write_json(options.save_weights, report)
     rankings = rankings_for(prepared, index.ids, options.method, options.depth, per_case)
     write_run(out, rankings, options.run_id or f"dse-{options.method}")
+    check_written(out, "dsebench", list(rankings))
     info(f"dse submit: {len(rankings)} cases → {out}")
     return len(rankings)
 

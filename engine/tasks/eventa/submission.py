@@ -109,7 +109,9 @@ def write_eventa_submission(out_dir: str | os.PathLike, rankings: Mapping[str, I
     out_dir = Path(out_dir)
     csv_path = out_dir / CSV_NAME
     write_eventa_csv(csv_path, rankings, query_ids)
-    return csv_path, zip_submission(csv_path, out_dir / ZIP_NAME)
+    zip_path = zip_submission(csv_path, out_dir / ZIP_NAME)
+    validate_eventa(zip_path).raise_if_invalid(f"engine validate eventa {zip_path}")  # the eventa profile's checker
+    return csv_path, zip_path
 
 
 # ---------------------------------------------------------------- reading

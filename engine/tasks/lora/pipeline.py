@@ -135,6 +135,7 @@ def submit_run(queries: str | Path, out: str | Path, name: str = DEFAULT_NAME, r
                images: str | Path | None = None, options: SubmitOptions = SubmitOptions()) -> SubmitReport:
     """Rank every LoRA for every query image and write a TREC run (`image_id Q0 lora_id rank score runid`)."""
     from engine.eval.runs import write_run
+    from engine.eval.validate import check_written
     col = open_adapter(name, root)
     model = LoraModel.load(col)
     if options.text_weight is not None and options.text_weight < 0:
@@ -152,6 +153,7 @@ def submit_run(queries: str | Path, out: str | Path, name: str = DEFAULT_NAME, r
     order = top_k_rows(scores, len(model.lora_ids))
     rankings = {q: [(model.lora_ids[j], float(scores[r, j])) for j in order[r]] for r, q in enumerate(qids)}
     n = write_run(out, rankings, options.run_id)
+    check_written(out, "ntcir-b", qids, model.lora_ids)
     info(f"wrote {out}: {len(qids)} queries × {len(model.lora_ids)} LoRAs")
     return SubmitReport(Path(out), len(qids), len(feats.failed), n)
 

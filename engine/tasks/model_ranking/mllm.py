@@ -21,6 +21,7 @@ from engine.errors import EngineError
 from engine.eval.metrics import Metric, ndcg, parse_metrics, reciprocal_rank
 from engine.eval.profiles import PROFILES
 from engine.eval.runs import write_run
+from engine.eval.validate import check_written
 from engine.io.tables import read_queries
 from engine.progress import info
 from engine.tasks.model_ranking import training_store
@@ -179,5 +180,6 @@ def rank_questions(dev_queries: str | Path, qrels: str | Path, queries: str | Pa
                                     options.transfer.grid(len(side.query_ids)))
     ranked = rankings([q for q, _ in new], side.candidate_ids, collection.predict(new_emb, params))
     lines = write_run(out, ranked, options.run_id)
+    check_written(out, "mllm", [q for q, _ in new], side.candidate_ids)
     return (f"{len(new)} questions × {len(side.candidate_ids)} LLMs → {out} ({lines} lines; {params}; "
             f"leave-one-out nDCG@10 on dev {value:.4f})")

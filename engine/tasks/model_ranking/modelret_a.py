@@ -27,6 +27,7 @@ from engine.eval.evaluate import evaluate
 from engine.eval.metrics import Judged, parse_metrics
 from engine.eval.profiles import PROFILES
 from engine.eval.runs import write_run
+from engine.eval.validate import check_written
 from engine.progress import info, warn
 from engine.tasks.model_ranking import training_store
 from engine.tasks.model_ranking.data import (Task, TrainingSet, grade_qrels, read_query_tasks, read_training,
@@ -275,5 +276,6 @@ def rank_tasks(train_dir: str | Path, queries_dir: str | Path, out: str | Path,
     query_emb = blend_views(query_views, {v: 1.0 for v in name.split("+")})
     ranked = rankings([q.task_id for q in queries], side.candidate_ids, collection.predict(query_emb, params))
     write_run(out, ranked, options.run_id)
+    check_written(out, "ntcir-a", [q.task_id for q in queries], side.candidate_ids)
     return (f"{len(queries)} tasks × {len(side.candidate_ids)} models → {out} "
             f"(views {name}, {params}; leave-one-out nDCG@1/3/5 mean {value:.4f})")
