@@ -7,7 +7,6 @@ that order. Messages are the spec's (`Line 12: expected 6 fields, found 5.`), li
 """
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -16,6 +15,9 @@ from pathlib import Path
 
 from engine.errors import EngineError, preview, where
 from engine.eval.runs import Qrels, Run
+from engine.eval.runs import (
+    _finite as finite,  # the TREC reader's number rule: finite floats only
+)
 from engine.io.problems import Problem
 from engine.io.tables import read_text_lines
 
@@ -104,14 +106,6 @@ class _Line:
     score: float
 
 
-def _number(text: str) -> float | None:
-    try:
-        v = float(text)
-    except ValueError:
-        return None
-    return v if math.isfinite(v) else None
-
-
 def check_ntcir(path: str | os.PathLike, profile: str, topics: Iterable[str] | None = None,
                 models: Iterable[str] | None = None) -> NtcirCheck:
     """Check an NTCIR-19 ModelRetrieval run against `topics` (required, and the only ones known) and `models`
@@ -141,7 +135,7 @@ def check_ntcir(path: str | os.PathLike, profile: str, topics: Iterable[str] | N
             out.errors.append(NtcirError(n, f"field 2 must be Q0, found {q0!r}."))
         if not (rank_text.isdigit() and int(rank_text) > 0):
             out.errors.append(NtcirError(n, f"Rank {rank_text!r} is not a positive integer."))
-        score = _number(score_text)
+        score = finite(score_text)
         if score is None:
             out.errors.append(NtcirError(n, f"Score {score_text!r} is not numeric."))
         topic, model = rules.topic(topic_text), rules.model(model_text)
