@@ -15,9 +15,7 @@ from pathlib import Path
 
 from engine.errors import EngineError, preview, where
 from engine.eval.runs import Qrels, Run
-from engine.eval.runs import (
-    _finite as finite,  # the TREC reader's number rule: finite floats only
-)
+from engine.eval.runs import _finite as finite  # the TREC reader's rule: finite floats only
 from engine.io.problems import Problem
 from engine.io.tables import read_text_lines
 
