@@ -14,8 +14,7 @@ from itertools import pairwise
 from pathlib import Path
 
 from engine.errors import EngineError, preview, where
-from engine.eval.runs import Qrels, Run
-from engine.eval.runs import _finite as finite  # the TREC reader's rule: finite floats only
+from engine.eval.runs import Qrels, Run, _finite
 from engine.io.problems import Problem
 from engine.io.tables import read_text_lines
 
@@ -133,7 +132,7 @@ def check_ntcir(path: str | os.PathLike, profile: str, topics: Iterable[str] | N
             out.errors.append(NtcirError(n, f"field 2 must be Q0, found {q0!r}."))
         if not (rank_text.isdigit() and int(rank_text) > 0):
             out.errors.append(NtcirError(n, f"Rank {rank_text!r} is not a positive integer."))
-        score = finite(score_text)
+        score = _finite(score_text)  # the TREC reader's rule: finite floats only
         if score is None:
             out.errors.append(NtcirError(n, f"Score {score_text!r} is not numeric."))
         topic, model = rules.topic(topic_text), rules.model(model_text)
