@@ -67,6 +67,7 @@ def _fused(runs: Sequence[Run], weights: Sequence[float] | None, o: FuseOptions)
 def tune_weights(runs: Sequence[Run], qrels: Qrels, options: FuseOptions = FuseOptions()) -> tuple[list[float], float]:
     """Coordinate ascent over `WEIGHT_GRID` from equal weights, maximizing `options.metric` on `qrels`."""
     metric = parse_metric(options.metric).name
+    runs = [{q: r[q] for q in r if q in qrels} for r in runs]   # only judged queries can move the metric
 
     def objective(w) -> float:
         return evaluate(_fused(runs, list(w), options), qrels, metric).means[metric]
