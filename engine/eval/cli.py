@@ -21,9 +21,9 @@ DocsOpt = Annotated[Optional[Path], typer.Option("--docs", help="Allowed doc/ima
                                                                 "with an id column).")]
 ProfileOpt = Annotated[str, typer.Option("--profile", help="Scoring rules of a benchmark: "
                        + "; ".join(f"{p.name} ({p.metrics})" for p in PROFILES.values()) + ".")]
-MetricsOpt = Annotated[Optional[str], typer.Option("--metrics", "-m", help=f"Comma-separated: {known_metrics()}. "
+MetricsOpt = Annotated[str | None, typer.Option("--metrics", "-m", help=f"Comma-separated: {known_metrics()}. "
                        "[default: the profile's]", show_default=False)]
-CandidatesOpt = Annotated[Optional[Path], typer.Option("--docs", help="NTCIR profiles: the candidate model ids every "
+CandidatesOpt = Annotated[Path | None, typer.Option("--docs", help="NTCIR profiles: the candidate model ids every "
                           "topic must list (one per line, or a table with an id column) [default: ntcir-a the qrels' "
                           "models; ntcir-b the models the file names].", show_default=False)]
 
@@ -44,7 +44,13 @@ def eval_cmd(
     benchmark's own rules (`--profile`; NTCIR: one row per RunID, a rejected file is an error)."""
     import json
 
-    from engine.eval.evaluate import evaluate_files, evaluate_profile_files, format_table, runs_table, to_json
+    from engine.eval.evaluate import (
+        evaluate_files,
+        evaluate_profile_files,
+        format_table,
+        runs_table,
+        to_json,
+    )
     from engine.eval.profiles import get_profile
     prof = get_profile(profile)
     if prof.checker == "trec":
@@ -93,12 +99,12 @@ def fuse_cmd(
     method: Annotated[str, typer.Option("--method", help=f"{', '.join(METHODS)}: reciprocal rank fusion, sum of "
                       "normalized scores, that sum times the number of runs returning the doc, weighted sum.")]
     = FUSE.method,
-    weights: Annotated[Optional[str], typer.Option("--weights", help="Comma-separated, one per run (wsum needs them "
+    weights: Annotated[str | None, typer.Option("--weights", help="Comma-separated, one per run (wsum needs them "
                        "or --tune).")] = None,
     norm: Annotated[str, typer.Option("--norm", help=f"Score normalization per query: {', '.join(NORMALIZERS)}.")]
     = FUSE.norm,
     k: Annotated[int, typer.Option("--k", help="RRF constant: score = Σ w / (k + rank).")] = FUSE.k,
-    tune: Annotated[Optional[Path], typer.Option("--tune", help="Qrels to tune the weights on (coordinate ascent); "
+    tune: Annotated[Path | None, typer.Option("--tune", help="Qrels to tune the weights on (coordinate ascent); "
                     "the tuned weights are printed.")] = None,
     metric: Annotated[str, typer.Option("--metric", help="What --tune maximizes.")] = FUSE.metric,
     depth: Annotated[int, typer.Option("--depth", help="Docs kept per query in the fused run.")] = FUSE.depth,

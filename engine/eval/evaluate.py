@@ -7,9 +7,9 @@ aggregation (EVENTA: parts averaged over the queries the run answers, Overall ti
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from pathlib import Path
 
 from engine.errors import EngineError, preview
 from engine.eval.groups import read_groups

@@ -4,9 +4,9 @@ their own check it with the same `Report`."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Union
-
+from typing import TYPE_CHECKING
 
 from engine.eval.runs import parse_run
 from engine.io.ids import read_id_list
@@ -45,7 +45,7 @@ class Report:
                          + [f"{self.path}: INVALID {self.kind}: {n} problem{'s' if n != 1 else ''}"])
 
 
-IdSource = Union[str, os.PathLike, Iterable[str]]
+IdSource = str | os.PathLike | Iterable[str]
 """Ids to check against: a file (one per line, or a table with an id column) or the ids themselves."""
 
 
@@ -111,7 +111,7 @@ def validate_run(path: str | os.PathLike, queries: IdSource | None = None,
 
 
 def validate_profile_run(path: str | os.PathLike, profile: str = "trec", queries: IdSource | None = None,
-                         docs: IdSource | None = None) -> "Report | NtcirCheck":
+                         docs: IdSource | None = None) -> Report | NtcirCheck:
     """`engine validate run --profile`: the checker the benchmark's organizers run (both results have `ok`,
     `exit_code` and `text()`)."""
     from engine.eval.profiles import get_profile
