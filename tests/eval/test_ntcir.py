@@ -214,3 +214,12 @@ def _write(folder, text):
     path = folder / "ok.run"
     path.write_text(text)
     return path
+
+
+def test_compare_gives_one_row_per_runid(monkeypatch, capsys, files):
+    run, qrels = files
+    code, out, _ = run_cli(monkeypatch, capsys, "compare", qrels, run, "--profile", "ntcir-a", "--format", "json")
+    data = json.loads(out)
+    assert code == 0 and data["baseline"] == "Run01" and list(data["runs"]) == ["Run01", "Run02"]
+    # nDCG_exp@1 per topic: Run01 1, 0; Run02 0, 1 → one win, one loss
+    assert (data["runs"]["Run02"]["ndcg_exp@1"]["wins"], data["runs"]["Run02"]["ndcg_exp@1"]["losses"]) == (1, 1)
