@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from engine.errors import EngineError
+from engine.errors import EngineError, opt
 from engine.eval.evaluate import Evaluation, evaluate, load_profile_runs
 from engine.eval.metrics import Metric, parse_metrics
 from engine.eval.profiles import get_profile
@@ -37,11 +37,11 @@ class CompareOptions:
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:
-            raise EngineError(f"alpha must be between 0 and 1, not {self.alpha}")
+            raise EngineError(f"{opt('alpha')} must be between 0 and 1, not {self.alpha}")
         if self.correction not in CORRECTIONS:
             raise EngineError(f"unknown correction {self.correction!r}; use one of {', '.join(CORRECTIONS)}")
         if self.resamples < 1:
-            raise EngineError(f"resamples must be at least 1, not {self.resamples}")
+            raise EngineError(f"{opt('resamples')} must be at least 1, not {self.resamples}")
 
 
 @dataclass

@@ -118,7 +118,7 @@ def test_render_formats():
 def test_compare_needs_two_runs_and_sane_options():
     with pytest.raises(EngineError, match="at least 2 runs"):
         compare({"base": BASE}, QRELS, "mrr")
-    with pytest.raises(EngineError, match="alpha must be between 0 and 1"):
+    with pytest.raises(EngineError, match="alpha must be between 0 and 1, not 1.5"):
         CompareOptions(alpha=1.5)
 
 
