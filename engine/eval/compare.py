@@ -61,7 +61,7 @@ class Comparison:
     labels: list[str]
     columns: list[str]
     means: dict[str, dict[str, float]]
-    tests: dict[str, dict[str, Test]]   # run (not the baseline) → metric → test; metrics without per-query values absent
+    tests: dict[str, dict[str, Test]]   # run (not the baseline) → metric → test (metrics with per-query values)
     n_queries: int
     options: CompareOptions = field(default_factory=CompareOptions)
 

@@ -101,18 +101,19 @@ def evaluate_files(run_path: str | os.PathLike, qrels_path: str | os.PathLike,
 
 def load_profile_runs(run_path: str | os.PathLike, qrels: Qrels, profile: str = "trec",
                       docs_path: str | os.PathLike | None = None) -> tuple[dict[str, Run], Qrels]:
-    """A run file as `profile` accepts it: {label: run} and the qrels under its id rules. trec-like profiles read
-    one run (labelled by the file name without its suffix); NTCIR profiles check the file (any error rejects it, one line) and
-    give one run per RunID, ordered as the spec says (ties by line order). The required topics are the qrels';
-    the candidates, `docs_path` or else (Subtask A, whose ground truth judges every model) the qrels' models."""
+    """A run file as `profile` accepts it: {label: run} and the qrels under its id rules. trec-like profiles
+    read one run (labelled by the file name without its suffix); NTCIR profiles check the file (any error
+    rejects it, in one line) and give one run per RunID, ordered as the spec says (ties by line order). The
+    required topics are the qrels'; the candidates, `docs_path`, or else the qrels' models where the subtask
+    judges every model (A)."""
     prof = get_profile(profile)
     if prof.checker != "ntcir":
         return {Path(run_path).stem: load_run(run_path)}, qrels
-    from engine.eval.ntcir import check_ntcir, normalize_qrels
+    from engine.eval.ntcir import RULES, check_ntcir, normalize_qrels
     from engine.io.ids import read_id_list
     qrels = normalize_qrels(qrels, profile)
     models: list[str] | None = list(read_id_list(docs_path)) if docs_path is not None else None
-    if models is None and profile == "ntcir-a":
+    if models is None and RULES[profile].qrels_judge_all:
         models = sorted({d for judged in qrels.values() for d in judged})
     check = check_ntcir(run_path, profile, list(qrels), models)
     check.raise_if_invalid(f"engine validate run {run_path} --profile {profile}")

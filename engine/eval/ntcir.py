@@ -25,9 +25,11 @@ SHOWN_ERRORS = 10   # the spec lists "the first several" errors, then the total
 
 @dataclass(frozen=True)
 class NtcirRules:
-    """One subtask's id rules: B compares image ids without a trailing `.png` and model ids without left zeros."""
+    """One subtask's rules: B compares image ids without a trailing `.png` and model ids without left zeros;
+    A's ground truth judges every candidate, so its qrels name them all."""
     subtask: str
     loose_ids: bool = False
+    qrels_judge_all: bool = False
 
     def topic(self, text: str) -> str:
         return text[:-4] if self.loose_ids and text.lower().endswith(".png") else text
@@ -36,7 +38,7 @@ class NtcirRules:
         return str(int(text)) if self.loose_ids and text.isdigit() else text
 
 
-RULES = {"ntcir-a": NtcirRules("A"), "ntcir-b": NtcirRules("B", loose_ids=True)}
+RULES = {"ntcir-a": NtcirRules("A", qrels_judge_all=True), "ntcir-b": NtcirRules("B", loose_ids=True)}
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,8 @@ def test_render_formats():
     data = json.loads(render(cmp, "json"))
     assert data["baseline"] == "base" and data["runs"]["better"]["mrr"]["wins"] == 2
     assert data["runs"]["better"]["mrr"]["randomization_p"] == pytest.approx(0.5)
-    assert data["runs"]["better"]["mrr"]["significant_t"] and not data["runs"]["better"]["mrr"]["significant_randomization"]
+    better = data["runs"]["better"]["mrr"]
+    assert better["significant_t"] and not better["significant_randomization"]
     with pytest.raises(EngineError, match="unknown format 'html'"):
         render(cmp, "html")
 
