@@ -72,21 +72,15 @@ def features(sims: Mapping[str, np.ndarray], scores: np.ndarray, params: Transfe
              query_stats: np.ndarray | None, descriptors: np.ndarray, loo: bool) -> np.ndarray:
     """Feature rows (queries × candidates, F) for queries with similarities `sims` (name → queries × training
     queries) to training queries with `scores`. `loo`: the queries ARE the training queries (square sims);
-    each is described from the others only, its own row left out of the neighbours and of the priors."""
-    n, m = scores.shape
+    each one's neighbours are the others only."""
+    m = scores.shape[1]
     plain = TransferParams(params.k, params.temperature, 0.0)
     ranks = rank_targets(scores)
-    if loo:
-        def prior_of(values: np.ndarray) -> np.ndarray:
-            ok = ~np.isnan(values)
-            total = np.where(ok, values, 0.0)
-            count = ok.sum(axis=0)[None, :] - ok
-            return np.divide(total.sum(axis=0)[None, :] - total, count, out=np.zeros((n, m)), where=count > 0)
-        prior, rank_prior = prior_of(scores), prior_of(ranks)
-    else:
-        q = next(iter(sims.values())).shape[0]
-        prior = np.broadcast_to(column_prior(scores), (q, m))
-        rank_prior = np.broadcast_to(column_prior(ranks), (q, m))
+    # every row gets the priors over all the training queries, its own included: a leave-one-out prior
+    # would move with the row's own score (total − own) / (n − 1), a leak the trees find at once
+    q = next(iter(sims.values())).shape[0]
+    prior = np.broadcast_to(column_prior(scores), (q, m))
+    rank_prior = np.broadcast_to(column_prior(ranks), (q, m))
     blocks = [prior, rank_prior]
     per_query = []
     for sim in sims.values():

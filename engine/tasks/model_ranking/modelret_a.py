@@ -196,6 +196,11 @@ def objective_for(grades: np.ndarray):
     return objective
 
 
+def labels() -> dict[str, str]:
+    """Metric name → its column label (nDCG@1, …)."""
+    return {m.name: f"nDCG@{m.k}" for m in METRICS}
+
+
 # ---------------------------------------------------------------- the methods
 
 

@@ -79,6 +79,11 @@ class Study:
     def variant(self, name: str) -> Variant:
         return next(v for v in self.variants if v.name == name)
 
+    def paired(self, a: str, b: str, metric: str) -> tuple[float, float]:
+        """Mean gain of variant a over variant b (both averaged over the repeats) and its paired p."""
+        va, vb = self.variant(a).values[metric].mean(axis=0), self.variant(b).values[metric].mean(axis=0)
+        return float((va - vb).mean()), paired_p(va, vb)
+
     def summary(self, rows: np.ndarray | None = None) -> dict[str, dict[str, dict[str, float]]]:
         """variant → metric → {mean, std (over repeats), gain and p (paired, vs the baseline)}."""
         base = self.variant(self.baseline)
