@@ -120,10 +120,10 @@ def mllm_cmd(
     cv: Annotated[bool, typer.Option("--cv", help="Cross-validate on the dev questions: nDCG@10 and MRR of the "
                                      "prior, transfer (fixed and tuned per fold) and LTR, mean ± std over --repeats, "
                                      "paired p against the prior.")] = False,
-    method: Annotated[str, typer.Option("--method", help=f"transfer: fixed k={mllm.FIXED.k} "
-                      f"T={mllm.FIXED.temperature:g} prior weight {mllm.FIXED.prior_weight:g}; tuned: params by "
-                      "leave-one-out nDCG@10 on the dev questions (the first version's default); ltr: LightGBM "
-                      "LambdaRank over transfer features.")] = MLLM.method,
+    method: Annotated[str, typer.Option("--method", help="ltr: LightGBM LambdaRank over transfer features; transfer: "
+                      f"fixed k={mllm.FIXED.k} T={mllm.FIXED.temperature:g} prior weight "
+                      f"{mllm.FIXED.prior_weight:g}; tuned: params by leave-one-out nDCG@10 on the dev questions (the "
+                      "first version's default).")] = MLLM.method,
     llm_ids: Annotated[Optional[Path], typer.Option("--llm-ids", help="All candidate LLM ids, one per line "
                        "(llm_ids.txt) (default: the LLMs in the qrels).", show_default=False)] = None,
     targets: Annotated[str, typer.Option("--targets", help="Grade → target map; also the nDCG gains.")]
@@ -133,6 +133,8 @@ def mllm_cmd(
     prior_weight: TransferPrior = TRANSFER.prior_weight,
     folds: TransferFolds = TRANSFER.folds,
     repeats: TransferRepeats = mllm.REPEATS,
+    full: Annotated[bool, typer.Option("--full", help="With --cv: also transfer with params tuned per fold (nested; "
+                                       "minutes at the real size).")] = MLLM.full_cv,
     model: TransferModel = MLLM.model,
     run_id: TransferRunId = MLLM.run_id,
     report: TransferReport = None,
@@ -142,7 +144,8 @@ def mllm_cmd(
 ) -> None:
     """TREC 2025 Million LLMs: rank every LLM for a question from the judged dev questions nearest to it."""
     set_quiet(quiet)
-    options = MllmOptions(targets=targets, model=model, method=method, run_id=run_id, name=name, root=root,
+    options = MllmOptions(targets=targets, model=model, method=method, full_cv=full, run_id=run_id, name=name,
+                          root=root,
                           transfer=_transfer(k, temperature, prior_weight, folds))
     if cv:
         _print_cv(mllm.cross_validate_dev(dev_queries, qrels, llm_ids, options, repeats=repeats), mllm.labels(), report)

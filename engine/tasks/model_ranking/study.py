@@ -104,7 +104,9 @@ class Study:
         return {"folds": self.folds, "repeats": self.repeats, "baseline": self.baseline,
                 "metrics": self.metrics, "all": self.summary(),
                 "groups": {g: {"n": len(rows), "variants": self.summary(rows)} for g, rows in self.groups.items()},
-                "notes": {v.name: v.note for v in self.variants if v.note}}
+                "notes": {v.name: v.note for v in self.variants if v.note},
+                "per_query": {v.name: {m: [round(float(x), 6) for x in v.values[m].mean(axis=0)] for m in self.metrics}
+                              for v in self.variants}}
 
     def table(self, labels: Mapping[str, str] | None = None) -> str:
         """Markdown: per metric mean ± std over repeats and the paired p against the baseline; then one
