@@ -94,29 +94,28 @@ def rule(study, challenger: str, incumbent: str, metrics: list[str]) -> dict:
     return {"challenger": a, "incumbent": b, "tests": tests, "replace": replace}
 
 
-def run_modelret_a(train: Path, repeats: int, full: bool) -> dict:
+def report(title: str, run, labels: dict[str, str], incumbent: str, metrics: list[str]) -> dict:
+    """Run one task's study, print its table and the rule's paired test, return both for the JSON."""
     t0 = time.perf_counter()
-    study = modelret_a.cross_validate_tasks(train, None, ModelretAOptions(full_cv=full), repeats=repeats)
+    study = run()
     seconds = time.perf_counter() - t0
-    print("## ModelRetrieval A (79 shared training tasks)\n")
-    print(study.table(modelret_a.labels()))
-    print(f"\n{seconds:.0f} s\n")
-    decision = rule(study, "LTR (LambdaRank)", "view ensemble: text+instruction+labels+stats", ["ndcg_exp@3", "ndcg_exp@5"])
-    return {**study.to_json(), "seconds": round(seconds, 1), "rule": decision}
+    print(f"## {title}\n\n{study.table(labels)}\n\n{seconds:.0f} s\n")
+    return {**study.to_json(), "seconds": round(seconds, 1), "rule": rule(study, "LTR (LambdaRank)", incumbent, metrics)}
+
+
+def run_modelret_a(train: Path, repeats: int, full: bool) -> dict:
+    return report("ModelRetrieval A (79 shared training tasks)",
+                  lambda: modelret_a.cross_validate_tasks(train, None, ModelretAOptions(full_cv=full), repeats=repeats),
+                  modelret_a.labels(), "view ensemble: text+instruction+labels+stats", ["ndcg_exp@3", "ndcg_exp@5"])
 
 
 def run_mllm(repeats: int, full: bool) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         paths = make_planted_mllm(Path(tmp) / "planted")
-        t0 = time.perf_counter()
-        study = mllm.cross_validate_dev(paths["dev"], paths["qrels"], paths["ids"],
-                                        MllmOptions(root=Path(tmp) / "idx", full_cv=full), repeats=repeats)
-        seconds = time.perf_counter() - t0
-    print("## Million LLMs (planted: 300 questions, 150 LLMs)\n")
-    print(study.table(mllm.labels()))
-    print(f"\n{seconds:.0f} s\n")
-    decision = rule(study, "LTR (LambdaRank)", "transfer", ["ndcg@10", "mrr"])
-    return {**study.to_json(), "seconds": round(seconds, 1), "rule": decision}
+        options = MllmOptions(root=Path(tmp) / "idx", full_cv=full)
+        return report("Million LLMs (planted: 300 questions, 150 LLMs)",
+                      lambda: mllm.cross_validate_dev(paths["dev"], paths["qrels"], paths["ids"], options, repeats=repeats),
+                      mllm.labels(), "transfer", ["ndcg@10", "mrr"])
 
 
 def main() -> None:

@@ -153,12 +153,6 @@ def store_dev(dev: DevSet, options: MllmOptions, key: str, settings: dict, given
 # ---------------------------------------------------------------- commands
 
 
-def fixed_params(options: TransferOptions) -> TransferParams:
-    """FIXED with whatever the user set instead."""
-    return TransferParams(options.k or FIXED.k, options.temperature or FIXED.temperature,
-                          FIXED.prior_weight if options.prior_weight is None else options.prior_weight)
-
-
 def label_gain(gain: Mapping[int, float]) -> list[float]:
     """LambdaRank's gain per integer label (the grade): the grade map."""
     return [float(gain.get(g, 0.0)) for g in range(max(gain) + 1)]
@@ -193,7 +187,7 @@ def cross_validate_dev(dev_queries: str | Path, qrels: str | Path, llm_ids: str 
     objective = objective_for(side.grades, gain)
     (n, m), folds = side.scores.shape, options.transfer.folds
     emb = l2_normalize(side.embeddings[EMBEDDING])
-    scores, grades, params = side.scores, side.grades, fixed_params(options.transfer)
+    scores, grades, params = side.scores, side.grades, options.transfer.fixed(FIXED)
     grid = options.transfer.grid(n)
 
     def tuned(tr, te):
@@ -233,7 +227,7 @@ def rank_questions(dev_queries: str | Path, qrels: str | Path, queries: str | Pa
         side = store_dev(dev, options, key, settings, given)
     new_emb = embeddings["queries"] if embeddings is not None else embed([t for _, t in new], options.model)
     gain = grade_gains(options.targets)
-    params = fixed_params(options.transfer)
+    params = options.transfer.fixed(FIXED)
     if options.method == "ltr":
         predictions = ltr_predict(side.embeddings[EMBEDDING], new_emb, side.scores, side.grades, gain,
                                   side.candidate_ids, params)

@@ -233,12 +233,6 @@ def model_descriptors(train_dir: str | Path, model_ids: Sequence[str]) -> np.nda
     return ltr.candidate_descriptors([names.get(m, m) for m in model_ids])
 
 
-def fixed_params(options: TransferOptions) -> TransferParams:
-    """FIXED with whatever the user set instead."""
-    return TransferParams(options.k or FIXED.k, options.temperature or FIXED.temperature,
-                          FIXED.prior_weight if options.prior_weight is None else options.prior_weight)
-
-
 # ---------------------------------------------------------------- cross-validation
 
 
@@ -250,7 +244,7 @@ def cross_validate_tasks(train_dir: str | Path, tasks_csv: str | Path | None = N
     n, m = side.scores.shape
     nf1, grades, views = side.scores, side.grades, unit_views(side.embeddings)
     names = parse_views(options.views)
-    params = fixed_params(options.transfer)
+    params = options.transfer.fixed(FIXED)
     qrels = grade_qrels(side.query_ids, side.candidate_ids, grades)
     descriptors = model_descriptors(train_dir, side.candidate_ids)
     objective = objective_for(grades)
@@ -332,7 +326,7 @@ def rank_tasks(train_dir: str | Path, queries_dir: str | Path, out: str | Path,
     reference = (side.arrays["stats_mean"], side.arrays["stats_std"])
     query_views, _ = embed_views(queries, options.model, options.sample, stats_reference=reference)
     query_ids = [q.task_id for q in queries]
-    params = fixed_params(options.transfer)
+    params = options.transfer.fixed(FIXED)
     if options.method == "ensemble":
         train, new = unit_views(side.embeddings), unit_views(query_views)
         predictions = ensemble_predict({v: train[v] for v in names}, {v: new[v] for v in names}, side.scores, params)

@@ -74,6 +74,11 @@ class TransferOptions:
     temperatures: tuple[float, ...] = DEFAULT_TEMPERATURES
     prior_weights: tuple[float, ...] = DEFAULT_PRIOR_WEIGHTS
 
+    def fixed(self, defaults: TransferParams) -> TransferParams:
+        """A method's fixed params with whatever the user set instead."""
+        return TransferParams(self.k or defaults.k, self.temperature or defaults.temperature,
+                              defaults.prior_weight if self.prior_weight is None else self.prior_weight)
+
     def grid(self, n_train: int) -> list[TransferParams]:
         """The grid with each param the user fixed reduced to that value."""
         return param_grid([self.k] if self.k else self.ks,
