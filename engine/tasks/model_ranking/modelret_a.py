@@ -291,7 +291,8 @@ def cross_validate_tasks(train_dir: str | Path, tasks_csv: str | Path | None = N
         ("LTR (LambdaRank)" + (" (default)" if options.method == "ltr" else ""),
          lambda tr, te: ltr_predict(sub(tr), sub(te), nf1[tr], grades[tr], descriptors, params),
          f"LightGBM {ltr.LTRParams()}; transfer features at {params}"),
-        ("best blend chosen per fold (previous default)", best_blend,
+        ("best blend chosen per fold (previous default)" + (" (default)" if options.method == "blend" else ""),
+         best_blend,
          "view subset and params by inner leave-one-out among 15 blends × the grid (nested)")]
     if not options.full_cv:
         variants = [v for v in variants if "per fold" not in v[0]]
