@@ -204,7 +204,7 @@ def cross_validate_dev(dev_queries: str | Path, qrels: str | Path, llm_ids: str 
          lambda tr, te: ltr_predict(emb[tr], emb[te], scores[tr], grades[tr], gain, side.candidate_ids, params),
          f"LightGBM {ltr.LTRParams()}; transfer features at {params}")]
     if not options.full_cv:
-        variants = [v for v in variants if "per fold" not in v[0]]
+        variants = [v for v in variants if "per fold" not in v[0] or "(default)" in v[0]]
     return Study([run_variant(name, fn, lambda p: per_query_scores(grades, gain, p), n, m, folds, repeats, note)
                   for name, fn, note in variants], [metric.name for metric in METRICS], BASELINE, folds, repeats)
 

@@ -273,9 +273,9 @@ def cross_validate_tasks(train_dir: str | Path, tasks_csv: str | Path | None = N
         return np.mean(preds, axis=0)
 
     def best_blend(tr, te):
-        candidates = blends({v: side.embeddings[v][tr] for v in VIEWS}, VIEWS)
+        candidates = blends({v: side.embeddings[v][tr] for v in names}, names, fixed=options.views is not None)
         name, tuned, _ = select({b: e @ e.T for b, e in candidates.items()}, nf1[tr], objective, grid, rows=tr)
-        query = blend_views({v: side.embeddings[v][te] for v in VIEWS}, {v: 1.0 for v in name.split("+")})
+        query = blend_views({v: side.embeddings[v][te] for v in names}, {v: 1.0 for v in name.split("+")})
         return transfer(query @ candidates[name].T, nf1[tr], column_prior(nf1[tr]), tuned)
 
     label = "+".join(names)
@@ -295,7 +295,7 @@ def cross_validate_tasks(train_dir: str | Path, tasks_csv: str | Path | None = N
          best_blend,
          "view subset and params by inner leave-one-out among 15 blends × the grid (nested)")]
     if not options.full_cv:
-        variants = [v for v in variants if "per fold" not in v[0]]
+        variants = [v for v in variants if "per fold" not in v[0] or "(default)" in v[0]]
     tiers = [tier_name(meta["criticality"]) for meta in side.meta]
     groups = {t: np.flatnonzero(np.array(tiers) == t) for t in TIERS if t in tiers}
     study = Study([run_variant(name, fn, per_query, n, m, options.transfer.folds, repeats, note)
