@@ -81,17 +81,40 @@ def track(tmp_path_factory) -> dict[str, Path]:
     return make_track(tmp_path_factory.mktemp("mllm"))
 
 
-def test_cv_transfer_beats_the_prior(track, tmp_path: Path, encoder):
+def test_cv_transfer_and_ltr_beat_the_prior(track, tmp_path: Path, encoder):
     report = tmp_path / "cv.json"
     result = CliRunner().invoke(app, ["mllm", "--dev-queries", str(track["dev"]), "--qrels", str(track["qrels"]),
-                                      "--llm-ids", str(track["ids"]), "--cv", "--folds", "4",
+                                      "--llm-ids", str(track["ids"]), "--cv", "--folds", "4", "--repeats", "2", "--full",
                                       "--report", str(report), "--root", str(tmp_path / "idx"), "--quiet"])
     assert result.exit_code == 0, result.output
-    assert "| transfer |" in result.output
+    assert "| LTR (LambdaRank) (default) |" in result.output and "| nDCG@10 | p nDCG@10 | MRR | p MRR |" in result.output
     cv = json.loads(report.read_text())
-    assert cv["llms"]["n"] == N_LLMS and cv["queries"]["n"] == 48
-    assert cv["transfer"]["ndcg@10"] > cv["prior"]["ndcg@10"] + 0.3
-    assert cv["transfer"]["mrr"] > 0.9 > cv["prior"]["mrr"]
+    assert cv["repeats"] == 2 and cv["baseline"] == "prior (mean target)"
+    rows = cv["all"]
+    prior = rows["prior (mean target)"]
+    for variant in ("transfer", "transfer, params tuned per fold", "LTR (LambdaRank) (default)"):
+        assert rows[variant]["ndcg@10"]["mean"] > prior["ndcg@10"]["mean"] + 0.3, variant
+        assert rows[variant]["mrr"]["mean"] > 0.9 > prior["mrr"]["mean"], variant
+        assert rows[variant]["ndcg@10"]["p"] < 0.01
+
+
+def test_ltr_run_ranks_the_expert_first_and_is_byte_identical(track, tmp_path: Path):
+    """LTR on planted data (given embeddings: topic centres + noise) beats the prior, and the same input gives
+    the same bytes."""
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(len(TOPICS), 16))
+    topic_of = json.loads(track["topics"].read_text())
+    dev_topics = np.repeat(np.arange(len(TOPICS)), 8)
+    emb = {"dev": (centres[dev_topics] + 0.3 * rng.normal(size=(48, 16))).astype(np.float32),
+           "queries": (centres[[topic_of[q] for q in sorted(topic_of, key=int)]]
+                       + 0.3 * rng.normal(size=(12, 16))).astype(np.float32)}
+    for name in ("a", "b"):
+        mllm.rank_questions(track["dev"], track["qrels"], track["test"], tmp_path / f"{name}.run", track["ids"],
+                            MllmOptions(root=tmp_path / name, method="ltr"), embeddings=emb)
+    assert (tmp_path / "a.run").read_bytes() == (tmp_path / "b.run").read_bytes()
+    run = read_run(tmp_path / "a.run")
+    hits = sum(max(s, key=s.get) == f"llm_{2 * topic_of[q]:03d}" for q, s in run.items())
+    assert hits >= len(run) - 1  # the prior alone would put llm_039 or one fixed expert first everywhere
 
 
 def test_run_ranks_every_llm_with_the_topic_expert_first(track, tmp_path: Path, encoder):
@@ -164,21 +187,21 @@ def test_dev_side_is_stored_and_reused_with_given_embeddings(track, tmp_path: Pa
     emb = given_embeddings()
     options = MllmOptions(root=tmp_path / "idx", transfer=TransferOptions(folds=4))
     args = (track["dev"], track["qrels"], track["ids"])
-    first = mllm.cross_validate_dev(*args, options, embeddings=emb["dev"])
+    first = mllm.cross_validate_dev(*args, options, embeddings=emb["dev"], repeats=1).to_json()
     col = Collection.open("mllm", options.root)
     dev = data.read_dev(*args)
     assert col.extra["task"] == "mllm" and col.manifest["encoder"] is None and col.ids == dev.query_ids
     assert col.items[0]["text"] == dev.texts[0] and col.document("candidates") == dev.llm_ids
     assert np.array_equal(col.array("emb_question"), emb["dev"])  # exactly as given, not re-normalized
     assert np.array_equal(col.array("scores"), dev.targets) and np.array_equal(col.array("grades"), dev.grades)
-    assert mllm.cross_validate_dev(*args, options, embeddings=emb["dev"]) == first
+    assert mllm.cross_validate_dev(*args, options, embeddings=emb["dev"], repeats=1).to_json() == first
     mllm.rank_questions(*args[:2], track["test"], tmp_path / "stored.run", track["ids"], options, embeddings=emb)
     assert saved == ["mllm"]  # cross-validated again and ranked from the stored dev side
     fresh = replace(options, root=tmp_path / "fresh")
     mllm.rank_questions(*args[:2], track["test"], tmp_path / "fresh.run", track["ids"], fresh, embeddings=emb)
     assert (tmp_path / "stored.run").read_bytes() == (tmp_path / "fresh.run").read_bytes()
-    mllm.cross_validate_dev(*args, replace(options, targets="0:0,1:1,2:0.5"), embeddings=emb["dev"])
-    mllm.cross_validate_dev(*args, options, embeddings=given_embeddings(1)["dev"])
+    mllm.dev_side(*args, replace(options, targets="0:0,1:1,2:0.5"), embeddings=emb["dev"])
+    mllm.dev_side(*args, options, embeddings=given_embeddings(1)["dev"])
     assert saved == ["mllm", "mllm", "mllm", "mllm"]  # a fresh root, another grade map, other embeddings
 
 
@@ -187,10 +210,10 @@ def test_damaged_dev_side_is_stored_again(track, tmp_path: Path, saved, capsys):
     options = MllmOptions(root=tmp_path / "idx", transfer=TransferOptions(folds=4, k=3, temperature=0.1,
                                                                           prior_weight=0.25))
     args = (track["dev"], track["qrels"], track["ids"])
-    first = mllm.cross_validate_dev(*args, options, embeddings=emb)
+    first = mllm.cross_validate_dev(*args, options, embeddings=emb, repeats=1).to_json()
     stored = Collection.open("mllm", options.root).file("emb_question")
     stored.write_bytes(stored.read_bytes()[:-4] + b"\0\0\0\0")
-    assert mllm.cross_validate_dev(*args, options, embeddings=emb) == first
+    assert mllm.cross_validate_dev(*args, options, embeddings=emb, repeats=1).to_json() == first
     assert saved == ["mllm", "mllm"]
     assert "does not match its checksum" in capsys.readouterr().err
     Collection.open("mllm", options.root)  # whole again
@@ -207,7 +230,7 @@ def test_cv_then_ranking_embed_the_dev_questions_once(track, tmp_path: Path, mon
                                           "--temperature", "0.1", "--prior-weight", "0.25", "--quiet", *more])
         assert result.exit_code == 0, result.output
 
-    engine_mllm("idx", "--cv", "--folds", "4")
+    engine_mllm("idx", "--cv", "--folds", "4", "--repeats", "1")
     engine_mllm("idx", "--queries", str(track["test"]), "--out", str(tmp_path / "stored.run"))
     assert embedded == [48, 12]
     # the stored float32 rows give the run of a fresh root, where the dev questions are embedded anew
@@ -221,8 +244,8 @@ def test_stored_dev_side_of_another_task_is_not_overwritten(track, tmp_path: Pat
     Collection.from_vectors("mllm", ["a", "b"], np.eye(2, dtype=np.float32), None, "text", root=root,
                             extra={"task": "modelret-a"})
     with pytest.raises(EngineError, match="holds the modelret-a training set, not a stored mllm training set"):
-        mllm.cross_validate_dev(track["dev"], track["qrels"], track["ids"], MllmOptions(root=root),
-                                embeddings=given_embeddings()["dev"])
+        mllm.dev_side(track["dev"], track["qrels"], track["ids"], MllmOptions(root=root),
+                      embeddings=given_embeddings()["dev"])
 
 
 @pytest.mark.shared

@@ -133,17 +133,38 @@ def test_command_ranks_each_topic_expert_first(release: Path, tmp_path: Path, en
         assert best == str(t + 1), f"task {qid}: expected model {t + 1} first, got {best}"
 
 
-def test_cv_transfer_beats_average_rank(release: Path, tmp_path: Path, encoder):
-    options = ModelretAOptions(sample=8, root=tmp_path, transfer=TransferOptions(folds=5))
-    report = modelret_a.cross_validate_tasks(release, options=options)
-    rows = {r.variant.split(" (")[0]: r for r in report.rows}
-    base = rows["average rank"].means["ndcg_exp@1"]
-    assert rows["transfer: text"].means["ndcg_exp@1"] > base + 0.3
-    assert rows["transfer: instruction"].means["ndcg_exp@1"] > base + 0.3
-    assert rows["transfer: best blend"].means["ndcg_exp@1"] > base + 0.3
-    assert set(report.tier_sizes) == {"high", "medium", "low"}
-    table = report.table()
-    assert "average rank (baseline)" in table and "high (" in table
+def test_cv_transfer_ensemble_and_ltr_beat_average_rank(release: Path, tmp_path: Path, encoder):
+    report = tmp_path / "cv.json"
+    result = CliRunner().invoke(app, ["modelret-a", "--train", str(release), "--cv", "--folds", "5", "--repeats", "2",
+                                      "--sample", "8", "--root", str(tmp_path / "idx"), "--report",
+                                      str(report), "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert "| average rank (baseline) |" in result.output and "high (7 queries)" in result.output
+    assert "| nDCG@3 | p nDCG@3 |" in result.output
+    cv = json.loads(report.read_text())
+    assert cv["repeats"] == 2 and cv["folds"] == 5 and cv["baseline"] == "average rank (baseline)"
+    assert {g: v["n"] for g, v in cv["groups"].items()} == {"high": 7, "medium": 6, "low": 7}
+
+    def at1(prefix: str) -> dict:
+        return next(v for name, v in cv["all"].items() if name.startswith(prefix))["ndcg_exp@1"]
+
+    base = at1("average rank")["mean"]
+    for variant in ("transfer: text", "transfer: instruction", "view ensemble: text+instruction+labels+stats (default)",
+                    "LTR"):
+        assert at1(variant)["mean"] > base + 0.3, variant
+    assert at1("view ensemble: text+instruction+labels+stats (default)")["p"] < 0.01
+
+
+def test_ltr_run_beats_the_prior_and_is_byte_identical(release: Path, tmp_path: Path, encoder):
+    """The LTR path ranks each planted topic's expert first, and a second run writes the same bytes."""
+    queries = make_queries(tmp_path / "queries")
+    for name in ("a", "b"):
+        modelret_a.rank_tasks(release, queries, tmp_path / f"{name}.run",
+                              options=ModelretAOptions(sample=8, root=tmp_path / "idx", method="ltr"))
+    assert (tmp_path / "a.run").read_bytes() == (tmp_path / "b.run").read_bytes()
+    run = read_run(tmp_path / "a.run")
+    # the prior ranks model 8 (second-best everywhere) first; LTR finds each topic's expert
+    assert [max(run[str(2000 + t)], key=run[str(2000 + t)].get) for t in range(4)] == ["1", "2", "3", "4"]
 
 
 def test_task_without_train_jsonl(release: Path, tmp_path: Path):
@@ -189,7 +210,7 @@ def embedded(monkeypatch) -> list[int]:
 
 def test_training_set_is_embedded_once_and_reused(release: Path, tmp_path: Path, embedded, encoder):
     root, queries = tmp_path / "idx", make_queries(tmp_path / "queries")
-    first = modelret_a.cross_validate_tasks(release, options=fixed(root))
+    first = modelret_a.cross_validate_tasks(release, options=fixed(root), repeats=1)
     assert embedded == [20]
     col = Collection.open("modelret-a", root)
     assert col.extra["task"] == "modelret-a" and col.extra["sample"] == 8 and len(col) == 20
@@ -197,7 +218,7 @@ def test_training_set_is_embedded_once_and_reused(release: Path, tmp_path: Path,
     assert col.document("candidates") == [str(m) for m in range(1, N_MODELS + 1)]
     assert col.array("scores").shape == col.array("grades").shape == (20, N_MODELS)
     assert {"emb_text", "emb_instruction", "emb_labels", "emb_stats", "stats_mean", "stats_std"} <= set(col.stored)
-    assert modelret_a.cross_validate_tasks(release, options=fixed(root)).table() == first.table()
+    assert modelret_a.cross_validate_tasks(release, options=fixed(root), repeats=1).table() == first.table()
     assert embedded == [20]  # cross-validated again from the stored views
     modelret_a.rank_tasks(release, queries, tmp_path / "stored.run", options=fixed(root))
     assert embedded == [20, 4]  # ranking embeds only the query tasks
@@ -209,12 +230,12 @@ def test_training_set_is_embedded_once_and_reused(release: Path, tmp_path: Path,
 def test_changed_inputs_or_settings_embed_again(release: Path, tmp_path: Path, embedded, encoder):
     copy, root = tmp_path / "release", tmp_path / "idx"
     shutil.copytree(release, copy)
-    modelret_a.cross_validate_tasks(copy, options=fixed(root))
+    modelret_a.cross_validate_tasks(copy, options=fixed(root), repeats=1)
     generation = Collection.open("modelret-a", root).manifest["generation"]
-    modelret_a.cross_validate_tasks(copy, options=fixed(root, sample=6))
+    modelret_a.cross_validate_tasks(copy, options=fixed(root, sample=6), repeats=1)
     train = copy / "task-data" / "train-tasks" / "1001" / "train.jsonl"
     train.write_text(train.read_text() + json.dumps({"text": "one more", "labels": "bullish"}) + "\n")
-    modelret_a.cross_validate_tasks(copy, options=fixed(root, sample=6))
+    modelret_a.cross_validate_tasks(copy, options=fixed(root, sample=6), repeats=1)
     assert embedded == [20, 20, 20]
     assert Collection.open("modelret-a", root).manifest["generation"] == generation + 2
 
@@ -278,11 +299,12 @@ def test_real_release_reads_79_tasks_and_grades_follow_the_rule():
 def test_real_release_cv(tmp_path: Path, encoder):
     if not SHARED.exists():
         pytest.skip("../shared/data/ntcir19-modelretrieval-a not present")
-    report = modelret_a.cross_validate_tasks(SHARED, options=ModelretAOptions(root=tmp_path))
-    assert report.n_tasks == 79
-    assert {r.variant for r in report.rows} >= {"average rank (baseline)", "transfer: text"}
-    for row in report.rows:
-        assert 0.0 < row.means["ndcg_exp@5"] <= 1.0
+    study = modelret_a.cross_validate_tasks(SHARED, options=ModelretAOptions(root=tmp_path), repeats=1)
+    assert {len(rows) for rows in study.groups.values()} == {18, 30, 31}
+    summary = study.summary()
+    assert set(summary) >= {"average rank (baseline)", "transfer: text", "LTR (LambdaRank)"}
+    for row in summary.values():
+        assert 0.0 < row["ndcg_exp@5"]["mean"] <= 1.0
 
 
 # ---------------------------------------------------------------- converters

@@ -13,6 +13,7 @@ from engine.progress import info, set_quiet
 from engine.tasks.model_ranking import data, mllm, modelret_a
 from engine.tasks.model_ranking.mllm import MllmOptions
 from engine.tasks.model_ranking.modelret_a import ModelretAOptions
+from engine.tasks.model_ranking.study import Study
 from engine.tasks.model_ranking.transfer import TransferOptions
 
 MODELRET_A = ModelretAOptions()
@@ -24,16 +25,19 @@ def _values(values: tuple) -> str:
     return ",".join(f"{v:g}" for v in values)
 
 
-TransferK = Annotated[Optional[int], typer.Option("--k", help="Nearest training queries to average (default: tuned "
-                      f"by leave-one-out over {_values(TRANSFER.ks)}).", show_default=False)]
+TransferK = Annotated[Optional[int], typer.Option("--k", help="Nearest training queries to average (default: the "
+                      f"method's fixed value, see --method; tuned by leave-one-out over {_values(TRANSFER.ks)} with the "
+                      "tuning methods).", show_default=False)]
 TransferTemp = Annotated[Optional[float], typer.Option("--temperature", help="Softmax temperature over the "
-                         "neighbours' cosines; small = nearest dominates (default: tuned over "
-                         f"{_values(TRANSFER.temperatures)}).", show_default=False)]
+                         "neighbours' cosines; small = nearest dominates (default: the method's fixed value; tuned "
+                         f"over {_values(TRANSFER.temperatures)} with the tuning methods).", show_default=False)]
 TransferPrior = Annotated[Optional[float], typer.Option("--prior-weight", help="Weight 0..1 of the candidates' "
-                          f"global mean score blended in (default: tuned over {_values(TRANSFER.prior_weights)}).",
-                          show_default=False)]
-TransferFolds = Annotated[int, typer.Option("--folds", help="With --cv: outer folds (0 = leave-one-out); params are "
-                                            "tuned by leave-one-out inside each training fold.")]
+                          "global mean score blended in (default: the method's fixed value; tuned over "
+                          f"{_values(TRANSFER.prior_weights)} with the tuning methods).", show_default=False)]
+TransferFolds = Annotated[int, typer.Option("--folds", help="With --cv: folds per repeat (0 = leave-one-out); a "
+                                            "variant that tunes does it by leave-one-out inside each training fold.")]
+TransferRepeats = Annotated[int, typer.Option("--repeats", help="With --cv: repeats of the k-fold split (seeds "
+                                              "0..R-1); the table shows mean ± std over them.")]
 TransferModel = Annotated[str, typer.Option("--model", help="Sentence model spec (offline).")]
 TransferRunId = Annotated[str, typer.Option("--run-id", help="Run tag written in the last column.")]
 TransferReport = Annotated[Optional[Path], typer.Option("--report", help="With --cv: also write the results as JSON.")]
@@ -46,10 +50,10 @@ def _transfer(k: Optional[int], temperature: Optional[float], prior_weight: Opti
     return TransferOptions(k=k, temperature=temperature, prior_weight=prior_weight, folds=folds)
 
 
-def _print_cv(table: str, results: dict, report: Optional[Path]) -> None:
-    typer.echo(table)
+def _print_cv(study: Study, labels: dict[str, str], report: Optional[Path]) -> None:
+    typer.echo(study.table(labels))
     if report:
-        write_json(report, results)
+        write_json(report, study.to_json())
 
 
 def modelret_a_cmd(
@@ -62,17 +66,27 @@ def modelret_a_cmd(
     = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="TREC run to write (task_id Q0 model_id …).")] = None,
     cv: Annotated[bool, typer.Option("--cv", help="Cross-validate on the training tasks: nDCG@1/3/5 (gain 2^rel−1), "
-                                     "overall and per criticality, for the average-rank baseline, each view and "
-                                     "their best blend.")] = False,
-    views: Annotated[Optional[str], typer.Option("--views", help="Blend exactly these views (comma-separated: text, "
-                     "instruction, labels, stats) (default: the best blend by leave-one-out).", show_default=False)]
-    = MODELRET_A.views,
+                                     "overall and per criticality, for the average-rank baseline, the prior, each "
+                                     "view's transfer, the view ensemble and LTR, mean ± std over --repeats, "
+                                     "paired p against the baseline.")] = False,
+    method: Annotated[str, typer.Option("--method", help="ensemble: mean of the views' transferred predictions at "
+                      f"fixed k={modelret_a.FIXED.k} T={modelret_a.FIXED.temperature:g} prior weight "
+                      f"{modelret_a.FIXED.prior_weight:g}; ltr: LightGBM LambdaRank over transfer features; blend: the "
+                      "view blend and params with the best leave-one-out score (the first version's default; it "
+                      "over-fits 79 tasks).")] = MODELRET_A.method,
+    views: Annotated[Optional[str], typer.Option("--views", help="Views to use (comma-separated: text, instruction, "
+                     "labels, stats) (default: all four); with --method blend, exactly this blend.",
+                     show_default=False)] = MODELRET_A.views,
     sample: Annotated[int, typer.Option("--sample", help="Train/val texts embedded per task (mean = text view).")]
     = MODELRET_A.sample,
     k: TransferK = TRANSFER.k,
     temperature: TransferTemp = TRANSFER.temperature,
     prior_weight: TransferPrior = TRANSFER.prior_weight,
     folds: TransferFolds = TRANSFER.folds,
+    repeats: TransferRepeats = modelret_a.REPEATS,
+    full: Annotated[bool, typer.Option("--full", help="With --cv: also the nested variants that tune per fold (the "
+                                       "view ensemble with tuned params, the first version's blend choice; minutes).")]
+    = MODELRET_A.full_cv,
     model: TransferModel = MODELRET_A.model,
     run_id: TransferRunId = MODELRET_A.run_id,
     report: TransferReport = None,
@@ -83,11 +97,10 @@ def modelret_a_cmd(
     """NTCIR-19 ModelRetrieval A: rank candidate models for a task by the normalized F1 they reached on similar
     training tasks."""
     set_quiet(quiet)
-    options = ModelretAOptions(model=model, sample=sample, views=views, run_id=run_id, name=name, root=root,
-                               transfer=_transfer(k, temperature, prior_weight, folds))
+    options = ModelretAOptions(model=model, sample=sample, method=method, views=views, full_cv=full, run_id=run_id,
+                               name=name, root=root, transfer=_transfer(k, temperature, prior_weight, folds))
     if cv:
-        result = modelret_a.cross_validate_tasks(train, tasks_csv, options)
-        _print_cv(result.table(), result.to_json(), report)
+        _print_cv(modelret_a.cross_validate_tasks(train, tasks_csv, options, repeats), modelret_a.labels(), report)
         return
     if queries is None or out is None:
         raise EngineError(f"give {opt('queries')} DIR and {opt('out')} RUN to rank models, or {opt('cv')} to "
@@ -105,7 +118,12 @@ def mllm_cmd(
     out: Annotated[Optional[Path], typer.Option("--out", help="TREC run to write (every LLM for every question).")]
     = None,
     cv: Annotated[bool, typer.Option("--cv", help="Cross-validate on the dev questions: nDCG@10 and MRR of the "
-                                     "prior and of transfer.")] = False,
+                                     "prior, transfer (fixed and tuned per fold) and LTR, mean ± std over --repeats, "
+                                     "paired p against the prior.")] = False,
+    method: Annotated[str, typer.Option("--method", help="ltr: LightGBM LambdaRank over transfer features; transfer: "
+                      f"fixed k={mllm.FIXED.k} T={mllm.FIXED.temperature:g} prior weight "
+                      f"{mllm.FIXED.prior_weight:g}; tuned: params by leave-one-out nDCG@10 on the dev questions (the "
+                      "first version's default).")] = MLLM.method,
     llm_ids: Annotated[Optional[Path], typer.Option("--llm-ids", help="All candidate LLM ids, one per line "
                        "(llm_ids.txt) (default: the LLMs in the qrels).", show_default=False)] = None,
     targets: Annotated[str, typer.Option("--targets", help="Grade → target map; also the nDCG gains.")]
@@ -114,6 +132,9 @@ def mllm_cmd(
     temperature: TransferTemp = TRANSFER.temperature,
     prior_weight: TransferPrior = TRANSFER.prior_weight,
     folds: TransferFolds = TRANSFER.folds,
+    repeats: TransferRepeats = mllm.REPEATS,
+    full: Annotated[bool, typer.Option("--full", help="With --cv: also transfer with params tuned per fold (nested; "
+                                       "minutes at the real size).")] = MLLM.full_cv,
     model: TransferModel = MLLM.model,
     run_id: TransferRunId = MLLM.run_id,
     report: TransferReport = None,
@@ -123,11 +144,11 @@ def mllm_cmd(
 ) -> None:
     """TREC 2025 Million LLMs: rank every LLM for a question from the judged dev questions nearest to it."""
     set_quiet(quiet)
-    options = MllmOptions(targets=targets, model=model, run_id=run_id, name=name, root=root,
+    options = MllmOptions(targets=targets, model=model, method=method, full_cv=full, run_id=run_id, name=name,
+                          root=root,
                           transfer=_transfer(k, temperature, prior_weight, folds))
     if cv:
-        result = mllm.cross_validate_dev(dev_queries, qrels, llm_ids, options)
-        _print_cv(mllm.format_cv(result), result, report)
+        _print_cv(mllm.cross_validate_dev(dev_queries, qrels, llm_ids, options, repeats=repeats), mllm.labels(), report)
         return
     if queries is None or out is None:
         raise EngineError(f"give {opt('queries')} TSV and {opt('out')} RUN to rank LLMs, or {opt('cv')} to "

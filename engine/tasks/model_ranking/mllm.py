@@ -14,9 +14,8 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from engine.core.collection import DEFAULT_ROOT
-from engine.core.encoders import DEFAULT_TEXT_SPEC
+from engine.core.encoders import DEFAULT_TEXT_SPEC, l2_normalize
 from engine.core.ranking import top_k_rows
-from engine.display import format_table
 from engine.errors import EngineError
 from engine.eval.metrics import Metric, ndcg, parse_metrics, reciprocal_rank
 from engine.eval.profiles import PROFILES
@@ -24,11 +23,12 @@ from engine.eval.runs import write_run
 from engine.eval.validate import check_written
 from engine.io.tables import read_queries
 from engine.progress import info
-from engine.tasks.model_ranking import training_store
+from engine.tasks.model_ranking import ltr, training_store
 from engine.tasks.model_ranking.data import DEFAULT_TARGETS, DevSet, grade_gains, parse_targets, read_dev
+from engine.tasks.model_ranking.study import Study, run_variant
 from engine.tasks.model_ranking.training_store import TrainingSide
 from engine.tasks.model_ranking.transfer import (DEFAULT_RUN_ID, QueryCollection, TransferOptions, TransferParams,
-                                                 cross_validate, rankings)
+                                                 column_prior, rankings, transfer, tune)
 
 TASK = "mllm"
 METRICS = parse_metrics(PROFILES["mllm"].metrics)
@@ -37,6 +37,11 @@ TUNED = next(m for m in METRICS if m.family == "ndcg")
 """What tuning maximizes: nDCG@10."""
 LABELS = {"ndcg": "nDCG", "mrr": "MRR"}
 EMBEDDING = "question"
+METHODS = ("ltr", "transfer", "tuned")
+FIXED = TransferParams(k=10, temperature=0.1, prior_weight=0.5)
+"""Transfer's params, fixed before the repeated-CV study (docs/model-ranking.md): never re-tuned per run."""
+REPEATS = 5
+BASELINE = "prior (mean target)"
 
 
 @dataclass(frozen=True)
@@ -45,10 +50,19 @@ class MllmOptions:
     targets: str = DEFAULT_TARGETS
     """grade → target map; also the nDCG gains."""
     model: str = DEFAULT_TEXT_SPEC
+    method: str = "ltr"
+    """ltr: LambdaRank over transfer features (chosen by the rule of the repeated-CV study, docs/model-ranking.md);
+    transfer: FIXED params; tuned: params by leave-one-out nDCG@10 (the first version's default)."""
+    full_cv: bool = False
+    """--cv also runs transfer with params tuned per fold (nested; minutes at the real size)."""
     run_id: str = DEFAULT_RUN_ID
     name: str = TASK
     root: Path = DEFAULT_ROOT
     transfer: TransferOptions = field(default_factory=TransferOptions)
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise EngineError(f"unknown method {self.method!r}; methods: {', '.join(METHODS)}")
 
 
 # ---------------------------------------------------------------- metric
@@ -85,23 +99,26 @@ def objective_for(grades: np.ndarray, gain: Mapping[int, float]):
     return objective
 
 
-def scores_of(grades: np.ndarray, gain: Mapping[int, float], predictions: np.ndarray) -> dict[str, float]:
-    """The profile's metrics (nDCG@10 with grade-map gains, MRR), averaged over the dev questions."""
-    totals = dict.fromkeys((m.name for m in METRICS), 0.0)
-    for order, g in zip(top_k_rows(predictions, predictions.shape[1]), grades):
+def per_query_scores(grades: np.ndarray, gain: Mapping[int, float], predictions: np.ndarray
+                     ) -> dict[str, np.ndarray]:
+    """The profile's metrics (nDCG@10 with grade-map gains, MRR), one value per dev question."""
+    out = {m.name: np.zeros(len(grades)) for m in METRICS}
+    for i, (order, g) in enumerate(zip(top_k_rows(predictions, predictions.shape[1]), grades)):
         rels = [int(x) for x in g[order]]
         judged = [int(x) for x in g if x > 0]
         for m in METRICS:
-            totals[m.name] += metric_value(m, rels, judged, gain)
-    return {name: total / len(grades) for name, total in totals.items()}
+            out[m.name][i] = metric_value(m, rels, judged, gain)
+    return out
 
 
-def format_cv(result: Mapping) -> str:
-    """The CV result as a small markdown table."""
-    heads = ["variant"] + [LABELS[m.family] + (f"@{m.k}" if m.k else "") for m in METRICS]
-    rows = [[name] + [f"{result[name][m.name]:.4f}" for m in METRICS] for name in ("prior", "transfer")]
-    return format_table(heads, rows, markdown=True) + (
-        f"\n\ntransfer chose {result['chosen']}" if result.get("chosen") else "")
+def scores_of(grades: np.ndarray, gain: Mapping[int, float], predictions: np.ndarray) -> dict[str, float]:
+    """The profile's metrics averaged over the dev questions."""
+    return {name: float(v.mean()) for name, v in per_query_scores(grades, gain, predictions).items()}
+
+
+def labels() -> dict[str, str]:
+    """Metric name → its column label (nDCG@10, MRR)."""
+    return {m.name: LABELS[m.family] + (f"@{m.k}" if m.k else "") for m in METRICS}
 
 
 # ---------------------------------------------------------------- the stored dev side
@@ -137,26 +154,60 @@ def store_dev(dev: DevSet, options: MllmOptions, key: str, settings: dict, given
 # ---------------------------------------------------------------- commands
 
 
-def cross_validate_dev(dev_queries: str | Path, qrels: str | Path, llm_ids: str | Path | None = None,
-                       options: MllmOptions = MllmOptions(), embeddings: np.ndarray | None = None
-                       ) -> dict[str, dict[str, float] | str]:
-    """`engine mllm --cv`: nDCG@10 and MRR out of fold for the prior alone and for transfer
-    (params tuned inside each training fold). `embeddings` (one row per judged dev question) replace the
-    sentence model, e.g. in tests."""
+def label_gain(gain: Mapping[int, float]) -> list[float]:
+    """LambdaRank's gain per integer label (the grade): the grade map."""
+    return [float(gain.get(g, 0.0)) for g in range(max(gain) + 1)]
+
+
+def ltr_predict(train_emb: np.ndarray, query_emb: np.ndarray, scores: np.ndarray, grades: np.ndarray,
+                gain: Mapping[int, float], candidate_ids: Sequence[str], params: TransferParams) -> np.ndarray:
+    """LambdaRank over the transfer features and descriptors parsed from the LLM ids."""
+    train_emb, query_emb = l2_normalize(train_emb), l2_normalize(query_emb)
+    return ltr.predict({EMBEDDING: train_emb @ train_emb.T}, {EMBEDDING: query_emb @ train_emb.T}, scores, grades,
+                       label_gain(gain), params, ltr.candidate_descriptors(candidate_ids))
+
+
+def dev_side(dev_queries: str | Path, qrels: str | Path, llm_ids: str | Path | None, options: MllmOptions,
+             embeddings: np.ndarray | None = None) -> TrainingSide:
+    """The stored dev side, embedded (and stored) first when the files or settings changed."""
     key, settings = _dev_key(dev_queries, qrels, llm_ids, options, embeddings)
     side = training_store.load(TASK, options.name, options.root, key)
     if side is None:
         side = store_dev(read_dev(dev_queries, qrels, llm_ids, options.targets), options, key, settings, embeddings)
+    return side
+
+
+def cross_validate_dev(dev_queries: str | Path, qrels: str | Path, llm_ids: str | Path | None = None,
+                       options: MllmOptions = MllmOptions(), embeddings: np.ndarray | None = None,
+                       repeats: int = REPEATS) -> Study:
+    """`engine mllm --cv`: nDCG@10 and MRR out of fold, mean ± std over `repeats` k-fold splits, paired p
+    against the prior, for the prior, transfer at the fixed params, transfer tuned per fold and LTR.
+    `embeddings` (one row per judged dev question) replace the sentence model, e.g. in tests."""
+    side = dev_side(dev_queries, qrels, llm_ids, options, embeddings)
     gain = grade_gains(options.targets)
     objective = objective_for(side.grades, gain)
-    n, folds, seed = len(side.query_ids), options.transfer.folds, options.transfer.seed
-    prior = cross_validate(np.ones((n, 1), np.float32), side.scores, objective, [TransferParams(1, 1.0, 1.0)],
-                           folds, seed, description="prior")
-    res = cross_validate(side.embeddings[EMBEDDING], side.scores, objective, options.transfer.grid(n), folds, seed,
-                         description="transfer")
-    return {"prior": scores_of(side.grades, gain, prior.predictions),
-            "transfer": scores_of(side.grades, gain, res.predictions),
-            "chosen": res.summary(), "queries": {"n": n}, "llms": {"n": len(side.candidate_ids)}}
+    (n, m), folds = side.scores.shape, options.transfer.folds
+    emb = l2_normalize(side.embeddings[EMBEDDING])
+    scores, grades, params = side.scores, side.grades, options.transfer.fixed(FIXED)
+    grid = options.transfer.grid(n)
+
+    def tuned(tr, te):
+        best, _ = tune(emb[tr] @ emb[tr].T, scores[tr], objective, grid, rows=tr)
+        return transfer(emb[te] @ emb[tr].T, scores[tr], column_prior(scores[tr]), best)
+
+    variants: list[tuple[str, Callable, str]] = [
+        (BASELINE, lambda tr, te: np.tile(column_prior(scores[tr]), (len(te), 1)), "mean target per LLM"),
+        ("transfer" + (" (default)" if options.method == "transfer" else ""),
+         lambda tr, te: transfer(emb[te] @ emb[tr].T, scores[tr], column_prior(scores[tr]), params), str(params)),
+        ("transfer, params tuned per fold" + (" (default)" if options.method == "tuned" else ""), tuned,
+         "k/T/w by inner leave-one-out nDCG@10 (the first version's default)"),
+        ("LTR (LambdaRank)" + (" (default)" if options.method == "ltr" else ""),
+         lambda tr, te: ltr_predict(emb[tr], emb[te], scores[tr], grades[tr], gain, side.candidate_ids, params),
+         f"LightGBM {ltr.LTRParams()}; transfer features at {params}")]
+    if not options.full_cv:
+        variants = [v for v in variants if "per fold" not in v[0] or "(default)" in v[0]]
+    return Study([run_variant(name, fn, lambda p: per_query_scores(grades, gain, p), n, m, folds, repeats, note)
+                  for name, fn, note in variants], [metric.name for metric in METRICS], BASELINE, folds, repeats)
 
 
 def rank_questions(dev_queries: str | Path, qrels: str | Path, queries: str | Path, out: str | Path,
@@ -164,7 +215,8 @@ def rank_questions(dev_queries: str | Path, qrels: str | Path, queries: str | Pa
                    embeddings: Mapping[str, np.ndarray] | None = None) -> str:
     """`engine mllm --queries`: rank every LLM for every question and write a TREC run.
 
-    Params the user did not fix are chosen by leave-one-out nDCG@10 over the dev questions. `embeddings`
+    `ltr` (default) trains LambdaRank on the dev questions' transfer features, `transfer` uses FIXED params (or
+    those the user sets), `tuned` chooses them by leave-one-out nDCG@10 over the dev questions. `embeddings`
     ({"dev": ..., "queries": ...}) replace the sentence model, e.g. in tests.
     """
     given = embeddings["dev"] if embeddings is not None else None
@@ -175,11 +227,22 @@ def rank_questions(dev_queries: str | Path, qrels: str | Path, queries: str | Pa
     if side is None:
         side = store_dev(dev, options, key, settings, given)
     new_emb = embeddings["queries"] if embeddings is not None else embed([t for _, t in new], options.model)
-    collection = QueryCollection(side.query_ids, side.candidate_ids, side.embeddings[EMBEDDING], side.scores)
-    params, value = collection.tune(objective_for(side.grades, grade_gains(options.targets)),
-                                    options.transfer.grid(len(side.query_ids)))
-    ranked = rankings([q for q, _ in new], side.candidate_ids, collection.predict(new_emb, params))
+    gain = grade_gains(options.targets)
+    params = options.transfer.fixed(FIXED)
+    if options.method == "ltr":
+        predictions = ltr_predict(side.embeddings[EMBEDDING], new_emb, side.scores, side.grades, gain,
+                                  side.candidate_ids, params)
+        how = f"LambdaRank over transfer features at {params}"
+    else:
+        collection = QueryCollection(side.query_ids, side.candidate_ids, side.embeddings[EMBEDDING], side.scores)
+        if options.method == "tuned":
+            params, value = collection.tune(objective_for(side.grades, gain),
+                                            options.transfer.grid(len(side.query_ids)))
+            how = f"{params}; leave-one-out nDCG@10 on dev {value:.4f}"
+        else:
+            how = str(params)
+        predictions = collection.predict(new_emb, params)
+    ranked = rankings([q for q, _ in new], side.candidate_ids, predictions)
     lines = write_run(out, ranked, options.run_id)
     check_written(out, "mllm", [q for q, _ in new], side.candidate_ids)
-    return (f"{len(new)} questions × {len(side.candidate_ids)} LLMs → {out} ({lines} lines; {params}; "
-            f"leave-one-out nDCG@10 on dev {value:.4f})")
+    return f"{len(new)} questions × {len(side.candidate_ids)} LLMs → {out} ({lines} lines; {options.method}: {how})"

@@ -11,36 +11,44 @@ from __future__ import annotations
 
 import itertools
 import zlib
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from engine.core.collection import DEFAULT_ROOT
-from engine.core.encoders import DEFAULT_TEXT_SPEC
+from engine.core.encoders import DEFAULT_TEXT_SPEC, l2_normalize
 from engine.core.ranking import top_k_rows
-from engine.display import format_table
 from engine.errors import EngineError
 from engine.eval.evaluate import evaluate
 from engine.eval.metrics import Judged, parse_metrics
 from engine.eval.profiles import PROFILES
 from engine.eval.runs import write_run
 from engine.eval.validate import check_written
-from engine.progress import info, warn
-from engine.tasks.model_ranking import training_store
-from engine.tasks.model_ranking.data import (Task, TrainingSet, grade_qrels, read_query_tasks, read_training,
-                                             tier_name)
+from engine.progress import info
+from engine.tasks.model_ranking import ltr, training_store
+from engine.tasks.model_ranking.data import (Task, TrainingSet, grade_qrels, read_models, read_query_tasks,
+                                             read_training, tier_name)
+from engine.tasks.model_ranking.study import Study, run_variant
 from engine.tasks.model_ranking.training_store import TrainingSide
 from engine.tasks.model_ranking.transfer import (DEFAULT_RUN_ID, QueryCollection, TransferOptions, TransferParams,
-                                                 blend_views, cross_validate, rank_targets, rankings, select)
+                                                 blend_views, column_prior, ensemble, rank_targets, rankings, select,
+                                                 transfer, tune)
 
 TASK = "modelret-a"
 VIEWS = ("text", "instruction", "labels", "stats")
 METRICS = parse_metrics(PROFILES["ntcir-a"].metrics)
 """nDCG@1/3/5 with gain 2^rel − 1: what is reported, and (their mean) what tuning maximizes."""
 TIERS = ("high", "medium", "low")
+GAINS = (0.0, 1.0, 3.0, 7.0)
+"""LambdaRank's gain per grade: 2^rel − 1, as the official nDCG."""
+METHODS = ("ensemble", "ltr", "blend")
+FIXED = TransferParams(k=5, temperature=0.1, prior_weight=0.5)
+"""The ensemble's and LTR's transfer params, fixed before the 5 × 10-fold study (docs/model-ranking.md):
+the middle of the old grid, half the weight on the prior; never re-tuned per run."""
+REPEATS = 5
+BASELINE = "average rank (baseline)"
 
 
 @dataclass(frozen=True)
@@ -49,12 +57,21 @@ class ModelretAOptions:
     model: str = DEFAULT_TEXT_SPEC
     sample: int = 32
     """train/val texts embedded per task; their mean is the text view."""
+    method: str = "ensemble"
+    """ensemble: mean of the views' transferred predictions at FIXED params; ltr: LambdaRank; blend: the best
+    view blend and params by leave-one-out (the first version's default, which over-fits 79 tasks)."""
     views: str | None = None
-    """views to blend when ranking (None: the best blend by leave-one-out)."""
+    """views to use (None: all four); with `blend`, exactly this blend."""
+    full_cv: bool = False
+    """--cv also runs the nested variants that tune per fold (several minutes)."""
     run_id: str = DEFAULT_RUN_ID
     name: str = TASK
     root: Path = DEFAULT_ROOT
     transfer: TransferOptions = field(default_factory=TransferOptions)
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise EngineError(f"unknown method {self.method!r}; methods: {', '.join(METHODS)}")
 
 
 # ---------------------------------------------------------------- views
@@ -180,71 +197,112 @@ def objective_for(grades: np.ndarray):
     return objective
 
 
+def labels() -> dict[str, str]:
+    """Metric name → its column label (nDCG@1, …)."""
+    return {m.name: f"nDCG@{m.k}" for m in METRICS}
+
+
+# ---------------------------------------------------------------- the methods
+
+
+def unit_views(views: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Each view's rows L2-normalized (a missing view stays a zero row)."""
+    return {name: l2_normalize(emb) for name, emb in views.items()}
+
+
+def ensemble_predict(train: dict[str, np.ndarray], queries: dict[str, np.ndarray], scores: np.ndarray,
+                     params: TransferParams) -> np.ndarray:
+    """The mean of the views' transferred predictions (unit-row views; a query's missing view is left out)."""
+    sims = {v: queries[v] @ train[v].T for v in queries}
+    present = {v: np.abs(queries[v]).sum(axis=1) > 0 for v in queries}
+    return ensemble(sims, scores, column_prior(scores), params, present)
+
+
+def ltr_predict(train: dict[str, np.ndarray], queries: dict[str, np.ndarray], scores: np.ndarray,
+                grades: np.ndarray, descriptors: np.ndarray, params: TransferParams,
+                ltr_params: ltr.LTRParams | None = None) -> np.ndarray:
+    """LambdaRank over the views' transfer features, the task statistics and the model-name descriptors,
+    trained on the training tasks with gain 2^grade − 1."""
+    return ltr.predict({v: train[v] @ train[v].T for v in train}, {v: queries[v] @ train[v].T for v in queries},
+                       scores, grades, GAINS, params, descriptors, train_stats=train["stats"],
+                       query_stats=queries["stats"], params=ltr_params)
+
+
+def model_descriptors(train_dir: str | Path, model_ids: Sequence[str]) -> np.ndarray:
+    """Descriptors parsed from the candidates' names in models.csv (the id itself when it is not listed)."""
+    names = read_models(Path(train_dir) / "models.csv")
+    return ltr.candidate_descriptors([names.get(m, m) for m in model_ids])
+
+
 # ---------------------------------------------------------------- cross-validation
 
 
-@dataclass
-class CVRow:
-    variant: str
-    means: dict[str, float]
-    tiers: dict[str, dict[str, float]]
-    chosen: str = ""
-
-
-@dataclass
-class CVReport:
-    rows: list[CVRow]
-    tier_sizes: dict[str, int]
-    n_tasks: int
-    folds: int
-
-    def table(self) -> str:
-        """A markdown table: nDCG@1/3/5 overall and per criticality tier, one row per variant."""
-        tiers = [t for t in TIERS if t in self.tier_sizes] + sorted(t for t in self.tier_sizes if t not in TIERS)
-        heads = ["variant"] + [f"all @{m.k}" for m in METRICS] + [
-            f"{t} ({self.tier_sizes[t]}) @{m.k}" for t in tiers for m in METRICS]
-        rows = [[row.variant] + [f"{row.means[m.name]:.4f}" for m in METRICS] + [
-            f"{row.tiers[t][m.name]:.4f}" for t in tiers for m in METRICS] for row in self.rows]
-        return format_table(heads, rows, markdown=True)
-
-    def to_json(self) -> dict:
-        return {"n_tasks": self.n_tasks, "folds": self.folds, "tier_sizes": self.tier_sizes,
-                "variants": [{"variant": r.variant, "means": r.means, "tiers": r.tiers, "chosen": r.chosen}
-                             for r in self.rows]}
-
-
 def cross_validate_tasks(train_dir: str | Path, tasks_csv: str | Path | None = None,
-                         options: ModelretAOptions = ModelretAOptions()) -> CVReport:
-    """`engine modelret-a --cv`: the average-rank baseline, each view alone and their best blend,
-    each scored out of fold (params, and for the blend its views, chosen inside each training fold)."""
+                         options: ModelretAOptions = ModelretAOptions(), repeats: int = REPEATS) -> Study:
+    """`engine modelret-a --cv`: every method on the same `repeats` × k-fold splits, nDCG@1/3/5 overall and
+    per criticality tier, mean ± std over repeats, paired p against the average-rank baseline."""
     side = training_side(train_dir, tasks_csv, options)
-    n, nf1, views = len(side.query_ids), side.scores, side.embeddings
-    qrels = grade_qrels(side.query_ids, side.candidate_ids, side.grades)
-    tiers = {tid: tier_name(m["criticality"]) for tid, m in zip(side.query_ids, side.meta)}
-    folds, seed = options.transfer.folds, options.transfer.seed
-
-    def scored(predictions: np.ndarray, variant: str, chosen: str = "") -> CVRow:
-        run = {tid: dict(zip(side.candidate_ids, map(float, row))) for tid, row in zip(side.query_ids, predictions)}
-        ev = evaluate(run, qrels, METRICS, tiers)
-        return CVRow(variant, ev.means, ev.groups, chosen)
-
-    objective = objective_for(side.grades)
+    n, m = side.scores.shape
+    nf1, grades, views = side.scores, side.grades, unit_views(side.embeddings)
+    names = parse_views(options.views)
+    params = options.transfer.fixed(FIXED)
+    qrels = grade_qrels(side.query_ids, side.candidate_ids, grades)
+    descriptors = model_descriptors(train_dir, side.candidate_ids)
+    objective = objective_for(grades)
     grid = options.transfer.grid(n)
-    rows: list[CVRow] = []
-    prior_only = [TransferParams(1, 1.0, 1.0)]
-    dummy = np.ones((n, 1), np.float32)
-    for name, targets in (("average rank (baseline)", rank_targets(nf1)), ("mean normalized F1 (prior)", nf1)):
-        res = cross_validate(dummy, targets, objective, prior_only, folds, seed, description=name)
-        rows.append(scored(res.predictions, name))
-    for view in VIEWS:
-        if view == "instruction" and not np.abs(views[view]).sum():
-            warn("no training task has an instruction: the instruction view is skipped")
-            continue
-        res = cross_validate(views[view], nf1, objective, grid, folds, seed, description=f"view {view}")
-        rows.append(scored(res.predictions, f"transfer: {view}", res.summary()))
-    res = cross_validate(blends(views, VIEWS), nf1, objective, grid, folds, seed, description="blends")
-    rows.append(scored(res.predictions, "transfer: best blend (chosen per fold)", res.summary()))
-    return CVReport(rows=rows, tier_sizes=dict(Counter(tiers.values())), n_tasks=n, folds=folds)
+    ranks = rank_targets(nf1)
+
+    def per_query(predictions: np.ndarray) -> dict[str, np.ndarray]:
+        run = {tid: dict(zip(side.candidate_ids, map(float, row))) for tid, row in zip(side.query_ids, predictions)}
+        ev = evaluate(run, qrels, METRICS)
+        return {metric.name: np.array([ev.per_query[t][metric.name] for t in side.query_ids]) for metric in METRICS}
+
+    def sub(rows: np.ndarray, only: Sequence[str] = VIEWS) -> dict[str, np.ndarray]:
+        return {v: views[v][rows] for v in only}
+
+    def prior_of(targets: np.ndarray):
+        return lambda tr, te: np.tile(column_prior(targets[tr]), (len(te), 1))
+
+    def one_view(v: str):
+        return lambda tr, te: ensemble_predict(sub(tr, [v]), sub(te, [v]), nf1[tr], params)
+
+    def tuned_ensemble(tr, te):
+        preds = []
+        for v in names:
+            tuned, _ = tune(views[v][tr] @ views[v][tr].T, nf1[tr], objective, grid, rows=tr)
+            preds.append(transfer(views[v][te] @ views[v][tr].T, nf1[tr], column_prior(nf1[tr]), tuned))
+        return np.mean(preds, axis=0)
+
+    def best_blend(tr, te):
+        candidates = blends({v: side.embeddings[v][tr] for v in names}, names, fixed=options.views is not None)
+        name, tuned, _ = select({b: e @ e.T for b, e in candidates.items()}, nf1[tr], objective, grid, rows=tr)
+        query = blend_views({v: side.embeddings[v][te] for v in names}, {v: 1.0 for v in name.split("+")})
+        return transfer(query @ candidates[name].T, nf1[tr], column_prior(nf1[tr]), tuned)
+
+    label = "+".join(names)
+    variants: list[tuple[str, Callable, str]] = [
+        (BASELINE, prior_of(ranks), ""), ("mean normalized F1 (prior)", prior_of(nf1), "")]
+    variants += [(f"transfer: {v}", one_view(v), str(params)) for v in VIEWS]
+    variants += [
+        (f"view ensemble: {label}" + (" (default)" if options.method == "ensemble" else ""),
+         lambda tr, te: ensemble_predict(sub(tr, names), sub(te, names), nf1[tr], params),
+         f"mean of the views' predictions, {params} for each"),
+        (f"view ensemble: {label}, params tuned per fold", tuned_ensemble,
+         "each view's k/T/w by inner leave-one-out on the training folds (nested)"),
+        ("LTR (LambdaRank)" + (" (default)" if options.method == "ltr" else ""),
+         lambda tr, te: ltr_predict(sub(tr), sub(te), nf1[tr], grades[tr], descriptors, params),
+         f"LightGBM {ltr.LTRParams()}; transfer features at {params}"),
+        ("best blend chosen per fold (previous default)" + (" (default)" if options.method == "blend" else ""),
+         best_blend,
+         "view subset and params by inner leave-one-out among 15 blends × the grid (nested)")]
+    if not options.full_cv:
+        variants = [v for v in variants if "per fold" not in v[0] or "(default)" in v[0]]
+    tiers = [tier_name(meta["criticality"]) for meta in side.meta]
+    groups = {t: np.flatnonzero(np.array(tiers) == t) for t in TIERS if t in tiers}
+    study = Study([run_variant(name, fn, per_query, n, m, options.transfer.folds, repeats, note)
+                   for name, fn, note in variants], [metric.name for metric in METRICS], BASELINE,
+                  options.transfer.folds, repeats, groups)
+    return study
 
 
 # ---------------------------------------------------------------- ranking
@@ -254,8 +312,9 @@ def rank_tasks(train_dir: str | Path, queries_dir: str | Path, out: str | Path,
                tasks_csv: str | Path | None = None, options: ModelretAOptions = ModelretAOptions()) -> str:
     """`engine modelret-a --queries`: rank every candidate model for every query task, write a TREC run.
 
-    Representation and params are chosen by leave-one-out over the training tasks (restricted to the
-    blend of `options.views` when given); returns a one-line summary of the choice.
+    `ensemble` (default) and `ltr` use fixed params and nothing chosen at run time; `blend` chooses the blend
+    (among the subsets of `options.views`, or exactly that blend when given) and the params by leave-one-out.
+    Returns a one-line summary.
     """
     train_dir = Path(train_dir)
     tasks_csv = Path(tasks_csv) if tasks_csv else train_dir / "tasks.csv"
@@ -268,14 +327,25 @@ def rank_tasks(train_dir: str | Path, queries_dir: str | Path, out: str | Path,
         side = store_training(training, options, key)
     reference = (side.arrays["stats_mean"], side.arrays["stats_std"])
     query_views, _ = embed_views(queries, options.model, options.sample, stats_reference=reference)
-    candidates = blends(side.embeddings, names, fixed=options.views is not None)
-    sims = {name: emb @ emb.T for name, emb in candidates.items()}
-    grid = options.transfer.grid(len(side.query_ids))
-    name, params, value = select(sims, side.scores, objective_for(side.grades), grid)
-    collection = QueryCollection(side.query_ids, side.candidate_ids, candidates[name], side.scores)
-    query_emb = blend_views(query_views, {v: 1.0 for v in name.split("+")})
-    ranked = rankings([q.task_id for q in queries], side.candidate_ids, collection.predict(query_emb, params))
-    write_run(out, ranked, options.run_id)
-    check_written(out, "ntcir-a", [q.task_id for q in queries], side.candidate_ids)
-    return (f"{len(queries)} tasks × {len(side.candidate_ids)} models → {out} "
-            f"(views {name}, {params}; leave-one-out nDCG@1/3/5 mean {value:.4f})")
+    query_ids = [q.task_id for q in queries]
+    params = options.transfer.fixed(FIXED)
+    if options.method == "ensemble":
+        train, new = unit_views(side.embeddings), unit_views(query_views)
+        predictions = ensemble_predict({v: train[v] for v in names}, {v: new[v] for v in names}, side.scores, params)
+        how = f"mean of views {'+'.join(names)}, {params}"
+    elif options.method == "ltr":
+        predictions = ltr_predict(unit_views(side.embeddings), unit_views(query_views), side.scores, side.grades,
+                                  model_descriptors(train_dir, side.candidate_ids), params)
+        how = f"LambdaRank over all views' transfer features, {params}"
+    else:
+        candidates = blends(side.embeddings, names, fixed=options.views is not None)
+        sims = {name: emb @ emb.T for name, emb in candidates.items()}
+        grid = options.transfer.grid(len(side.query_ids))
+        name, tuned, value = select(sims, side.scores, objective_for(side.grades), grid)
+        collection = QueryCollection(side.query_ids, side.candidate_ids, candidates[name], side.scores)
+        query_emb = blend_views(query_views, {v: 1.0 for v in name.split("+")})
+        predictions = collection.predict(query_emb, tuned)
+        how = f"views {name}, {tuned}; leave-one-out nDCG@1/3/5 mean {value:.4f}"
+    write_run(out, rankings(query_ids, side.candidate_ids, predictions), options.run_id)
+    check_written(out, "ntcir-a", query_ids, side.candidate_ids)
+    return f"{len(queries)} tasks × {len(side.candidate_ids)} models → {out} ({options.method}: {how})"
