@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from engine.core.collection import (MANIFEST, PARTIAL, Collection, collection_path, commit_collection,
+from engine.core.collection import (IMAGE_FILES, MANIFEST, PARTIAL, Collection, collection_path, commit_collection,
                                     new_manifest)
 from engine.core.index import build_index, is_exact, recall_at_k
 from engine.core.sources import Item, image_items, text_items
@@ -147,13 +147,21 @@ def build_collection(name: str, *, images: str | Path | None = None, texts: str 
     if old is not None:
         manifest["created"] = old.manifest["created"]
     col = commit_collection(path, manifest, emb, kept_items, faiss_index,
-                            extra={**(old.extra if old is not None else {}), **(extra or {})})
+                            extra={**(old.extra if old is not None else {}), **(extra or {})},
+                            documents=_image_files(old, items, kept) if kind == "image" else None)
     if report.failed:
         lines = "\n".join(f"  {f['path']}: {f['reason']}" for f in report.failed[:20])
         more = f"\n  … and {len(report.failed) - 20} more (listed in {path / MANIFEST})" if len(report.failed) > 20 else ""
         warn(f"{len(report.failed)} of {len(items)} images skipped:\n{lines}{more}")
     info(f"collection {name!r}: {len(kept_items)} items in {path}")
     return col
+
+
+def _image_files(old: Collection | None, items: Sequence[Item], kept: Sequence[int]) -> dict[str, dict]:
+    """The indexed files of an image collection (old ones kept on `add`): the only files a server reads."""
+    files = dict(old.document(IMAGE_FILES)) if old is not None and IMAGE_FILES in old.stored else {}
+    files.update({items[i].id: items[i].source for i in kept})
+    return {IMAGE_FILES: files}
 
 
 def _warn_truncation(encoder, items: Sequence[Item]) -> None:

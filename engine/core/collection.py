@@ -34,6 +34,8 @@ MANIFEST = store.MANIFEST
 PARTIAL = ".partial"
 DEFAULT_ROOT = Path("indexes")
 CORE_ROLES = ("embeddings", "items", "index")
+IMAGE_FILES = "image_files"
+"""JSON document of an image collection: item id → the file that was encoded (what thumbnails are read from)."""
 _ROLE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 

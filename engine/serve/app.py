@@ -1,0 +1,379 @@
+"""The HTTP service: FastAPI over the public Collection API, so a hit list is exactly `engine search`'s.
+
+Every refusal is a 4xx whose body is `{"detail": "one line"}`; a request that runs past the timeout is a 503;
+nothing a client sends produces a traceback, and the server goes on after each bad request.
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import io
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import numpy as np
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.concurrency import run_in_threadpool
+
+from engine import __version__
+from engine.core.collection import Hit
+from engine.errors import EngineError
+from engine.serve.batching import MicroBatcher
+from engine.serve.catalog import Catalog, Served, UnknownCollection
+from engine.serve.limits import BodyTooLarge, Guard, read_upload
+from engine.serve.metrics import Metrics
+from engine.serve.options import ServeOptions
+
+STATIC = Path(__file__).parent / "static"
+log = logging.getLogger("engine.serve")
+
+
+class Query(BaseModel):
+    """One query: exactly one of `text`, `id` (an item of the collection: "more like this") or `vector`."""
+    model_config = ConfigDict(extra="forbid")
+    text: str | None = None
+    id: str | None = None
+    vector: list[float] | None = None
+
+
+class SearchRequest(Query):
+    collection: str
+    k: int = 10
+
+
+class BatchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    collection: str
+    k: int = 10
+    queries: list[Query] = Field(description="Each with one of text, id, vector")
+
+
+class HitOut(BaseModel):
+    rank: int
+    id: str
+    score: float
+    meta: dict[str, Any]
+    thumb: str | None = None
+
+
+class SearchResponse(BaseModel):
+    collection: str
+    hits: list[HitOut]
+    took_ms: float
+
+
+class BatchResponse(BaseModel):
+    collection: str
+    results: list[list[HitOut]]
+    took_ms: float
+
+
+def _refuse(status: int, message: str) -> HTTPException:
+    return HTTPException(status_code=status, detail=message)
+
+
+def _parse(model: type[BaseModel], payload: Any) -> Any:
+    try:
+        return model.model_validate(payload)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err.get("loc", ())) or "body"
+        raise _refuse(422, f"{where}: {err.get('msg', 'invalid')}") from None
+
+
+def create_app(options: ServeOptions | None = None) -> FastAPI:
+    """The app over `options.root`; `engine serve` runs it with uvicorn, tests with a TestClient."""
+    opts = (options or ServeOptions()).checked()
+    metrics = Metrics()
+    catalog = Catalog(opts.root, opts.collections)
+    state: dict[str, Any] = {}
+
+    async def lifespan(app: FastAPI):
+        state["batcher"] = MicroBatcher(opts.batch_window_ms / 1000, opts.max_batch, metrics)
+        for name in catalog.names():  # warm: the first query should not pay for loading
+            try:
+                await run_in_threadpool(catalog.get, name)
+            except EngineError as exc:
+                log.warning("%s", exc)
+        metrics.collections.set(catalog.loaded())
+        try:
+            yield
+        finally:
+            state.pop("batcher").close()
+
+    app = FastAPI(title="engine", version=__version__, lifespan=lifespan,
+                  description="Search engine collections by text, image, item id or vector. Every error is "
+                              "`{\"detail\": \"one line\"}`.")
+    app.state.catalog, app.state.options, app.state.metrics = catalog, opts, metrics
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    app.add_middleware(Guard, api_key=opts.api_key, max_json=opts.max_body_bytes,
+                       max_multipart=opts.max_upload_bytes + (64 << 10), metrics=metrics)
+
+    # ------------------------------------------------------------------ errors: one line, never a traceback
+    def error(status: int, message: str) -> JSONResponse:
+        return JSONResponse({"detail": " ".join(str(message).split())}, status_code=status)
+
+    @app.exception_handler(HTTPException)
+    async def _http(_: Request, exc: HTTPException) -> JSONResponse:
+        return error(exc.status_code, exc.detail)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        err = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "request"
+        return error(422, f"{where}: {err.get('msg', 'invalid')}")
+
+    @app.exception_handler(UnknownCollection)
+    async def _unknown(_: Request, exc: UnknownCollection) -> JSONResponse:
+        return error(404, str(exc))
+
+    @app.exception_handler(EngineError)
+    async def _engine(_: Request, exc: EngineError) -> JSONResponse:
+        return error(422, str(exc))
+
+    @app.exception_handler(BodyTooLarge)
+    async def _too_large(_: Request, exc: BodyTooLarge) -> JSONResponse:
+        return error(413, str(exc))
+
+    @app.exception_handler(asyncio.TimeoutError)
+    async def _timeout(_: Request, exc: asyncio.TimeoutError) -> JSONResponse:
+        return error(503, f"the query took longer than this server's timeout of {opts.timeout_s:g} s")
+
+    @app.exception_handler(Exception)
+    async def _bug(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unexpected error on %s", request.url.path)
+        return error(500, f"internal error ({type(exc).__name__}); the server goes on")
+
+    # ------------------------------------------------------------------ helpers
+    def served(name: str) -> Served:
+        served = catalog.get(name)
+        metrics.collections.set(catalog.loaded())
+        return served
+
+    def check_k(k: int) -> int:
+        if not 1 <= k <= opts.max_k:
+            raise _refuse(422, f"k must be between 1 and {opts.max_k} (got {k})")
+        return k
+
+    def thumb_url(s: Served, item_id: str) -> str | None:
+        return f"/thumb/{quote(s.name, safe='')}/{quote(item_id, safe='')}" if item_id in s.files else None
+
+    def hit_json(s: Served, h: Hit) -> dict:
+        return {"rank": h.rank, "id": h.id, "score": h.score, "meta": h.meta, "thumb": thumb_url(s, h.id)}
+
+    def require(s: Served, modality: str) -> None:
+        """The core's own message when the collection's encoder cannot take this modality."""
+        enc = s.col.encoder
+        if modality not in enc.modalities:
+            s.col.encode_queries(**{f"{modality}s": []})
+
+    def by_vectors(s: Served, vectors: np.ndarray, k: int) -> list[list[Hit]]:
+        t0 = time.perf_counter()
+        out = s.col.hits(*s.col.search_vectors(vectors, k))
+        metrics.search.observe(time.perf_counter() - t0)
+        return out
+
+    def query_vector(s: Served, q: Query) -> np.ndarray:
+        if q.id is not None:
+            row = s.rows.get(q.id)
+            if row is None:
+                raise _refuse(404, f"no item {q.id!r} in collection {s.name!r}")
+            return np.asarray(s.col.embeddings[row], dtype=np.float32)
+        vec = np.asarray(q.vector, dtype=np.float32)
+        if vec.ndim != 1 or len(vec) != s.col.dim:
+            raise _refuse(422, f"vector has {vec.size} values; collection {s.name!r} is {s.col.dim}-d")
+        if not np.isfinite(vec).all():
+            raise _refuse(422, "vector holds a NaN or infinite value")
+        return vec
+
+    def check_query(q: Query) -> None:
+        given = [f for f in ("text", "id", "vector") if getattr(q, f) is not None]
+        if len(given) != 1:
+            raise _refuse(422, f"give exactly one of text, id, vector (got {', '.join(given) or 'none'})")
+        if q.text is not None and not q.text.strip():
+            raise _refuse(422, "text is empty")
+        if q.text is not None and len(q.text) > opts.max_query_chars:
+            raise _refuse(422, f"text is {len(q.text)} characters, over the limit of {opts.max_query_chars}")
+
+    async def bounded(awaitable):
+        return await asyncio.wait_for(awaitable, opts.timeout_s)
+
+    async def run_queries(s: Served, queries: list[Query], k: int) -> list[list[Hit]]:
+        """Texts go through the micro-batcher; ids and vectors are searched together in one FAISS call."""
+        for q in queries:
+            check_query(q)
+        if any(q.text is not None for q in queries):
+            require(s, "text")
+        texts = {n: state["batcher"].submit(s.col, q.text, k) for n, q in enumerate(queries) if q.text is not None}
+        others = [n for n, q in enumerate(queries) if q.text is None]
+        results: dict[int, list[Hit]] = {}
+        if others:
+            vectors = np.stack([query_vector(s, queries[n]) for n in others])
+            for n, hits in zip(others, await run_in_threadpool(by_vectors, s, vectors, k)):
+                results[n] = hits
+        for n, future in texts.items():
+            results[n] = await asyncio.wrap_future(future)
+        return [results[n] for n in range(len(queries))]
+
+    async def json_body(request: Request) -> Any:
+        ctype = request.headers.get("content-type", "")
+        if ctype and not ctype.startswith("application/json"):
+            raise _refuse(415, f"send JSON (Content-Type: application/json) or, for an image, multipart/form-data; "
+                               f"got {ctype!r}")
+        body = await request.body()
+        try:
+            return json.loads(body)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise _refuse(400, f"malformed JSON: {exc}") from None
+
+    async def image_search(request: Request) -> JSONResponse:
+        t0 = time.perf_counter()
+        form = await request.form(max_files=1, max_fields=8, max_part_size=64 << 10)
+        upload = form.get("image")
+        name = form.get("collection")
+        if not isinstance(name, str) or not name:
+            raise _refuse(422, "collection: a form field is required")
+        if upload is None or isinstance(upload, str):
+            raise _refuse(422, "image: upload a file in the form field 'image'")
+        try:
+            k = check_k(int(form.get("k") or 10))
+        except ValueError:
+            raise _refuse(422, f"k must be a whole number (got {form.get('k')!r})") from None
+        s = served(name)
+        require(s, "image")
+        data = await upload.read(opts.max_upload_bytes + 1)
+
+        def encode_and_search() -> list[Hit]:
+            import torch
+            img = read_upload(data, upload.filename or "image", opts.max_upload_bytes, opts.max_image_pixels)
+            t1 = time.perf_counter()
+            vec = s.col.encoder.encode_image_batch(torch.stack([s.col.encoder.preprocess(img)]))
+            metrics.encode.labels("image").observe(time.perf_counter() - t1)
+            return by_vectors(s, vec, k)[0]
+
+        hits = await bounded(run_in_threadpool(encode_and_search))
+        return JSONResponse({"collection": s.name, "hits": [hit_json(s, h) for h in hits],
+                             "took_ms": round((time.perf_counter() - t0) * 1000, 3)})
+
+    # ------------------------------------------------------------------ endpoints
+    @app.get("/", include_in_schema=False)
+    async def page() -> FileResponse:
+        return FileResponse(STATIC / "index.html", media_type="text/html")
+
+    @app.get("/health", summary="200 while the server runs")
+    async def health() -> dict:
+        return {"status": "ok", "version": __version__, "loaded": catalog.loaded(), "auth": bool(opts.api_key)}
+
+    def describe(s: Served) -> dict:
+        col = s.col
+        spec = col.manifest.get("encoder")
+        info = {k: v for k, v in col.info().items() if k != "path"}
+        return {"name": s.name, "kind": col.kind, "count": len(col), "encoder": spec, "dim": col.dim,
+                "queries": sorted(col.encoder.modalities) + ["id", "vector"] if spec else ["id", "vector"],
+                "thumbnails": bool(s.files), "manifest": info}
+
+    @app.get("/collections", summary="Every served collection: name, kind, count, encoder, manifest")
+    async def collections() -> list[dict]:
+        out = []
+        for name in catalog.names():
+            try:
+                out.append(describe(await run_in_threadpool(served, name)))
+            except EngineError as exc:  # a damaged collection is listed with its problem, not a 500
+                out.append({"name": name, "error": str(exc)})
+        return out
+
+    @app.get("/collections/{collection}", summary="One collection's description and manifest")
+    async def collection(collection: str) -> dict:
+        return describe(await run_in_threadpool(served, collection))
+
+    @app.post("/search", response_model=SearchResponse, summary="Top-k for one text, item id, vector or image",
+              openapi_extra={"requestBody": {"required": True, "content": {
+                  "application/json": {"schema": SearchRequest.model_json_schema()},
+                  "multipart/form-data": {"schema": {"type": "object", "required": ["collection", "image"],
+                                                     "properties": {"collection": {"type": "string"},
+                                                                    "k": {"type": "integer", "default": 10},
+                                                                    "image": {"type": "string",
+                                                                              "format": "binary"}}}}}}})
+    async def search(request: Request):
+        if request.headers.get("content-type", "").startswith("multipart/form-data"):
+            return await image_search(request)
+        t0 = time.perf_counter()
+        req = _parse(SearchRequest, await json_body(request))
+        k = check_k(req.k)
+        s = await run_in_threadpool(served, req.collection)
+        hits = (await bounded(run_queries(s, [req], k)))[0]
+        return {"collection": s.name, "hits": [hit_json(s, h) for h in hits],
+                "took_ms": round((time.perf_counter() - t0) * 1000, 3)}
+
+    @app.post("/search/batch", response_model=BatchResponse, summary="Top-k for many queries, in order",
+              openapi_extra={"requestBody": {"required": True, "content": {
+                  "application/json": {"schema": BatchRequest.model_json_schema()}}}})
+    async def search_batch(request: Request):
+        t0 = time.perf_counter()
+        req = _parse(BatchRequest, await json_body(request))
+        k = check_k(req.k)
+        if not 1 <= len(req.queries) <= opts.max_batch_queries:
+            raise _refuse(422, f"queries: give 1 to {opts.max_batch_queries} (got {len(req.queries)})")
+        s = await run_in_threadpool(served, req.collection)
+        results = await bounded(run_queries(s, req.queries, k))
+        return {"collection": s.name, "results": [[hit_json(s, h) for h in hits] for hits in results],
+                "took_ms": round((time.perf_counter() - t0) * 1000, 3)}
+
+    @app.get("/items/{collection}/{item_id:path}", summary="An item's metadata")
+    async def item(collection: str, item_id: str) -> dict:
+        s = await run_in_threadpool(served, collection)
+        row = s.rows.get(item_id)
+        if row is None:
+            raise _refuse(404, f"no item {item_id!r} in collection {s.name!r}")
+        meta = {k: v for k, v in s.col.items[row].items() if k != "id"}
+        return {"id": item_id, "row": row, "meta": meta, "thumb": thumb_url(s, item_id)}
+
+    @app.get("/thumb/{collection}/{item_id:path}", summary="An image item, downscaled (JPEG)",
+             response_class=Response, responses={200: {"content": {"image/jpeg": {}}}})
+    async def thumb(collection: str, item_id: str, size: int = 0) -> Response:
+        size = size or opts.thumb_size
+        if not 16 <= size <= 1024:
+            raise _refuse(422, f"size must be between 16 and 1024 (got {size})")
+        s = await run_in_threadpool(served, collection)
+        if item_id not in s.rows:
+            raise _refuse(404, f"no item {item_id!r} in collection {s.name!r}")
+        path = s.files.get(item_id)  # only a file the build encoded; nothing from the request reaches the disk
+        if path is None:
+            why = "a text item" if s.col.kind == "text" else "an image the build did not record (rebuild the collection)"
+            raise _refuse(404, f"item {item_id!r} of collection {s.name!r} has no thumbnail: {why}")
+        data = await bounded(run_in_threadpool(_thumbnail, path, size))
+        return Response(data, media_type="image/jpeg", headers={"Cache-Control": "max-age=3600"})
+
+    @app.get("/metrics", summary="Prometheus metrics", response_class=Response)
+    async def prometheus() -> Response:
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+        metrics.collections.set(catalog.loaded())
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> Response:
+        return Response(status_code=204)
+
+    return app
+
+
+@functools.lru_cache(maxsize=512)
+def _thumbnail(path: str, size: int) -> bytes:
+    from engine.core.images import ImageReadError, load_image
+    try:
+        img = load_image(path)
+    except ImageReadError as exc:
+        raise EngineError(f"the indexed image of this item can no longer be read: {exc}") from None
+    img.thumbnail((size, size))
+    out = io.BytesIO()
+    img.save(out, format="JPEG", quality=85)
+    return out.getvalue()
+

@@ -1,0 +1,58 @@
+"""What `engine serve` can be told, with its defaults in one place (the CLI and `create_app` read them)."""
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.core.collection import DEFAULT_ROOT
+from engine.errors import EngineError, opt
+
+API_KEY_ENV = "ENGINE_API_KEY"
+"""Environment variable that holds the API key when it is not given on the command line."""
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    root: Path = DEFAULT_ROOT                   # folder of collections
+    collections: tuple[str, ...] | None = None  # serve only these (None: every collection under root, new ones too)
+    host: str = "127.0.0.1"                     # loopback unless told; elsewhere needs api_key
+    port: int = 8080
+    api_key: str | None = None                  # every data request must carry it (header or ?api_key=)
+    max_k: int = 1000                           # results per query
+    max_query_chars: int = 1000                 # a text query longer than this is refused, not truncated
+    max_batch_queries: int = 256                # queries in one /search/batch request
+    max_body_bytes: int = 8 << 20               # a JSON request body (a batch of vectors fits)
+    max_upload_bytes: int = 16 << 20            # an uploaded image file
+    max_image_pixels: int = 40_000_000          # width × height of an uploaded image (decompression bombs)
+    timeout_s: float = 30.0                     # per request; then 503 and the server goes on
+    batch_window_ms: float = 2.0                # how long the text micro-batcher waits for company
+    max_batch: int = 32                         # texts encoded in one forward pass
+    thumb_size: int = 256                       # longest side of a thumbnail, pixels
+
+    def checked(self) -> ServeOptions:
+        """The options with the API key taken from the environment when not given; binding beyond loopback
+        without a key, or nonsense bounds, is an error."""
+        key = self.api_key or os.environ.get(API_KEY_ENV) or None
+        if not is_loopback(self.host) and not key:
+            raise EngineError(f"serving on {self.host} (not loopback) needs an API key: give {opt('api_key')} "
+                              f"KEY or set {API_KEY_ENV}")
+        for name in ("max_k", "max_query_chars", "max_batch_queries", "max_body_bytes", "max_upload_bytes",
+                     "max_image_pixels", "max_batch", "thumb_size"):
+            if getattr(self, name) < 1:
+                raise EngineError(f"{opt(name)} must be at least 1 (got {getattr(self, name)})")
+        if self.timeout_s <= 0 or self.batch_window_ms < 0:
+            raise EngineError(f"{opt('timeout_s')} must be > 0 and {opt('batch_window_ms')} ≥ 0")
+        from dataclasses import replace
+        return replace(self, api_key=key)
+
+
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 and `localhost` are loopback; anything else (0.0.0.0 included) is not."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
