@@ -15,7 +15,8 @@ import typer
 from engine.errors import EngineError, set_option_names
 
 TASKS = ("engine.tasks.eventa", "engine.tasks.model_ranking", "engine.tasks.lora", "engine.tasks.dse")
-CORE_ONLY = {"build", "search", "info", "list", "bench", "demo", "models", "metrics", "eval", "compare", "fuse"}
+CORE_ONLY = {"build", "search", "info", "list", "bench", "demo", "models", "metrics", "eval", "compare", "fuse",
+             "serve"}
 READS_RUNS = {"eval", "compare", "fuse"}  # may read a task's run format: import the task packages (not their CLIs)
 
 
@@ -23,11 +24,13 @@ def build_app(tasks: Sequence[str] = TASKS) -> typer.Typer:
     """The app with the core and evaluation commands and those of `tasks` (package names)."""
     from engine.core import cli as core_cli
     from engine.eval import cli as eval_cli
+    from engine.serve import cli as serve_cli
     app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
                       help="Dense multimodal retrieval for shared tasks: build FAISS collections, search, "
                            "write submission files, evaluate runs with the official metrics.")
     core_cli.register(app)
     validate, convert = eval_cli.register(app)
+    serve_cli.register(app)
     for task in tasks:
         importlib.import_module(f"{task}.cli").register(app, validate, convert)
     return app

@@ -13,6 +13,7 @@ from engine.core.collection import DEFAULT_ROOT
 from engine.core.encoders.registry import model_help
 from engine.errors import EngineError, opt
 from engine.progress import set_quiet
+from engine.serve.options import API_KEY_ENV
 
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or status lines (for scripts).")]
 Root = Annotated[Path, typer.Option("--root", help="Folder that holds collections.")]
@@ -77,6 +78,10 @@ def search_cmd(
     out: Annotated[Optional[Path], typer.Option("--out", help="TREC run to write for --queries.")] = None,
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Run id column (default: collection name).")] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Queries encoded per batch.")] = 64,
+    server: Annotated[Optional[str], typer.Option("--server", help="URL of a running `engine serve` to ask "
+                      "instead of loading the collection here (same output).")] = None,
+    api_key: Annotated[Optional[str], typer.Option("--api-key", envvar=API_KEY_ENV, show_envvar=True,
+                       help="Key for a --server that needs one.")] = None,
     root: Root = DEFAULT_ROOT,
     quiet: Quiet = False,
 ) -> None:
@@ -86,6 +91,8 @@ def search_cmd(
     from engine.display import hits_table
     from engine.progress import info
     if queries is not None:
+        if server is not None:
+            raise EngineError(f"{opt('queries')} runs here; leave out {opt('server')} (or POST /search/batch to it)")
         if out is None or text is not None or image is not None:
             raise EngineError(f"{opt('queries')} takes {opt('out')} RUN and no text or {opt('image')} query")
         from engine.io.tables import read_queries
@@ -97,7 +104,11 @@ def search_cmd(
         raise EngineError(f"{opt('out')} goes with {opt('queries')} FILE")
     if (text is None) == (image is None):
         raise EngineError(f"give a text query or {opt('image')} PATH (or {opt('queries')} FILE {opt('out')} RUN)")
-    hits = Collection.open(name, root).search(text=text, image=str(image) if image else None, k=k)
+    if server is not None:
+        from engine.serve.client import remote_search
+        hits = remote_search(server, name, text=text, image=image, k=k, api_key=api_key)
+    else:
+        hits = Collection.open(name, root).search(text=text, image=str(image) if image else None, k=k)
     if as_json:
         print_json({"query": text if text is not None else str(image), "hits": [h.as_dict() for h in hits]})
     else:

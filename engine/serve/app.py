@@ -187,7 +187,8 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
             if row is None:
                 raise _refuse(404, f"no item {q.id!r} in collection {s.name!r}")
             return np.asarray(s.col.embeddings[row], dtype=np.float32)
-        vec = np.asarray(q.vector, dtype=np.float32)
+        with np.errstate(over="ignore"):
+            vec = np.asarray(q.vector, dtype=np.float32)
         if vec.ndim != 1 or len(vec) != s.col.dim:
             raise _refuse(422, f"vector has {vec.size} values; collection {s.name!r} is {s.col.dim}-d")
         if not np.isfinite(vec).all():
@@ -275,7 +276,7 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
     def describe(s: Served) -> dict:
         col = s.col
         spec = col.manifest.get("encoder")
-        info = {k: v for k, v in col.info().items() if k != "path"}
+        info = {**{k: v for k, v in col.info().items() if k != "path"}, "generation": col.manifest.get("generation")}
         return {"name": s.name, "kind": col.kind, "count": len(col), "encoder": spec, "dim": col.dim,
                 "queries": sorted(col.encoder.modalities) + ["id", "vector"] if spec else ["id", "vector"],
                 "thumbnails": bool(s.files), "manifest": info}

@@ -1,0 +1,46 @@
+"""The `serve` command. Parsing only: defaults come from `ServeOptions`, the work from `engine.serve.app`."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from engine.serve.options import API_KEY_ENV, ServeOptions
+
+DEFAULTS = ServeOptions()
+
+
+def serve_cmd(
+    root: Annotated[Path, typer.Option("--root", help="Folder that holds collections.")] = DEFAULTS.root,
+    collections: Annotated[str | None, typer.Option("--collections", help="Comma-separated collections to serve "
+                           "(default: every collection under --root, new ones included).")] = None,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on; anything but loopback needs "
+                    "--api-key.")] = DEFAULTS.host,
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = DEFAULTS.port,
+    api_key: Annotated[str | None, typer.Option("--api-key", envvar=API_KEY_ENV, show_envvar=True,
+                       help="Key every request must carry (X-API-Key or Authorization: Bearer).")] = None,
+    max_k: Annotated[int, typer.Option("--max-k", help="Most results per query.")] = DEFAULTS.max_k,
+    max_upload_mb: Annotated[float, typer.Option("--max-upload-mb", help="Largest uploaded image, MiB.")]
+    = DEFAULTS.max_upload_bytes / 2**20,
+    max_image_pixels: Annotated[int, typer.Option("--max-image-pixels", help="Largest uploaded image, width × "
+                                "height.")] = DEFAULTS.max_image_pixels,
+    timeout_s: Annotated[float, typer.Option("--timeout", help="Seconds a request may take (then 503).")]
+    = DEFAULTS.timeout_s,
+    batch_window_ms: Annotated[float, typer.Option("--batch-window-ms", help="How long a text query waits for "
+                               "others to be encoded with it.")] = DEFAULTS.batch_window_ms,
+    max_batch: Annotated[int, typer.Option("--max-batch", help="Most text queries encoded together.")]
+    = DEFAULTS.max_batch,
+) -> None:
+    """Serve collections over HTTP: JSON search API (docs at /docs), Prometheus /metrics and a web page at /."""
+    from engine.core.cli import split_list
+    from engine.serve.server import serve
+    names = split_list(collections)
+    serve(ServeOptions(root=root, collections=tuple(names) if names else None, host=host, port=port,
+                       api_key=api_key, max_k=max_k, max_upload_bytes=int(max_upload_mb * 2**20),
+                       max_image_pixels=max_image_pixels, timeout_s=timeout_s, batch_window_ms=batch_window_ms,
+                       max_batch=max_batch))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve_cmd)

@@ -1,0 +1,55 @@
+"""The client side of `engine search --server URL`: the standard library only, so it needs no extra."""
+from __future__ import annotations
+
+import json
+import mimetypes
+import uuid
+from pathlib import Path
+from urllib.error import HTTPError, URLError
+from urllib.request import Request, urlopen
+
+from engine.core.collection import Hit
+from engine.errors import EngineError
+
+
+def remote_search(url: str, collection: str, text: str | None = None, image: str | Path | None = None,
+                  k: int = 10, api_key: str | None = None, timeout: float = 60.0) -> list[Hit]:
+    """The hits a running `engine serve` returns for one text or image query, as `Collection.search` would."""
+    endpoint = url.rstrip("/") + "/search"
+    headers = {"X-API-Key": api_key} if api_key else {}
+    if image is not None:
+        path = Path(image)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise EngineError(f"query image {path}: {exc.strerror or exc}") from None
+        body, ctype = _multipart({"collection": collection, "k": str(k)}, "image", path.name, data)
+    else:
+        body, ctype = json.dumps({"collection": collection, "text": text, "k": k}).encode(), "application/json"
+    request = Request(endpoint, data=body, headers={**headers, "Content-Type": ctype}, method="POST")
+    try:
+        with urlopen(request, timeout=timeout) as response:
+            payload = json.loads(response.read())
+    except HTTPError as exc:
+        try:
+            detail = json.loads(exc.read()).get("detail", exc.reason)
+        except (ValueError, AttributeError):
+            detail = exc.reason
+        raise EngineError(f"server {url} answered {exc.code}: {detail}") from None
+    except (URLError, OSError) as exc:
+        raise EngineError(f"cannot reach server {url}: {getattr(exc, 'reason', exc)}") from None
+    except ValueError:
+        raise EngineError(f"server {url} did not answer with JSON (is it `engine serve`?)") from None
+    return [Hit(h["id"], float(h["score"]), int(h["rank"]), h.get("meta") or {}) for h in payload["hits"]]
+
+
+def _multipart(fields: dict[str, str], file_field: str, filename: str, data: bytes) -> tuple[bytes, str]:
+    boundary = uuid.uuid4().hex
+    parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode()
+             for name, value in fields.items()]
+    ctype = mimetypes.guess_type(filename)[0] or "application/octet-stream"
+    safe = filename.replace('"', "_")
+    parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{file_field}"; filename="{safe}"\r\n'
+                 f"Content-Type: {ctype}\r\n\r\n".encode() + data + b"\r\n")
+    parts.append(f"--{boundary}--\r\n".encode())
+    return b"".join(parts), f"multipart/form-data; boundary={boundary}"

@@ -1,0 +1,67 @@
+"""Running the app with uvicorn: in the foreground (`engine serve`) or in a thread on a free loopback port
+(tests, benchmarks), always stopping cleanly."""
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+from engine.errors import EngineError, missing_extra
+from engine.serve.options import ServeOptions
+
+
+def _uvicorn():
+    try:
+        import fastapi  # noqa: F401
+        import prometheus_client  # noqa: F401
+        import python_multipart  # noqa: F401
+        import uvicorn
+    except ImportError:
+        raise missing_extra("fastapi, uvicorn, python-multipart and prometheus-client", "serve") from None
+    return uvicorn
+
+
+def _config(options: ServeOptions, log_level: str = "info"):
+    uvicorn = _uvicorn()
+    from engine.serve.app import create_app
+    app = create_app(options)
+    return uvicorn.Config(app, host=options.host, port=options.port, log_level=log_level, access_log=False,
+                          timeout_graceful_shutdown=5)
+
+
+def serve(options: ServeOptions) -> None:
+    """Serve until interrupted."""
+    options = options.checked()
+    config = _config(options)
+    try:
+        _uvicorn().Server(config).run()
+    except OSError as exc:
+        raise EngineError(f"cannot listen on {options.host}:{options.port}: {exc.strerror or exc}") from None
+
+
+@contextlib.contextmanager
+def running(options: ServeOptions, log_level: str = "warning") -> Iterator[str]:
+    """A server on 127.0.0.1 and a free port, in a thread, for the `with` block; yields its base URL."""
+    uvicorn = _uvicorn()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    from dataclasses import replace
+    config = _config(replace(options, host="127.0.0.1", port=port), log_level)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 120
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise EngineError("the test server did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
