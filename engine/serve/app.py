@@ -238,6 +238,12 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
     async def image_search(request: Request) -> JSONResponse:
         t0 = time.perf_counter()
         form = await request.form(max_files=1, max_fields=8, max_part_size=64 << 10)
+        try:
+            return await answer_form(form, t0)
+        finally:
+            await form.close()
+
+    async def answer_form(form: Any, t0: float) -> JSONResponse:
         upload = form.get("image")
         name = form.get("collection")
         if not isinstance(name, str) or not name:
@@ -248,7 +254,7 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
             k = check_k(int(form.get("k") or 10))
         except ValueError:
             raise _refuse(422, f"k must be a whole number (got {form.get('k')!r})") from None
-        s = served(name)
+        s = await run_in_threadpool(served, name)
         require(s, "image")
         data = await upload.read(opts.max_upload_bytes + 1)
 

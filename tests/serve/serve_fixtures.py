@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-DOCS = [
-    ("d1", "How to bake sourdough bread at home", "cooking"),
-    ("d2", "Training a neural network on images", "ml"),
-    ("d3", "The history of the Roman empire", "history"),
-    ("d4", "Best hiking trails in the Alps", "travel"),
-    ("d5", "Grilling vegetables on a barbecue", "cooking"),
-    ("d6", "Gradient descent and backpropagation explained", "ml"),
-    ("d7", "Medieval castles of Europe", "history"),
-]
+ROWS = """\
+d1,A recipe for sourdough bread with a crisp crust,cooking
+d2,Convolutional neural networks for image classification,ml
+d3,The fall of the Roman republic,history
+d4,Walking routes through the Scottish highlands,travel
+d5,Grilled vegetables and barbecue sauces,cooking
+d6,Backpropagation and gradient descent for deep learning,ml
+d7,Castles and fortresses of medieval Europe,history
+"""
+DOCS = [tuple(line.split(",")) for line in ROWS.splitlines()]
 _BUILT: dict = {}
 
 
