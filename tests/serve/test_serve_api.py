@@ -236,3 +236,25 @@ def test_cli_search_with_server_prints_the_same(served_root, monkeypatch, capsys
     assert code == 2 and "cannot reach" in err
     code, _, err = run_cli(monkeypatch, capsys, "serve", "--host", "0.0.0.0", "--root", served_root)
     assert code == 2 and "--api-key" in err
+
+
+def test_image_builds_record_their_files_and_add_keeps_them(tmp_path, sample_photos):
+    import shutil
+
+    from engine.core.collection import IMAGE_FILES
+    folder = tmp_path / "photos"
+    (folder / "sub").mkdir(parents=True)
+    shutil.copy(sample_photos["coffee"], folder / "coffee.png")
+    shutil.copy(sample_photos["rocket"], folder / "sub" / "rocket.jpg")
+    col = Collection.build("pics", images=folder, root=tmp_path / "idx")
+    shutil.copy(sample_photos["horse"], folder / "horse.png")
+    col = Collection.build("pics", images=folder, root=tmp_path / "idx", add=True)
+    files = col.document(IMAGE_FILES)
+    assert files == {i: str((folder / p).resolve()) for i, p in
+                     [("coffee", "coffee.png"), ("sub/rocket", "sub/rocket.jpg"), ("horse", "horse.png")]}
+    with TestClient(create_app(ServeOptions(root=tmp_path / "idx"))) as c:
+        assert c.get("/items/pics/sub/rocket").json()["thumb"] == "/thumb/pics/sub%2Frocket"
+        for item in ("coffee", "sub/rocket"):
+            assert c.get(f"/thumb/pics/{item}").headers["content-type"] == "image/jpeg"
+        (folder / "horse.png").unlink()  # an indexed file gone since: a one-line 422, not a 500
+        assert "no longer be read" in one_line_refusal(c.get("/thumb/pics/horse"), 422)
