@@ -132,6 +132,8 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--budget-s", type=float, default=900, help="wall-clock bound of the whole load phase")
     ap.add_argument("--cli-runs", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=200, help="requests before the RSS 'before' reading")
+    ap.add_argument("--in-process", type=int, default=300, help="queries timed through Collection.search")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "serve_load.json")
     args = ap.parse_args()
     sys.path.insert(0, str(HERE))
@@ -167,7 +169,7 @@ def main() -> None:
                     raise SystemExit(f"server did not start: {server.stderr.read().decode()[-2000:]}")
                 time.sleep(0.2)
             result["server_start_s"] = time.monotonic() - start
-            warm = load(port, name, texts, 4, 200, args.k, time.monotonic() + 120)
+            warm = load(port, name, texts, 4, args.warmup, args.k, time.monotonic() + 120)
             result["rss_before_mib"] = rss_mib(server.pid)
             deadline = time.monotonic() + args.budget_s
             result["levels"] = [load(port, name, texts, c, total, args.k, deadline) for c, total in levels]
@@ -185,7 +187,7 @@ def main() -> None:
                 server.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 server.kill()
-        result["in_process_p50_ms"] = in_process_p50(root, name, texts[:300], args.k)
+        result["in_process_p50_ms"] = in_process_p50(root, name, texts[:args.in_process], args.k)
         result["cli_cold_s"] = cli_cold_s(root, name, texts[0], args.k, args.cli_runs)
     result["load_average_after"] = os.getloadavg()
     single = result["levels"][0]
