@@ -22,7 +22,8 @@ from engine.eval.validate import Report, missing_queries, sort_problems
 from engine.io.atomic import atomic_open, atomic_path
 from engine.io.ids import first_duplicate, read_id_list
 from engine.io.problems import Problem, raise_first
-from engine.io.tables import read_text_lines
+from engine.io.archive import read_member
+from engine.io.tables import check_line_lengths, read_text_lines
 
 SLOTS = 10
 MISSING = "#"
@@ -151,13 +152,21 @@ def _zip_lines(path: Path, problems: list[Problem]) -> tuple[str, list[str]] | N
         if member is None:
             return None
         try:
-            text = zf.read(member).decode("utf-8-sig")
+            text = read_member(zf, member, path).decode("utf-8-sig")
+        except EngineError as exc:
+            problems.append(Problem(f"{path}/{member}", None, str(exc).split(": ", 1)[-1]))
+            return None
         except UnicodeDecodeError as exc:
             problems.append(Problem(f"{path}/{member}", None, f"not UTF-8 text ({exc.reason} at byte {exc.start})"))
             return None
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
+    try:
+        check_line_lengths(f"{path}/{member}", lines)
+    except EngineError as exc:
+        problems.append(Problem(f"{path}/{member}", None, str(exc).split(": ", 1)[-1]))
+        return None
     return f"{path}/{member}", [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
 
 

@@ -1,0 +1,93 @@
+"""One writer at a time per collection: an advisory lock file beside the manifest.
+
+`ROOT/.NAME.lock` (beside the collection's folder, so the folder holds only what a commit wrote) is held with `flock` for the whole of a build, `--add`, `--force` or a task's commit;
+it records the holder's pid, host and start time for the message a second writer gets. The kernel drops
+an `flock` when its holder dies, so a lock left by a `kill -9` is stale by construction: the next writer
+takes it at once (and says whose it was). Readers never take it: they read the manifest, which a commit
+replaces atomically. A second writer fails at once with one line naming the holder, or with `wait`
+(seconds) polls until the lock is free. A writer that already holds the lock may take it again (a build
+that commits through `from_vectors` or `attach`).
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Iterator
+
+from engine.errors import EngineError
+
+POLL_SECONDS = 0.2
+_held: dict[Path, int] = {}  # lock path → how many times this process took it
+
+
+def lock_path(folder: Path) -> Path:
+    """The lock file of the collection in `folder` (its parent is created if need be)."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    return folder.parent.resolve() / f".{folder.name}.lock"
+
+
+def holder(path: Path) -> dict:
+    """What the lock file says about its holder (empty when unreadable)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _describe(info: dict) -> str:
+    if not info:
+        return "another process"
+    return f"pid {info.get('pid')} on {info.get('host')} (since {info.get('since')})"
+
+
+@contextlib.contextmanager
+def writer_lock(folder: Path, wait: float = 0.0) -> Iterator[None]:
+    """Hold the writer lock of the collection in `folder` for the block."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no advisory locks; writers are on their own, as before
+        yield
+        return
+    path = lock_path(folder)
+    if _held.get(path):
+        _held[path] += 1
+        try:
+            yield
+        finally:
+            _held[path] -= 1
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise EngineError(f"collection {folder.name!r} in {folder.parent}/ is being written by "
+                                      f"{_describe(holder(path))}; wait for it to finish (its lock: {path})"
+                                      ) from None
+                time.sleep(POLL_SECONDS)
+        stale = holder(path)
+        record = {"pid": os.getpid(), "host": socket.gethostname(),
+                  "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(record).encode(), 0)
+        if stale and stale.get("pid") != os.getpid():
+            from engine.progress import info
+            info(f"{folder.name}: took over a lock left by {_describe(stale)}, which is gone")
+        _held[path] = 1
+        try:
+            yield
+        finally:
+            _held.pop(path, None)
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
