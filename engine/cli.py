@@ -6,6 +6,7 @@ when a command may need them, which keeps a query's start-up free of every task'
 """
 from __future__ import annotations
 
+import errno
 import importlib
 import sys
 from typing import Annotated, Callable, Sequence
@@ -101,6 +102,14 @@ def main() -> None:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         sys.exit(130)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        from engine.progress import console
+        console.print(f"[red]error:[/red] {exc.filename or 'a file'}: no space left on the device; free some and "
+                      "run the command again (every write goes to a temporary name: what was there is whole)",
+                      highlight=False, soft_wrap=True, markup=True)
+        sys.exit(2)
     finally:
         set_option_names(str)
 

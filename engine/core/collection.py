@@ -110,12 +110,27 @@ class Collection:
                 if (path / PARTIAL).is_dir() else ""
             raise EngineError(f"no collection {name!r} in {path.parent}/{partial}; build it first (with "
                               f"{opt('images')} DIR or {opt('texts')} FILE) ({hint})")
-        manifest = store.read_manifest(path, rebuild_hint(name))
-        col = cls(path, manifest)
-        if verify:
-            col.verify()
-            check_structure(path, manifest, rebuild_hint(name))
-        return col
+        for attempt in range(3):  # a writer may publish a new generation between our reads: read it again
+            manifest = store.read_manifest(path, rebuild_hint(name))
+            col = cls(path, manifest)
+            try:
+                if verify:
+                    col.verify()
+                    check_structure(path, manifest, rebuild_hint(name))
+                return col
+            except (EngineError, FileNotFoundError) as exc:
+                if attempt == 2 or not col._rebuilt():
+                    if isinstance(exc, FileNotFoundError):
+                        raise EngineError(f"{exc.filename} is missing; {rebuild_hint(name)}") from None
+                    raise
+        raise AssertionError("unreachable")
+
+    def _rebuilt(self) -> bool:
+        """Whether a writer has published another generation since this manifest was read."""
+        try:
+            return store.read_manifest(self.path, "").get("generation") != self.manifest.get("generation")
+        except EngineError:
+            return False
 
     def verify(self) -> None:
         """Every file the manifest lists exists with its recorded size and checksum."""
@@ -143,7 +158,13 @@ class Collection:
         if role not in roles:
             raise EngineError(f"collection {self.name!r} in {self.path} stores no {role!r} "
                               f"(it has {', '.join(roles) or 'nothing'}); {rebuild_hint(self.name)}")
-        return self.path / roles[role]
+        path = self.path / roles[role]
+        if not path.exists() and self._rebuilt():
+            raise self._gone()
+        return path
+
+    def _gone(self) -> EngineError:
+        return EngineError(f"collection {self.name!r} was rebuilt while it was open; open it again")
 
     @property
     def extra(self) -> dict:
@@ -173,6 +194,9 @@ class Collection:
             try:
                 with open(self.file("items"), encoding="utf-8") as fh:
                     self._items = [json.loads(line) for line in fh if line.strip()]
+            except FileNotFoundError:
+                raise self._gone() if self._rebuilt() else EngineError(
+                    f"{self.file('items')} is missing; {rebuild_hint(self.name)}") from None
             except (ValueError, UnicodeDecodeError) as exc:
                 raise EngineError(f"{self.file('items')}: damaged ({exc}); {rebuild_hint(self.name)}") from None
         return self._items
@@ -198,6 +222,8 @@ class Collection:
             try:
                 self._index = load_index(self.file("index"), self.manifest.get("search_params"))
             except RuntimeError as exc:
+                if self._rebuilt():
+                    raise self._gone() from None
                 raise EngineError(f"{self.file('index')}: FAISS cannot read it ({str(exc).strip()[-120:]}); "
                                   f"{rebuild_hint(self.name)}") from None
         return self._index

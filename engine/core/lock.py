@@ -6,7 +6,7 @@ an `flock` when its holder dies, so a lock left by a `kill -9` is stale by const
 takes it at once (and says whose it was). Readers never take it: they read the manifest, which a commit
 replaces atomically. A second writer fails at once with one line naming the holder, or with `wait`
 (seconds) polls until the lock is free. A writer that already holds the lock may take it again (a build
-that commits through `from_vectors` or `attach`).
+that commits through `from_vectors` or `attach`); another thread is another writer.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Iterator
@@ -21,7 +22,7 @@ from typing import Iterator
 from engine.errors import EngineError
 
 POLL_SECONDS = 0.2
-_held: dict[Path, int] = {}  # lock path → how many times this process took it
+_held: dict[tuple[Path, int], int] = {}  # (lock path, thread) → how many times that thread took it
 
 
 def lock_path(folder: Path) -> Path:
@@ -54,12 +55,13 @@ def writer_lock(folder: Path, wait: float = 0.0) -> Iterator[None]:
         yield
         return
     path = lock_path(folder)
-    if _held.get(path):
-        _held[path] += 1
+    key = (path, threading.get_ident())
+    if _held.get(key):
+        _held[key] += 1
         try:
             yield
         finally:
-            _held[path] -= 1
+            _held[key] -= 1
         return
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
@@ -82,11 +84,11 @@ def writer_lock(folder: Path, wait: float = 0.0) -> Iterator[None]:
         if stale and stale.get("pid") != os.getpid():
             from engine.progress import info
             info(f"{folder.name}: took over a lock left by {_describe(stale)}, which is gone")
-        _held[path] = 1
+        _held[key] = 1
         try:
             yield
         finally:
-            _held.pop(path, None)
+            _held.pop(key, None)
             os.ftruncate(fd, 0)
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
