@@ -5,6 +5,7 @@ a damaged member (bad deflate stream, CRC mismatch) is an `EngineError`, never `
 """
 from __future__ import annotations
 
+import struct
 import zipfile
 import zlib
 
@@ -12,6 +13,16 @@ from engine.errors import EngineError
 from engine.io.limits import limit, over
 
 _BLOCK = 1 << 20
+_DAMAGE = (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError, RuntimeError, ValueError,
+           KeyError, struct.error)
+
+
+def open_zip(path: object) -> zipfile.ZipFile:
+    """The zip at `path`; an unreadable one (not a zip, damaged directory, unsupported version) is an EngineError."""
+    try:
+        return zipfile.ZipFile(path)  # type: ignore[arg-type]
+    except _DAMAGE as exc:
+        raise EngineError(f"{path}: not a readable zip file ({exc})") from None
 
 
 def read_member(zf: zipfile.ZipFile, name: str, origin: object) -> bytes:
@@ -32,6 +43,6 @@ def read_member(zf: zipfile.ZipFile, name: str, origin: object) -> bytes:
                 if total > most or total > max(info.file_size, 0) + _BLOCK:
                     raise over("max_zip_member_bytes", "a member that inflates beyond its recorded size", shown)
                 parts.append(block)
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError, RuntimeError) as exc:
+    except _DAMAGE as exc:
         raise EngineError(f"{shown}: damaged zip member ({exc})") from None
     return b"".join(parts)
