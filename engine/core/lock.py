@@ -16,8 +16,8 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from engine.errors import EngineError
 

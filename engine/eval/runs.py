@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
@@ -22,6 +23,7 @@ from engine.io.problems import Problem, raise_first
 from engine.io.tables import read_text_lines
 
 SCORE_DECIMALS = 6
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _STEP = 10.0 ** -SCORE_DECIMALS
 
 
@@ -139,7 +141,10 @@ def _records(path: Path, width: int, layout: str, other: tuple[int, str],
     (a line as wide as the `other` format says which file it looks like)."""
     for n, text in enumerate(read_text_lines(path), 1):
         fields = text.split()
-        if not fields:
+        if _CONTROL.search(text):
+            problems.append(Problem(str(path), n, f"control character {_CONTROL.search(text).group()!r}; ids and "
+                                                  "scores are printable text (trec_eval would cut the id there)"))
+        elif not fields:
             problems.append(Problem(str(path), n, "blank line"))
         elif len(fields) != width:
             hint = f" (is this a {other[1]} file?)" if len(fields) == other[0] else ""

@@ -7,7 +7,13 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from engine.errors import EngineError, opt, preview, where
-from engine.io.tables import ID_COLUMNS, id_text, pick_column, read_rows, read_text_lines
+from engine.io.tables import (
+    ID_COLUMNS,
+    id_text,
+    pick_column,
+    read_rows,
+    read_text_lines,
+)
 
 LIST_ID_COLUMNS = ID_COLUMNS + ("article_id", "model_id", "task_id", "dataset_id", "llm_id")
 
@@ -73,15 +79,16 @@ ID_POLICIES = ("strict", "replace")
 """What a build does with an id a TREC file cannot hold (empty, or with white space): `strict` refuses it
 with the first few named; `replace` turns each run of white space into `_` (still unique, or an error)."""
 _SPACE = re.compile(r"\s+")
+_UNSAFE = re.compile(r"[\s\x00-\x1f\x7f]")
 
 
 def trec_safe_ids(ids: Sequence[str], policy: str = "strict", origin: object = "", fixable: bool = True) -> list[str]:
     """`ids` checked (and with `replace`, fixed) so every run, qrels and submission can hold them."""
-    bad = [i for i in ids if not i or _SPACE.search(i)]
+    bad = [i for i in ids if not i or _UNSAFE.search(i)]
     if not bad:
         return list(ids)
-    if policy != "replace" or any(not i.strip() for i in bad):
-        raise EngineError(f"{origin}: {len(bad)} id(s) are empty or hold white space, which TREC runs cannot "
+    if policy != "replace" or any(not i.strip() or _UNSAFE.search(_SPACE.sub("_", i)) for i in bad):
+        raise EngineError(f"{origin}: {len(bad)} id(s) are empty or hold white space or control characters, which TREC runs cannot "
                           f"hold: {preview([repr(i) for i in bad])}; rename them"
                           + (f", or pass {opt('id_policy')} replace to turn white space into '_'" if fixable else ""))
     fixed = [_SPACE.sub("_", i.strip()) for i in ids]

@@ -42,7 +42,7 @@ def load(spec: str) -> Encoder:
 
 def install(monkeypatch=None) -> None:
     """Route every encoder load to `load` (in a test with monkeypatch, or for good in a child process)."""
-    import engine.core.encoders as encoders
+    from engine.core import encoders
     if monkeypatch is not None:
         monkeypatch.setattr(encoders, "load_encoder", load)
     else:

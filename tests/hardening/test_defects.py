@@ -18,7 +18,7 @@ from engine.core.collection import MANIFEST, Collection
 from engine.core.images import ImageReadError, load_image
 from engine.errors import EngineError
 from engine.eval.evaluate import evaluate_files
-from engine.io.tables import read_json, read_queries, read_rows
+from engine.io.tables import read_queries, read_rows
 
 GOOD_ROW = "ab,cd,ef,gh,ij,kl,mn,op,qr,st"
 
@@ -313,7 +313,7 @@ def test_query_ids_with_white_space_fail_before_the_model_loads(tmp_path, fake_e
 def test_eval_warns_with_counts_when_qrels_queries_are_missing(tmp_path, monkeypatch, capsys):
     (tmp_path / "q.txt").write_text("".join(f"q{i} 0 d1 1\n" for i in range(79)))
     (tmp_path / "r.txt").write_text("".join(f"q{i} Q0 d1 1 1.0 r\n" for i in range(5)))
-    code, out, err = run_cli(monkeypatch, capsys, "eval", tmp_path / "r.txt", tmp_path / "q.txt")
+    code, _, err = run_cli(monkeypatch, capsys, "eval", tmp_path / "r.txt", tmp_path / "q.txt")
     assert code == 0 and "74 of 79 qrels queries are missing from the run" in " ".join(err.split())
 
 

@@ -12,8 +12,8 @@ import json
 import time
 import tracemalloc
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 from hypothesis import given
@@ -68,7 +68,10 @@ def _readers() -> dict[str, tuple[str, Callable[[Path], object], st.SearchStrate
     from engine.io.tables import read_queries, read_rows
     from engine.tasks.dse import data as dse
     from engine.tasks.eventa.data import read_database
-    from engine.tasks.eventa.submission import parse_eventa_submission, read_eventa_submission
+    from engine.tasks.eventa.submission import (
+        parse_eventa_submission,
+        read_eventa_submission,
+    )
     from engine.tasks.lora import data as lora
     from engine.tasks.model_ranking import data as mr
 

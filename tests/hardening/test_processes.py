@@ -43,11 +43,18 @@ def _args(scenario: str, tmp: Path) -> list[str]:
             "--batch-size", CHUNK, "-q", *extra]
 
 
+def _build_here(tmp: Path, ids, **settings) -> Collection:
+    """A build in this process with the fake encoder (the children use the same one)."""
+    from hardening import fake
+    with pytest.MonkeyPatch.context() as mp:
+        fake.install(mp)
+        return Collection.build("c", texts=_csv(tmp / "here.csv", ids), root=tmp / "idx", **settings)
+
+
 def _prepare(scenario: str, tmp: Path) -> None:
     shutil.rmtree(tmp / "idx", ignore_errors=True)
     if scenario in ("add", "force"):
-        subprocess.run([sys.executable, str(WRITER), "build", "c", "--texts", str(_csv(tmp / "first.csv",
-                        range(FIRST))), "--root", str(tmp / "idx"), "-q"], env=_env(0), check=True, timeout=120)
+        _build_here(tmp, range(FIRST))
 
 
 def _state(tmp: Path) -> tuple[list[str], np.ndarray]:
@@ -73,7 +80,7 @@ def kill_once(scenario: str, tmp: Path, rng: random.Random, reference: tuple) ->
             assert before is not None and ids == before[0] and np.array_equal(emb, before[1])
     again = "add" if scenario == "build" and out["opened"] else scenario  # a build killed after its commit
     resumed = subprocess.run([sys.executable, str(WRITER), *_args(again, tmp)],
-                             env=_env(0), capture_output=True, text=True, timeout=120)
+                             env=_env(0), capture_output=True, text=True, timeout=120, check=False)
     assert resumed.returncode == 0, resumed.stderr
     ids, emb = _state(tmp)
     assert ids == reference[0] and np.array_equal(emb, reference[1])  # nothing lost, bit-identical
@@ -83,8 +90,8 @@ def kill_once(scenario: str, tmp: Path, rng: random.Random, reference: tuple) ->
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> tuple:
     tmp = tmp_path_factory.mktemp("reference")
-    subprocess.run([sys.executable, str(WRITER), *_args("build", tmp)], env=_env(0), check=True, timeout=120)
-    return _state(tmp)
+    col = _build_here(tmp, range(N))
+    return col.ids, np.asarray(col.embeddings).copy()
 
 
 @pytest.mark.parametrize("scenario", ["build", "add", "force"])
@@ -107,9 +114,7 @@ def test_kill_campaign_50(tmp_path, reference):
 
 def test_two_concurrent_adds_lose_nothing(tmp_path, fake_encoder):
     from engine.core.lock import holder, lock_path
-    _csv(tmp_path / "first.csv", range(FIRST))
-    subprocess.run([sys.executable, str(WRITER), "build", "c", "--texts", str(tmp_path / "first.csv"), "--root",
-                    str(tmp_path / "idx"), "-q"], env=_env(0), check=True, timeout=120)
+    Collection.build("c", texts=_csv(tmp_path / "first.csv", range(FIRST)), root=tmp_path / "idx")
     a = _csv(tmp_path / "a.csv", range(FIRST, 45))
     b = _csv(tmp_path / "b.csv", range(45, N))
     first = subprocess.Popen([sys.executable, str(WRITER), "build", "c", "--texts", str(a), "--root",
@@ -127,9 +132,8 @@ def test_two_concurrent_adds_lose_nothing(tmp_path, fake_encoder):
 
 
 def test_reader_during_a_rebuild_never_sees_damage(tmp_path):
-    _csv(tmp_path / "all.csv", range(N))
-    base = ["build", "c", "--texts", str(tmp_path / "all.csv"), "--root", str(tmp_path / "idx"), "-q"]
-    subprocess.run([sys.executable, str(WRITER), *base], env=_env(0), check=True, timeout=120)
+    _build_here(tmp_path, range(N))
+    base = ["build", "c", "--texts", str(tmp_path / "here.csv"), "--root", str(tmp_path / "idx"), "-q"]
     rebuild = subprocess.Popen([sys.executable, str(WRITER), *base, "--force", "--chunk-size", CHUNK,
                                 "--batch-size", CHUNK], env=_env(0.02))
     reads, retried = 0, 0
@@ -150,7 +154,7 @@ def _can_mount_tmpfs() -> bool:
     if shutil.which("unshare") is None:
         return False
     probe = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
-                            "mount -t tmpfs -o size=64k tmpfs /mnt"], capture_output=True, timeout=30)
+                            "mount -t tmpfs -o size=64k tmpfs /mnt"], capture_output=True, timeout=30, check=False)
     return probe.returncode == 0
 
 
@@ -161,13 +165,13 @@ def test_full_disk_during_a_write_is_one_line_and_keeps_the_collection(tmp_path)
     idx.mkdir()
     big = _csv(tmp_path / "big.csv", range(3000))
     small = _csv(tmp_path / "small.csv", range(5))
+    check = f"from engine.core.collection import Collection; print('ids', len(Collection.open('c', '{idx}').ids))"
     script = (f"mount -t tmpfs -o size=400k tmpfs {idx} && "
               f"{sys.executable} {WRITER} build c --texts {small} --root {idx} -q && "
               f"{sys.executable} {WRITER} build c --texts {big} --root {idx} -q --force; echo rc=$?; "
-              f"{sys.executable} -c \"from engine.core.collection import Collection; "
-              f"print('ids', len(Collection.open('c', '{idx}').ids))\"")
+              f"{sys.executable} -c \"{check}\"")
     done = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script], env=_env(0),
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, check=False)
     assert "rc=2" in done.stdout, done.stdout + done.stderr
     assert "no space left on the device" in " ".join(done.stderr.split()) and "Traceback" not in done.stderr
     assert "ids 5" in done.stdout  # the previous generation opens whole

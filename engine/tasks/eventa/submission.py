@@ -19,10 +19,10 @@ from engine.errors import EngineError
 from engine.eval.metrics import trec_order
 from engine.eval.runs import Run, read_run
 from engine.eval.validate import Report, missing_queries, sort_problems
+from engine.io.archive import open_zip, read_member
 from engine.io.atomic import atomic_open, atomic_path
 from engine.io.ids import first_duplicate, read_id_list
 from engine.io.problems import Problem, raise_first
-from engine.io.archive import open_zip, read_member
 from engine.io.tables import check_line_lengths, read_text_lines
 
 SLOTS = 10
