@@ -15,13 +15,15 @@ from PIL import Image
 from engine.core.images import ImageReadError, find_images, load_image
 
 
-def _png_claiming(path, width, height):
+def png_claiming(path, width, height):
+    """A valid 1×1 PNG whose header claims `width`×`height`: a decompression bomb in a few bytes."""
     Image.new("RGB", (1, 1)).save(path)
     data = bytearray(path.read_bytes())
     at = data.index(b"IHDR")
     data[at + 4:at + 12] = struct.pack(">II", width, height)
     data[at + 17:at + 21] = struct.pack(">I", zlib.crc32(bytes(data[at:at + 17])))
     path.write_bytes(bytes(data))
+    return path
 
 
 def _jpeg_with_orientation(path, orientation):
@@ -48,7 +50,7 @@ def make(kind: str, path):
     elif kind == "aspect-1x60000":
         Image.new("L", (1, 60000)).save(path, "PNG")
     elif kind == "bomb-png-100k":
-        _png_claiming(path, 100_000, 100_000)
+        png_claiming(path, 100_000, 100_000)
     elif kind == "bomb-png-20k-zeros":  # a real 20000×20000 PNG of zeros: 400 MP in ~400 KB
         Image.new("1", (20000, 20000)).save(path, "PNG")
     elif kind == "animated-gif":
@@ -65,7 +67,7 @@ def make(kind: str, path):
     elif kind.startswith("exif-"):
         _jpeg_with_orientation(path, int(kind.split("-")[1]))
     elif kind == "empty-dims-header":
-        _png_claiming(path, 0, 10)
+        png_claiming(path, 0, 10)
     else:
         raise ValueError(kind)
     return path

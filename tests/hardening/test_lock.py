@@ -64,6 +64,7 @@ def test_second_writer_waits_when_asked(tmp_path, fake_encoder):
 
 def test_a_lock_left_by_a_dead_writer_is_taken_over(tmp_path, fake_encoder, capsys):
     path = lock_path(tmp_path / "c")
+    path.parent.mkdir()
     path.write_text(json.dumps({"pid": 999999, "host": "elsewhere", "since": "yesterday"}))
     col = Collection.build("c", texts=_csv(tmp_path / "a.csv", ["a"]), root=tmp_path)
     assert col.ids == ["a"]
