@@ -73,7 +73,7 @@ def check_structure(folder: Path, manifest: dict, rebuild: str) -> None:
             raise EngineError(f"{file} is missing but {path} lists it as {role!r}; {rebuild}")
     try:
         emb: Any = np.load(files["embeddings"], mmap_mode="r")
-    except (ValueError, OSError, EOFError) as exc:
+    except Exception as exc:  # noqa: BLE001 (a damaged .npy header fails as ValueError, SyntaxError, TokenError…)
         raise EngineError(f"{files['embeddings']}: not a readable array ({exc}); {rebuild}") from None
     if emb.ndim != 2 or emb.shape != (count, dim):
         raise EngineError(f"{files['embeddings']} holds an array of shape {emb.shape}, but {path} says "
