@@ -7,8 +7,9 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any
 
 import numpy as np
 
@@ -57,11 +58,10 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs: Any) -> Iter
     if "b" not in mode:
         kwargs.setdefault("encoding", "utf-8")
         kwargs.setdefault("newline", "")
-    with atomic_path(path) as tmp:
-        with open(tmp, mode, **kwargs) as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
+    with atomic_path(path) as tmp, open(tmp, mode, **kwargs) as fh:
+        yield fh
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> None:

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from engine.errors import EngineError, opt, preview, where
 from engine.io.tables import (

@@ -5,9 +5,10 @@ Every row keeps its line number so errors can name it.
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from engine.errors import EngineError, where
 from engine.io.jsonio import parse_json
@@ -44,7 +45,7 @@ def read_text_lines(path: str | Path) -> list[str]:
     if lines and lines[-1] == "":
         lines.pop()
     check_line_lengths(path, lines)
-    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+    return [ln.removesuffix("\r") for ln in lines]
 
 
 def check_line_lengths(origin: object, lines: Sequence[str]) -> None:
