@@ -6,9 +6,10 @@ when a command may need them, which keeps a query's start-up free of every task'
 """
 from __future__ import annotations
 
+import errno
 import importlib
 import sys
-from typing import Callable, Sequence
+from typing import Annotated, Callable, Sequence
 
 import typer
 
@@ -28,12 +29,42 @@ def build_app(tasks: Sequence[str] = TASKS) -> typer.Typer:
     app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
                       help="Dense multimodal retrieval for shared tasks: build FAISS collections, search, "
                            "write submission files, evaluate runs with the official metrics.")
+    app.callback()(_root_options)
     core_cli.register(app)
     validate, convert = eval_cli.register(app)
     serve_cli.register(app)
     for task in tasks:
         importlib.import_module(f"{task}.cli").register(app, validate, convert)
     return app
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from engine import __version__
+        typer.echo(f"engine {__version__}")
+        raise typer.Exit()
+
+
+def _root_options(version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True,
+                                                        help="Print the engine's version and exit.")] = False
+                  ) -> None:
+    """Dense multimodal retrieval for shared tasks: build FAISS collections, search, write submission files,
+    evaluate runs with the official metrics."""
+
+
+def show_flags_as_flags(command) -> None:
+    """On/off options show no value in --help (typer writes `<bool>` after them, as if they took one)."""
+    def flag(param):
+        if param is not None and getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+        return param
+
+    for param in getattr(command, "params", []):
+        flag(param)
+    help_option = command.get_help_option
+    command.get_help_option = lambda ctx: flag(help_option(ctx))
+    for sub in getattr(command, "commands", {}).values():
+        show_flags_as_flags(sub)
 
 
 def tasks_for(argv: Sequence[str]) -> tuple[str, ...]:
@@ -47,9 +78,9 @@ def tasks_for(argv: Sequence[str]) -> tuple[str, ...]:
     return TASKS
 
 
-def flag_names(app: typer.Typer, argv: Sequence[str]) -> Callable[[str], str]:
+def flag_names(app: typer.Typer | typer.main.TyperGroup, argv: Sequence[str]) -> Callable[[str], str]:
     """Option name → its flag in the command `argv` invokes (`batch_size` → `--batch-size`), for messages."""
-    command = typer.main.get_command(app)
+    command = typer.main.get_command(app) if isinstance(app, typer.Typer) else app
     for word in argv:
         sub = getattr(command, "commands", {}).get(word)
         if sub is None:
@@ -62,10 +93,11 @@ def flag_names(app: typer.Typer, argv: Sequence[str]) -> Callable[[str], str]:
 def main() -> None:
     """Console-script entry: user errors become one red line and exit code 2, never a traceback."""
     argv = sys.argv[1:]
-    app = build_app(tasks_for(argv))
-    set_option_names(flag_names(app, argv))
+    command = typer.main.get_command(build_app(tasks_for(argv)))
+    show_flags_as_flags(command)
+    set_option_names(flag_names(command, argv))
     try:
-        app()
+        command()
     except EngineError as exc:
         from engine.progress import console
         console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True, markup=True)
@@ -73,6 +105,14 @@ def main() -> None:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         sys.exit(130)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        from engine.progress import console
+        console.print(f"[red]error:[/red] {exc.filename or 'a file'}: no space left on the device; free some and "
+                      "run the command again (every write goes to a temporary name: what was there is whole)",
+                      highlight=False, soft_wrap=True, markup=True)
+        sys.exit(2)
     finally:
         set_option_names(str)
 

@@ -38,7 +38,8 @@ class EngineError(Exception):
         self.message = message
 
     def __str__(self) -> str:
-        return render_options(self.message)
+        """One line always: line breaks that came in with a user's text (a column name, an id) are escaped."""
+        return render_options(self.message).replace("\r", "\\r").replace("\n", "\\n")
 
 
 def where(path: object, line: int | None = None) -> str:

@@ -16,10 +16,11 @@ import numpy as np
 
 from engine.core.collection import (IMAGE_FILES, MANIFEST, PARTIAL, Collection, collection_path, commit_collection,
                                     new_manifest)
-from engine.core.index import build_index, is_exact, recall_at_k
+from engine.core.index import build_index, check_factory, is_exact, recall_at_k
 from engine.core.sources import Item, image_items, text_items
 from engine.errors import EngineError, opt
 from engine.io.atomic import atomic_open, write_json
+from engine.io.ids import ID_POLICIES, trec_safe_ids
 from engine.progress import info, make_progress, warn
 
 
@@ -38,11 +39,17 @@ class BuildOptions:
     id_column: str | None = None
     path_column: str | None = None
     recall_queries: str | Path | None = None  # text queries for a non-exact index's recall@10
+    wait: float = 0.0                  # seconds to wait for another writer of the collection (0: fail at once)
+    id_policy: str = "strict"          # ids TREC files cannot hold (white space, empty): strict refuses, replace fixes
 
     def check(self) -> "BuildOptions":
         for name in ("chunk_size", "batch_size"):
             if getattr(self, name) < 1:
                 raise EngineError(f"{opt(name)} must be at least 1, not {getattr(self, name)}")
+        if self.id_policy not in ID_POLICIES:
+            raise EngineError(f"{opt('id_policy')} must be one of {', '.join(ID_POLICIES)}, not {self.id_policy!r}")
+        if not self.add:
+            check_factory(self.index)  # before a model loads or an item is encoded
         return self
 
 
@@ -70,7 +77,18 @@ def build_collection(name: str, *, images: str | Path | None = None, texts: str 
                      items: Sequence[Item] | None = None, kind: str | None = None, root: str | Path | None = None,
                      options: BuildOptions | None = None, report: BuildReport | None = None,
                      extra: Mapping[str, Any] | None = None, **settings: Any) -> Collection:
-    """See `Collection.build`."""
+    """See `Collection.build`. The whole build holds the collection's writer lock (`engine.core.lock`)."""
+    from engine.core.lock import writer_lock
+    o = build_options(options, **settings)
+    with writer_lock(collection_path(name, root), wait=o.wait):
+        return _build_collection(name, images=images, texts=texts, items=items, kind=kind, root=root, options=o,
+                                 report=report, extra=extra)
+
+
+def _build_collection(name: str, *, images: str | Path | None = None, texts: str | Path | None = None,
+                      items: Sequence[Item] | None = None, kind: str | None = None, root: str | Path | None = None,
+                      options: BuildOptions | None = None, report: BuildReport | None = None,
+                      extra: Mapping[str, Any] | None = None, **settings: Any) -> Collection:
     from engine.core.encoders import configure_threads, load_encoder
     from engine.core.encoders.registry import DEFAULT_IMAGE_SPEC, DEFAULT_TEXT_SPEC, specs_for
     from engine.io.ids import check_unique
@@ -92,6 +110,8 @@ def build_collection(name: str, *, images: str | Path | None = None, texts: str 
         kind = "text"
         items, fields_used = text_items(texts, id_column=o.id_column, fields=o.fields)
     source_name = str(images or texts or f"{len(items)} items")
+    safe = trec_safe_ids([it.id for it in items], o.id_policy, source_name)
+    items = [it if it.id == s else replace(it, id=s) for it, s in zip(items, safe)]
 
     model, index = o.model, o.index
     old: Collection | None = None
@@ -168,7 +188,8 @@ def _warn_truncation(encoder, items: Sequence[Item]) -> None:
     limit = int(encoder.info.get("max_seq_length") or 0)
     if not limit:
         return
-    long = sum(1 for it in items if len(it.source.split()) * 1.3 > limit)
+    # ~1.3 tokens a word, and at least one per 6 characters: one 20 MB "word" is far past the window too
+    long = sum(1 for it in items if max(len(it.source.split()) * 1.3, len(it.source) / 6) > limit)
     if long:
         warn(f"about {long} of {len(items)} texts exceed the model's {limit}-token window; "
              f"only their beginning is embedded")

@@ -2,7 +2,6 @@
 Parsing only: defaults come from the dataclasses and constants the work reads, the work lives elsewhere."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -22,7 +21,9 @@ BUILD = BuildOptions()
 
 
 def print_json(obj: object) -> None:
-    typer.echo(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
+    """Valid JSON always: NaN and infinities print as null."""
+    from engine.io.jsonio import dumps
+    typer.echo(dumps(obj, indent=2, ensure_ascii=False, default=str))
 
 
 def split_list(value: Optional[str]) -> Optional[list[str]]:
@@ -55,6 +56,10 @@ def build_cmd(
     threads: Annotated[int, typer.Option("--threads", help="torch threads (0: torch's default).")] = BUILD.threads,
     chunk_size: Annotated[int, typer.Option("--chunk-size", help="Items per flushed chunk (the resume unit).")]
     = BUILD.chunk_size,
+    id_policy: Annotated[str, typer.Option("--id-policy", help="Ids a TREC run cannot hold (empty, white space): "
+                         "strict refuses them, replace turns white space into '_'.")] = BUILD.id_policy,
+    wait: Annotated[float, typer.Option("--wait", help="Seconds to wait while another process writes the "
+                    "collection (0: fail at once, naming it).")] = BUILD.wait,
     root: Root = DEFAULT_ROOT,
     quiet: Quiet = False,
 ) -> None:
@@ -64,7 +69,7 @@ def build_cmd(
     Collection.build(name, images=images, texts=texts, root=root, model=model, index=index, batch_size=batch_size,
                      workers=workers, threads=threads, chunk_size=chunk_size, add=add, force=force,
                      fields=split_list(fields), id_column=id_column, path_column=path_column,
-                     recall_queries=recall_queries)
+                     recall_queries=recall_queries, id_policy=id_policy, wait=wait)
 
 
 def search_cmd(
@@ -87,16 +92,20 @@ def search_cmd(
 ) -> None:
     """Search a collection with its own encoder: one text, one --image, or a --queries file into a TREC run."""
     set_quiet(quiet)
-    from engine.core.collection import Collection
+    from engine.core.collection import Collection, check_query
     from engine.display import hits_table
     from engine.progress import info
+    check_query(text, k)  # every argument checked before a model loads
     if queries is not None:
         if server is not None:
             raise EngineError(f"{opt('queries')} runs here; leave out {opt('server')} (or POST /search/batch to it)")
         if out is None or text is not None or image is not None:
             raise EngineError(f"{opt('queries')} takes {opt('out')} RUN and no text or {opt('image')} query")
+        from engine.io.ids import trec_safe_ids
         from engine.io.tables import read_queries
         qs = read_queries(queries)
+        trec_safe_ids([q for q, _ in qs], "strict", queries, fixable=False)
+        trec_safe_ids([run_id or name], "strict", opt("run_id"), fixable=False)
         n = Collection.open(name, root).search_to_run(qs, out, k=k, run_id=run_id, batch_size=batch_size)
         info(f"wrote {n} lines for {len(qs)} queries to {out}")
         return

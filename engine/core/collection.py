@@ -23,6 +23,8 @@ import numpy as np
 from engine import __version__
 from engine.core import store
 from engine.core.index import build_index, default_search_params, index_memory_bytes, load_index, save_index
+from engine.core.lock import writer_lock
+from engine.core.structure import check_structure
 from engine.errors import EngineError, opt
 from engine.progress import make_progress
 
@@ -65,6 +67,19 @@ def rebuild_hint(name: str) -> str:
     return f"rebuild collection {name!r} ({opt('force')})"
 
 
+def check_k(k: int) -> None:
+    """`k` results per query: at least one (FAISS would quietly return one for 0 or -1)."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise EngineError(f"{opt('k')} must be a whole number of at least 1, not {k!r}")
+
+
+def check_query(text: str | None, k: int) -> None:
+    """What a search needs before any model loads: a positive `k` and, for a text query, some text."""
+    check_k(k)
+    if text is not None and not text.strip():
+        raise EngineError("the text query is empty; give some words to search for")
+
+
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -97,11 +112,27 @@ class Collection:
                 if (path / PARTIAL).is_dir() else ""
             raise EngineError(f"no collection {name!r} in {path.parent}/{partial}; build it first (with "
                               f"{opt('images')} DIR or {opt('texts')} FILE) ({hint})")
-        manifest = store.read_manifest(path, rebuild_hint(name))
-        col = cls(path, manifest)
-        if verify:
-            col.verify()
-        return col
+        for attempt in range(3):  # a writer may publish a new generation between our reads: read it again
+            manifest = store.read_manifest(path, rebuild_hint(name))
+            col = cls(path, manifest)
+            try:
+                if verify:
+                    col.verify()
+                    check_structure(path, manifest, rebuild_hint(name))
+                return col
+            except (EngineError, FileNotFoundError) as exc:
+                if attempt == 2 or not col._rebuilt():
+                    if isinstance(exc, FileNotFoundError):
+                        raise EngineError(f"{exc.filename} is missing; {rebuild_hint(name)}") from None
+                    raise
+        raise AssertionError("unreachable")
+
+    def _rebuilt(self) -> bool:
+        """Whether a writer has published another generation since this manifest was read."""
+        try:
+            return store.read_manifest(self.path, "").get("generation") != self.manifest.get("generation")
+        except EngineError:
+            return False
 
     def verify(self) -> None:
         """Every file the manifest lists exists with its recorded size and checksum."""
@@ -129,7 +160,13 @@ class Collection:
         if role not in roles:
             raise EngineError(f"collection {self.name!r} in {self.path} stores no {role!r} "
                               f"(it has {', '.join(roles) or 'nothing'}); {rebuild_hint(self.name)}")
-        return self.path / roles[role]
+        path = self.path / roles[role]
+        if not path.exists() and self._rebuilt():
+            raise self._gone()
+        return path
+
+    def _gone(self) -> EngineError:
+        return EngineError(f"collection {self.name!r} was rebuilt while it was open; open it again")
 
     @property
     def extra(self) -> dict:
@@ -156,8 +193,14 @@ class Collection:
     @property
     def items(self) -> list[dict]:
         if self._items is None:
-            with open(self.file("items"), encoding="utf-8") as fh:
-                self._items = [json.loads(line) for line in fh if line.strip()]
+            try:
+                with open(self.file("items"), encoding="utf-8") as fh:
+                    self._items = [json.loads(line) for line in fh if line.strip()]
+            except FileNotFoundError:
+                raise self._gone() if self._rebuilt() else EngineError(
+                    f"{self.file('items')} is missing; {rebuild_hint(self.name)}") from None
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise EngineError(f"{self.file('items')}: damaged ({exc}); {rebuild_hint(self.name)}") from None
         return self._items
 
     @property
@@ -178,7 +221,13 @@ class Collection:
     @property
     def index(self):
         if self._index is None:
-            self._index = load_index(self.file("index"), self.manifest.get("search_params"))
+            try:
+                self._index = load_index(self.file("index"), self.manifest.get("search_params"))
+            except RuntimeError as exc:
+                if self._rebuilt():
+                    raise self._gone() from None
+                raise EngineError(f"{self.file('index')}: FAISS cannot read it ({str(exc).strip()[-120:]}); "
+                                  f"{rebuild_hint(self.name)}") from None
         return self._index
 
     def info(self) -> dict[str, Any]:
@@ -217,6 +266,7 @@ class Collection:
 
     def search_vectors(self, queries: np.ndarray, k: int = 10) -> tuple[np.ndarray, np.ndarray]:
         """Raw FAISS results: (scores, row indices), -1 where fewer than k."""
+        check_k(k)
         queries = np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)
         if queries.shape[1] != self.dim:
             raise EngineError(f"query vectors are {queries.shape[1]}-d, collection {self.name!r} is {self.dim}-d")
@@ -240,6 +290,7 @@ class Collection:
         """Top-k for one text or one image query, encoded with the collection's own encoder."""
         if (text is None) == (image is None):
             raise EngineError("give either a text query or an image query")
+        check_query(text, k)
         q = self.encode_queries(texts=[text]) if text is not None else self.encode_queries(images=[image])
         return self.hits(*self.search_vectors(q, k))[0]
 
@@ -247,6 +298,8 @@ class Collection:
                     batch_size: int = 64) -> list[list[Hit]]:
         """Batched search with a progress bar; one ranked list per query, in order."""
         queries = list(texts if texts is not None else images or [])
+        for text in texts or [k]:
+            check_query(text if texts is not None else None, k)
         out: list[list[Hit]] = []
         with make_progress() as bar:
             task = bar.add_task("searching", total=len(queries))
@@ -302,8 +355,9 @@ class Collection:
         check_unique([str(i) for i in ids], "id", name)
         items = [{"id": str(i), **(meta[n] if meta is not None else {})} for n, i in enumerate(ids)]
         manifest = new_manifest(name, kind, encoder_spec, int(vectors.shape[1]), index, ["vectors"])
-        return commit_collection(path, manifest, vectors, items, build_index(vectors, index), arrays, files, extra,
-                                 documents)
+        with writer_lock(path):
+            return commit_collection(path, manifest, vectors, items, build_index(vectors, index), arrays, files,
+                                     extra, documents)
 
     def attach(self, arrays: Mapping[str, np.ndarray] | None = None,
                files: Mapping[str, store.FileWriter] | None = None, extra: Mapping[str, Any] | None = None,
@@ -314,7 +368,8 @@ class Collection:
         keep = {r: f for r, f in self.manifest.get("roles", {}).items() if r not in writers}
         manifest = {**self.manifest, "updated": _now(),
                     "extra": {**(self.manifest.get("extra") or {}), **(extra or {})}}
-        store.commit(self.path, manifest, writers, keep=keep)
+        with writer_lock(self.path):
+            store.commit(self.path, manifest, writers, keep=keep)
         return Collection.open(self.path.name, self.path.parent, verify=False)
 
 

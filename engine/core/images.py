@@ -17,13 +17,14 @@ import numpy as np
 from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
 
 from engine.errors import EngineError
+from engine.io.limits import limit, over
 
 if TYPE_CHECKING:
     from engine.core.encoders.base import Encoder
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp", ".tif", ".tiff", ".ppm", ".pgm", ".jfif"}
 ImageFile.LOAD_TRUNCATED_IMAGES = False  # a truncated file is an error we report, not grey pixels
-Image.MAX_IMAGE_PIXELS = 20000 * 20000
+Image.MAX_IMAGE_PIXELS = None  # our own limit (engine.io.limits) applies, with its error and its variable
 
 
 class ImageReadError(Exception):
@@ -51,17 +52,39 @@ def _to_rgb(img: Image.Image) -> Image.Image:
     return img.convert("RGB")  # L, 1, P, CMYK, YCbCr, LAB, HSV
 
 
+def check_image_size(img: Image.Image) -> None:
+    """Refuse, from the header alone, what would take gigabytes to decode or to resize: too many pixels
+    (a JPEG is first asked to decode at a fraction of its size with `draft`), or an extreme aspect ratio
+    (resizing a 60000×1 image by its short side makes billions of pixels)."""
+    w, h = img.size
+    if w < 1 or h < 1:
+        raise ImageReadError(f"empty image ({w}×{h})")
+    most = limit("max_image_pixels")
+    if w * h > most and img.format == "JPEG":
+        scale = int(np.ceil(np.sqrt(w * h / most)))
+        img.draft(img.mode, (w // scale, h // scale))
+        w, h = img.size
+    if w * h > most:
+        raise ImageReadError(str(over("max_image_pixels", f"{w}×{h} = {w * h:,} pixels")))
+    if max(w, h) / min(w, h) > limit("max_image_aspect"):
+        raise ImageReadError(str(over("max_image_aspect", f"aspect ratio {max(w, h) / min(w, h):,.0f}:1 ({w}×{h})")))
+
+
 def load_image(path: str | Path) -> Image.Image:
-    """An RGB image upright per its EXIF orientation; raises ImageReadError with the reason."""
+    """An RGB image upright per its EXIF orientation; raises ImageReadError with the reason. Size limits are
+    checked on the header, before any pixel is decoded (`check_image_size`)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             with Image.open(path) as img:
+                check_image_size(img)
                 img.load()
                 img = ImageOps.exif_transpose(img) or img
                 return _to_rgb(img)
     except FileNotFoundError:
         raise ImageReadError("file not found") from None
+    except IsADirectoryError:
+        raise ImageReadError("is a folder, not an image") from None
     except UnidentifiedImageError:
         raise ImageReadError("not an image (unrecognised format)") from None
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:

@@ -113,3 +113,18 @@ def index_memory_bytes(index) -> int:
     """Bytes the index takes when serialized: a close, portable proxy for its resident memory."""
     import faiss
     return int(faiss.serialize_index(index).nbytes)
+
+
+def check_factory(factory: str) -> None:
+    """Refuse a factory string FAISS cannot parse before anything is encoded: it is tried at the usual
+    encoder widths, and only a string none of them takes is an error (a width it needs is checked at build)."""
+    import faiss
+    errors = []
+    for dim in (384, 512, 768, 1024, 1280, 1536):
+        try:
+            faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
+            return
+        except RuntimeError as exc:
+            errors.append(str(exc).strip().rsplit(": ", 1)[-1] if str(exc).strip() else type(exc).__name__)
+    raise EngineError(f"FAISS cannot make index {factory!r} ({errors[0]}); try Flat, HNSW32, IVF1024,Flat "
+                      "or IVF1024,PQ32")

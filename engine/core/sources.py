@@ -11,7 +11,7 @@ from typing import Sequence
 
 from engine.errors import EngineError, opt, where
 from engine.io.ids import check_unique
-from engine.io.tables import ID_COLUMNS, pick_column, read_rows
+from engine.io.tables import ID_COLUMNS, cell_text, id_text, pick_column, read_rows
 
 PATH_COLUMNS = ("path", "image_path", "file", "filename", "file_name", "image")
 TEXT_FIELD_NAMES = ("text", "caption", "title", "description", "content", "summary", "body", "abstract",
@@ -46,8 +46,8 @@ def image_items(source: str | Path, id_column: str | None = None, path_column: s
     base = source.parent
     items, lines = [], []
     for row in rows:
-        item_id = str(row.data.get(id_col, "") or "").strip()
-        rel = str(row.data.get(path_col, "") or "").strip()
+        item_id = id_text(row.data.get(id_col), source, row.line)
+        rel = cell_text(row.data.get(path_col), source, row.line, "image path")
         if not item_id:
             raise EngineError(f"{where(source, row.line)}: empty id")
         if not rel:
@@ -82,17 +82,10 @@ def text_items(source: str | Path, id_column: str | None = None,
                               f"(columns: {', '.join(cols)})")
     items, lines, empty = [], [], []
     for row in rows:
-        item_id = str(row.data.get(id_col, "") or "").strip()
+        item_id = id_text(row.data.get(id_col), source, row.line)
         if not item_id:
             raise EngineError(f"{where(source, row.line)}: empty id")
-        parts = []
-        for f in used:
-            value = row.data.get(f)
-            if isinstance(value, list):
-                value = ", ".join(map(str, value))
-            if value not in (None, ""):
-                parts.append(str(value).strip())
-        text = "\n".join(p for p in parts if p)
+        text = "\n".join(p for p in (cell_text(row.data.get(f), source, row.line, f) for f in used) if p)
         if not text:
             empty.append(f"line {row.line} ({item_id})")
             continue

@@ -24,6 +24,7 @@ import numpy as np
 
 from engine.errors import EngineError
 from engine.io.atomic import atomic_path, write_json
+from engine.io.jsonio import parse_json
 
 FORMAT = 2
 """Manifest format this engine writes. 1: engine 0.1 collections (read as they are: no named arrays)."""
@@ -78,11 +79,11 @@ def read_manifest(folder: Path, rebuild: str) -> dict:
     """A folder's manifest; `rebuild` (the command that rebuilds it) goes into every error about it."""
     path = folder / MANIFEST
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
+        manifest = parse_json(path.read_text(encoding="utf-8"), path)  # bounded depth and numbers
     except FileNotFoundError:
         raise EngineError(f"{path}: no such file; {rebuild}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise EngineError(f"{path}: not valid JSON ({exc}); {rebuild}") from None
+    except (EngineError, UnicodeDecodeError) as exc:
+        raise EngineError(f"{path}: not valid JSON ({str(exc).split(': ', 1)[-1]}); {rebuild}") from None
     if not isinstance(manifest, dict):
         raise EngineError(f"{path}: not a manifest (expected a JSON object); {rebuild}")
     fmt = manifest.get("format", 1)

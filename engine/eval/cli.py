@@ -42,8 +42,6 @@ def eval_cmd(
 ) -> None:
     """Score a run with trec_eval's semantics (qrels queries missing from the run score 0), or with a
     benchmark's own rules (`--profile`; NTCIR: one row per RunID, a rejected file is an error)."""
-    import json
-
     from engine.eval.evaluate import (
         evaluate_files,
         evaluate_profile_files,
@@ -52,13 +50,14 @@ def eval_cmd(
         to_json,
     )
     from engine.eval.profiles import get_profile
+    from engine.io.jsonio import dumps
     prof = get_profile(profile)
     if prof.checker == "trec":
-        ev = evaluate_files(run, qrels, metrics or prof.metrics, groups)
-        typer.echo(json.dumps(to_json(ev, per_query)) if as_json else format_table(ev, per_query))
+        ev = evaluate_files(run, qrels, metrics if metrics is not None else prof.metrics, groups)
+        typer.echo(dumps(to_json(ev, per_query)) if as_json else format_table(ev, per_query))
         return
     evs = evaluate_profile_files(run, qrels, profile, metrics, groups, docs)
-    typer.echo(json.dumps({label: to_json(ev, per_query) for label, ev in evs.items()}) if as_json
+    typer.echo(dumps({label: to_json(ev, per_query) for label, ev in evs.items()}) if as_json
                else runs_table(evs))
 
 

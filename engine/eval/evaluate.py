@@ -95,6 +95,7 @@ def evaluate_files(run_path: str | os.PathLike, qrels_path: str | os.PathLike,
     specs = parse_metrics(metrics)  # fail on a bad metric before reading big files
     qrels = read_qrels(qrels_path)
     run = load_run(run_path)
+    warn_missing_queries(run, qrels, run_path)
     groups = read_groups(groups_path) if groups_path is not None else None
     return evaluate(run, qrels, specs, groups)
 
@@ -125,12 +126,14 @@ def evaluate_profile_files(run_path: str | os.PathLike, qrels_path: str | os.Pat
                            groups_path: str | os.PathLike | None = None,
                            docs_path: str | os.PathLike | None = None) -> dict[str, Evaluation]:
     """`engine eval --profile`: {run label: Evaluation}, one per RunID for NTCIR files."""
-    specs = parse_metrics(metrics or get_profile(profile).metrics)
+    specs = parse_metrics(metrics if metrics is not None else get_profile(profile).metrics)
     runs, qrels = load_profile_runs(run_path, read_qrels(qrels_path), profile, docs_path)
     groups = read_groups(groups_path) if groups_path is not None else None
     if groups is not None and get_profile(profile).checker == "ntcir":
         from engine.eval.ntcir import RULES
         groups = {RULES[profile].topic(q): g for q, g in groups.items()}
+    for label, run in runs.items():
+        warn_missing_queries(run, qrels, run_path if len(runs) == 1 else f"{run_path} ({label})")
     return {label: evaluate(run, qrels, specs, groups) for label, run in runs.items()}
 
 
@@ -143,6 +146,15 @@ def runs_table(evs: Mapping[str, Evaluation], markdown: bool = False) -> str:
         rows.append([label, "all", str(ev.n_queries)] + [_fmt(ev.means[c]) for c in ev.columns])
         rows += [[label, g, str(ev.group_sizes[g])] + [_fmt(ev.groups[g][c]) for c in ev.columns] for g in ev.groups]
     return table(["run", "queries", "n"] + first.columns, rows, markdown=markdown, left=2)
+
+
+def warn_missing_queries(run: Mapping[str, object], qrels: Mapping[str, object], run_path: object) -> None:
+    """Say how many judged queries the run lacks: trec_eval -c scores them 0, which is right for a run
+    that found nothing and wrong for a run made from another query set."""
+    missing = [q for q in qrels if q not in run]
+    if missing:
+        warn(f"{run_path}: {len(missing)} of {len(qrels)} qrels queries are missing from the run and score 0 "
+             f"({preview(missing)})")
 
 
 def to_json(ev: Evaluation, per_query: bool = False) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
@@ -17,10 +18,12 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 from engine.core.ranking import Ranking, as_pairs
 from engine.errors import EngineError
 from engine.io.atomic import atomic_open
+from engine.io.limits import limit
 from engine.io.problems import Problem, raise_first
 from engine.io.tables import read_text_lines
 
 SCORE_DECIMALS = 6
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _STEP = 10.0 ** -SCORE_DECIMALS
 
 
@@ -119,9 +122,9 @@ def parse_grade(value: Any) -> int | None:
         return None
     try:
         v = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
-    return int(v) if math.isfinite(v) and v.is_integer() else None
+    return int(v) if math.isfinite(v) and v.is_integer() and abs(v) <= limit("max_grade") else None
 
 
 def _finite(text: str) -> float | None:
@@ -138,7 +141,10 @@ def _records(path: Path, width: int, layout: str, other: tuple[int, str],
     (a line as wide as the `other` format says which file it looks like)."""
     for n, text in enumerate(read_text_lines(path), 1):
         fields = text.split()
-        if not fields:
+        if _CONTROL.search(text):
+            problems.append(Problem(str(path), n, f"control character {_CONTROL.search(text).group()!r}; ids and "
+                                                  "scores are printable text (trec_eval would cut the id there)"))
+        elif not fields:
             problems.append(Problem(str(path), n, "blank line"))
         elif len(fields) != width:
             hint = f" (is this a {other[1]} file?)" if len(fields) == other[0] else ""
@@ -156,9 +162,10 @@ def parse_run(path: str | os.PathLike) -> ParsedRun:
                               out.problems):
         qid, _, docid, rank, score_text, _ = fields
         score = _finite(score_text)
-        if score is None:
-            what = "not a finite number" if _is_float(score_text) else "not a number"
-            out.problems.append(Problem(out.path, n, f"score {score_text!r} is {what}"))
+        if score is None or abs(score) > limit("max_score"):
+            what = "not a number" if not _is_float(score_text) else "not a finite number" if score is None \
+                else f"beyond ±{limit('max_score'):g} (max_score; set ENGINE_MAX_SCORE to raise it)"
+            out.problems.append(Problem(out.path, n, f"score {score_text[:30]!r} is {what}"))
             continue
         key = (qid, docid)
         if key in first_seen:
@@ -198,7 +205,11 @@ def parse_qrels(path: str | os.PathLike) -> ParsedQrels:
         qid, _, docid, rel_text = fields
         rel = _finite(rel_text)
         if rel is None or not rel.is_integer():
-            out.problems.append(Problem(out.path, n, f"relevance {rel_text!r} is not an integer"))
+            out.problems.append(Problem(out.path, n, f"relevance {rel_text[:30]!r} is not an integer"))
+            continue
+        if abs(rel) > limit("max_grade"):
+            out.problems.append(Problem(out.path, n, f"relevance {rel_text[:30]} is beyond ±{limit('max_grade'):g} "
+                                                     "(max_grade; set ENGINE_MAX_GRADE to raise it)"))
             continue
         key = (qid, docid)
         if key in first_seen:

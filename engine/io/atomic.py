@@ -2,19 +2,32 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any
 
 import numpy as np
+
+from engine.errors import EngineError
 
 
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def _full(folder: Path, slack: int = 1 << 20) -> bool:
+    """Whether the file system of `folder` is (nearly) full: NumPy reports a short write without an errno."""
+    try:
+        return shutil.disk_usage(folder).free < slack
+    except OSError:
+        return False
 
 
 @contextlib.contextmanager
@@ -29,6 +42,11 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     try:
         yield tmp_path
         os.replace(tmp_path, path)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) or (exc.errno is None and _full(path.parent)):
+            raise EngineError(f"{path}: no space left on the device while writing it; free some and run the "
+                              "command again (the previous version is unchanged)") from None
+        raise
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
@@ -40,11 +58,10 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs: Any) -> Iter
     if "b" not in mode:
         kwargs.setdefault("encoding", "utf-8")
         kwargs.setdefault("newline", "")
-    with atomic_path(path) as tmp:
-        with open(tmp, mode, **kwargs) as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
+    with atomic_path(path) as tmp, open(tmp, mode, **kwargs) as fh:
+        yield fh
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> None:

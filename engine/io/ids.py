@@ -2,11 +2,18 @@
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
-from engine.errors import EngineError, where
-from engine.io.tables import ID_COLUMNS, pick_column, read_rows, read_text_lines
+from engine.errors import EngineError, opt, preview, where
+from engine.io.tables import (
+    ID_COLUMNS,
+    id_text,
+    pick_column,
+    read_rows,
+    read_text_lines,
+)
 
 LIST_ID_COLUMNS = ID_COLUMNS + ("article_id", "model_id", "task_id", "dataset_id", "llm_id")
 
@@ -46,7 +53,7 @@ def read_id_list(path: str | os.PathLike, unique: bool = False) -> dict[str, int
         if not rows:
             raise EngineError(f"{path}: no rows")
         col = pick_column(path, rows[0].data.keys(), None, LIST_ID_COLUMNS, "id")
-        pairs = [(r.line, str(r.data.get(col, "")).strip()) for r in rows]
+        pairs = [(r.line, id_text(r.data.get(col), path, r.line)) for r in rows]
     else:
         for n, text in enumerate(read_text_lines(path), 1):
             fields = text.split("\t") if "\t" in text else text.split()
@@ -66,3 +73,24 @@ def read_id_list(path: str | os.PathLike, unique: bool = False) -> dict[str, int
     if not out:
         raise EngineError(f"{path}: no ids")
     return out
+
+
+ID_POLICIES = ("strict", "replace")
+"""What a build does with an id a TREC file cannot hold (empty, or with white space): `strict` refuses it
+with the first few named; `replace` turns each run of white space into `_` (still unique, or an error)."""
+_SPACE = re.compile(r"\s+")
+_UNSAFE = re.compile(r"[\s\x00-\x1f\x7f]")
+
+
+def trec_safe_ids(ids: Sequence[str], policy: str = "strict", origin: object = "", fixable: bool = True) -> list[str]:
+    """`ids` checked (and with `replace`, fixed) so every run, qrels and submission can hold them."""
+    bad = [i for i in ids if not i or _UNSAFE.search(i)]
+    if not bad:
+        return list(ids)
+    if policy != "replace" or any(not i.strip() or _UNSAFE.search(_SPACE.sub("_", i)) for i in bad):
+        raise EngineError(f"{origin}: {len(bad)} id(s) are empty or hold white space or control characters, which TREC runs cannot "
+                          f"hold: {preview([repr(i) for i in bad])}; rename them"
+                          + (f", or pass {opt('id_policy')} replace to turn white space into '_'" if fixable else ""))
+    fixed = [_SPACE.sub("_", i.strip()) for i in ids]
+    check_unique(fixed, "id (after replacing white space)", origin)
+    return fixed

@@ -2,8 +2,8 @@
 and evaluation turns the first into an `EngineError` (one line, never a traceback)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from engine.errors import EngineError, where
 

@@ -5,12 +5,14 @@ Every row keeps its line number so errors can name it.
 from __future__ import annotations
 
 import csv
-import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from engine.errors import EngineError, where
+from engine.io.jsonio import parse_json
+from engine.io.limits import limit, over
 
 ID_COLUMNS = ("id", "qid", "query_id", "topic_id", "case_id", "image_id", "doc_id", "docid")
 TEXT_COLUMNS = ("text", "query", "query_text", "caption", "question", "title", "description")
@@ -21,8 +23,6 @@ class Row:
     line: int
     data: dict[str, Any]
 
-
-csv.field_size_limit(1 << 30)
 
 
 def check_file(path: Path, expected: str = "a file") -> None:
@@ -44,7 +44,17 @@ def read_text_lines(path: str | Path) -> list[str]:
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+    check_line_lengths(path, lines)
+    return [ln.removesuffix("\r") for ln in lines]
+
+
+def check_line_lengths(origin: object, lines: Sequence[str]) -> None:
+    """The first line longer than the `max_line_bytes` limit is an error naming it (characters count as bytes:
+    a cheap bound that is exact for ASCII)."""
+    most = limit("max_line_bytes")
+    if lines and max(map(len, lines)) > most:
+        n = next(i for i, ln in enumerate(lines, 1) if len(ln) > most)
+        raise over("max_line_bytes", f"a line of {len(lines[n - 1]):,} characters", where(origin, n))
 
 
 def read_rows(path: str | Path) -> list[Row]:
@@ -68,12 +78,11 @@ def _read_jsonl(path: Path) -> list[Row]:
     rows = []
     with open(path, encoding="utf-8") as fh:
         for n, line in enumerate(fh, 1):
+            if len(line) > limit("max_line_bytes"):
+                raise over("max_line_bytes", f"a line of {len(line):,} characters", where(path, n))
             if not line.strip():
                 continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise EngineError(f"{where(path, n)}: invalid JSON ({exc.msg})") from None
+            obj = parse_json(line, path, n)
             if not isinstance(obj, dict):
                 raise EngineError(f"{where(path, n)}: expected a JSON object per line")
             rows.append(Row(n, obj))
@@ -85,10 +94,10 @@ def read_json(path: str | Path, what: str = "file") -> Any:
     path = Path(path)
     if not path.exists():
         raise EngineError(f"{path}: no such {what}")
+    if path.is_dir():
+        raise EngineError(f"{path}: is a folder, expected a JSON {what}")
     try:
-        return json.loads(path.read_text(encoding="utf-8-sig"))
-    except json.JSONDecodeError as exc:
-        raise EngineError(f"{where(path, exc.lineno)}: invalid JSON ({exc.msg})") from None
+        return parse_json(path.read_text(encoding="utf-8-sig"), path)
     except UnicodeDecodeError as exc:
         raise EngineError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
@@ -104,21 +113,33 @@ def _read_json(path: Path) -> list[Row]:
 
 
 def _read_csv(path: Path, delimiter: str) -> list[Row]:
+    """Strict CSV: a quote left open is an error, not rows merged into one field up to the end of the file."""
+    csv.field_size_limit(int(limit("max_line_bytes")))
     with open(path, encoding="utf-8-sig", newline="") as fh:
-        reader = csv.DictReader(fh, delimiter=delimiter)
-        if reader.fieldnames is None:
-            return []
-        header = [h.strip() for h in reader.fieldnames]
-        if len(set(header)) != len(header):
-            raise EngineError(f"{where(path, 1)}: duplicate column names in header {header}")
-        reader.fieldnames = header
-        rows = []
-        for rec in reader:
-            if None in rec:
-                raise EngineError(f"{where(path, reader.line_num)}: more fields than the header's {len(header)}")
-            if all(v in (None, "") for v in rec.values()):
-                continue
-            rows.append(Row(reader.line_num, {k: (v if v is not None else "") for k, v in rec.items()}))
+        reader = csv.DictReader(fh, delimiter=delimiter, strict=True)
+        try:
+            return _csv_rows(path, reader)
+        except csv.Error as exc:
+            if "field larger than field limit" in str(exc):
+                raise over("max_line_bytes", "a field", where(path, reader.line_num + 1)) from None
+            raise EngineError(f"{where(path, reader.line_num)}: malformed CSV ({exc}; is a quote left "
+                              "open?)") from None
+
+
+def _csv_rows(path: Path, reader: csv.DictReader) -> list[Row]:
+    if reader.fieldnames is None:
+        return []
+    header = [h.strip() for h in reader.fieldnames]
+    if len(set(header)) != len(header):
+        raise EngineError(f"{where(path, 1)}: duplicate column names in header {header}")
+    reader.fieldnames = header
+    rows = []
+    for rec in reader:
+        if None in rec:
+            raise EngineError(f"{where(path, reader.line_num)}: more fields than the header's {len(header)}")
+        if all(v in (None, "") for v in rec.values()):
+            continue
+        rows.append(Row(reader.line_num, {k: (v if v is not None else "") for k, v in rec.items()}))
     return rows
 
 
@@ -135,6 +156,8 @@ def _read_tsv(path: Path) -> list[Row]:
     rows = []
     with open(path, encoding="utf-8-sig") as fh:
         for n, line in enumerate(fh, 1):
+            if len(line) > limit("max_line_bytes"):
+                raise over("max_line_bytes", f"a line of {len(line):,} characters", where(path, n))
             line = line.rstrip("\r\n")
             if not line.strip():
                 continue
@@ -144,6 +167,39 @@ def _read_tsv(path: Path) -> list[Row]:
             rows.append(Row(n, {"id": parts[0].strip(), "text": "\t".join(parts[1:]).strip(),
                                 **{f"col{i}": p for i, p in enumerate(parts)}}))
     return rows
+
+
+def id_text(value: Any, origin: object, line: int | None, what: str = "id") -> str:
+    """An id cell as text: a string or an integer (JSON ids may be numbers); anything else (an object, a
+    list, true, 1.5) is an error naming the line, not its Python spelling used as an id."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise EngineError(f"{where(origin, line)}: {what} {preview_value(value)} is a {type(value).__name__}; "
+                      "ids are strings or integers")
+
+
+def cell_text(value: Any, origin: object, line: int | None, what: str = "text") -> str:
+    """A text cell as text: a string, a number, or a list of those (joined by ", "); an object or a
+    boolean is an error naming the line."""
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return ", ".join(cell_text(v, origin, line, what) for v in value)
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    raise EngineError(f"{where(origin, line)}: {what} {preview_value(value)} is a {type(value).__name__}, "
+                      "expected text")
+
+
+def preview_value(value: Any, n: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= n else text[:n] + "…"
 
 
 def pick_column(path: str | Path, columns: Iterable[str], wanted: str | None, candidates: Sequence[str],
@@ -173,8 +229,8 @@ def read_queries(path: str | Path, id_column: str | None = None,
     seen: dict[str, int] = {}
     out = []
     for row in rows:
-        qid = str(row.data.get(id_col, "")).strip()
-        text = str(row.data.get(text_col, "") or "").strip()
+        qid = id_text(row.data.get(id_col), path, row.line, "query id")
+        text = cell_text(row.data.get(text_col), path, row.line, "query text")
         if not qid:
             raise EngineError(f"{where(path, row.line)}: empty query id")
         if qid in seen:

@@ -49,7 +49,7 @@ def test_dsebench_run_keeps_trec_eval_tie_order(tmp_path):
     assert {ln.split()[5] for ln in lines} == {"BM25_results"}
     bad = tmp_path / "bad.json"
     bad.write_text('{"1": {"a": NaN}}')
-    with pytest.raises(EngineError, match="score nan is not a finite number"):
+    with pytest.raises(EngineError, match="NaN is not valid JSON"):
         dsebench_run(bad, tmp_path / "x.run")
     bad.write_text('{"1": {"a": 1.0},\n "2": ')
     with pytest.raises(EngineError, match=r"bad.json:2: invalid JSON"):

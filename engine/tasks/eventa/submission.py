@@ -19,10 +19,11 @@ from engine.errors import EngineError
 from engine.eval.metrics import trec_order
 from engine.eval.runs import Run, read_run
 from engine.eval.validate import Report, missing_queries, sort_problems
+from engine.io.archive import open_zip, read_member
 from engine.io.atomic import atomic_open, atomic_path
 from engine.io.ids import first_duplicate, read_id_list
 from engine.io.problems import Problem, raise_first
-from engine.io.tables import read_text_lines
+from engine.io.tables import check_line_lengths, read_text_lines
 
 SLOTS = 10
 MISSING = "#"
@@ -138,9 +139,9 @@ class ParsedSubmission:
 
 def _zip_lines(path: Path, problems: list[Problem]) -> tuple[str, list[str]] | None:
     try:
-        zf = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as exc:
-        problems.append(Problem(str(path), None, f"not a readable zip file ({exc})"))
+        zf = open_zip(path)
+    except EngineError as exc:
+        problems.append(Problem(str(path), None, str(exc).split(": ", 1)[-1]))
         return None
     with zf:
         names = [n for n in zf.namelist() if not n.endswith("/")]
@@ -151,14 +152,31 @@ def _zip_lines(path: Path, problems: list[Problem]) -> tuple[str, list[str]] | N
         if member is None:
             return None
         try:
-            text = zf.read(member).decode("utf-8-sig")
+            text = read_member(zf, member, path).decode("utf-8-sig")
+        except EngineError as exc:
+            problems.append(Problem(f"{path}/{member}", None, str(exc).split(": ", 1)[-1]))
+            return None
         except UnicodeDecodeError as exc:
             problems.append(Problem(f"{path}/{member}", None, f"not UTF-8 text ({exc.reason} at byte {exc.start})"))
             return None
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
+    try:
+        check_line_lengths(f"{path}/{member}", lines)
+    except EngineError as exc:
+        problems.append(Problem(f"{path}/{member}", None, str(exc).split(": ", 1)[-1]))
+        return None
     return f"{path}/{member}", [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+
+
+def _cells(text: str) -> list[str]:
+    """The CSV cells of one line; a stray carriage return or open quote leaves it as one cell (reported as a
+    wrong column count), never a csv.Error."""
+    try:
+        return next(csv.reader(io.StringIO(text)), [])
+    except csv.Error:
+        return [text]
 
 
 def parse_eventa_submission(path: str | os.PathLike) -> ParsedSubmission:
@@ -176,7 +194,7 @@ def parse_eventa_submission(path: str | os.PathLike) -> ParsedSubmission:
     if not lines:
         out.problems.append(Problem(shown, None, "empty file: expected a header and one row per query"))
         return out
-    head = next(csv.reader([lines[0]]), [])
+    head = _cells(lines[0])
     head = [h.strip() for h in head]
     if head not in (header(p) for p in ACCEPTED_PREFIXES):
         out.problems.append(Problem(shown, 1, f"header must be `{','.join(header())}` (or image_id_1..10); "
@@ -186,7 +204,7 @@ def parse_eventa_submission(path: str | os.PathLike) -> ParsedSubmission:
         if not text.strip():
             out.problems.append(Problem(shown, n, "blank line"))
             continue
-        cells = next(csv.reader(io.StringIO(text)), [])
+        cells = _cells(text)
         if len(cells) != SLOTS + 1:
             out.problems.append(Problem(shown, n, f"expected {SLOTS + 1} columns (query id + {SLOTS} images), "
                                                   f"found {len(cells)}"))

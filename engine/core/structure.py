@@ -1,0 +1,92 @@
+"""Structural checks on opening a collection, beyond checksums.
+
+Checksums say a file is the one the manifest recorded; they say nothing when someone edits a manifest
+and recomputes them, or when a bug wrote a wrong `count`. So opening also checks that the manifest has
+the keys and types a collection needs and that its files agree with it and with each other:
+`count` = rows of the embeddings = lines of the items file = vectors in the FAISS index, and `dim` =
+the embeddings' width = the index's `d`. Each check reads headers only (and counts the items file's
+lines), so a damaged collection fails in one line at open, not with a FAISS or NumPy traceback later.
+"""
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.errors import EngineError
+
+REQUIRED: dict[str, tuple[type, ...]] = {
+    "kind": (str,), "dim": (int,), "count": (int,), "roles": (dict,), "files": (dict,),
+    "encoder": (str, type(None)), "index_factory": (str,),
+}
+CORE = ("embeddings", "items", "index")
+_FAISS_HEADER = struct.Struct("<4siq")  # fourcc, d, ntotal: the start of every FAISS index file
+
+
+def check_manifest(path: Path, manifest: dict, rebuild: str) -> None:
+    """Required keys with the right types; `roles` naming the core files; `files` not empty."""
+    for key, types in REQUIRED.items():
+        if key not in manifest:
+            raise EngineError(f"{path}: the manifest has no {key!r}; {rebuild}")
+        value = manifest[key]
+        if not isinstance(value, types) or isinstance(value, bool):
+            want = " or ".join("null" if t is type(None) else t.__name__ for t in types)
+            raise EngineError(f"{path}: {key!r} is {value!r:.40}, expected {want}; {rebuild}")
+    if manifest["dim"] < 1 or manifest["count"] < 0:
+        raise EngineError(f"{path}: dim {manifest['dim']} and count {manifest['count']} must be positive; {rebuild}")
+    roles = manifest["roles"]
+    for role in CORE:
+        if not isinstance(roles.get(role), str) or not roles[role] or "/" in roles[role] or ".." in roles[role]:
+            raise EngineError(f"{path}: roles[{role!r}] is {roles.get(role)!r:.40}, expected a file name; {rebuild}")
+    if not manifest["files"]:
+        raise EngineError(f"{path} lists no files to verify; {rebuild}")
+
+
+def _count_lines(path: Path) -> int:
+    n, last = 0, b"\n"
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            n += block.count(b"\n")
+            last = block[-1:]
+    return n + (last != b"\n")
+
+
+def faiss_header(path: Path) -> tuple[bytes, int, int]:
+    """(fourcc, d, ntotal) from the first bytes of a FAISS index file."""
+    with open(path, "rb") as fh:
+        head = fh.read(_FAISS_HEADER.size)
+    if len(head) < _FAISS_HEADER.size:
+        raise ValueError(f"{len(head)} bytes, shorter than any FAISS index")
+    return _FAISS_HEADER.unpack(head)
+
+
+def check_structure(folder: Path, manifest: dict, rebuild: str) -> None:
+    """The manifest's schema, then its files against it and each other (see the module's docstring)."""
+    path = folder / "manifest.json"
+    check_manifest(path, manifest, rebuild)
+    roles, count, dim = manifest["roles"], manifest["count"], manifest["dim"]
+    files = {role: folder / roles[role] for role in CORE}
+    for role, file in files.items():
+        if not file.is_file():
+            raise EngineError(f"{file} is missing but {path} lists it as {role!r}; {rebuild}")
+    try:
+        emb: Any = np.load(files["embeddings"], mmap_mode="r")
+    except Exception as exc:  # noqa: BLE001 (a damaged .npy header fails as ValueError, SyntaxError, TokenError…)
+        raise EngineError(f"{files['embeddings']}: not a readable array ({exc}); {rebuild}") from None
+    if emb.ndim != 2 or emb.shape != (count, dim):
+        raise EngineError(f"{files['embeddings']} holds an array of shape {emb.shape}, but {path} says "
+                          f"count {count} × dim {dim}; {rebuild}")
+    rows = _count_lines(files["items"])
+    if rows != count:
+        raise EngineError(f"{files['items']} has {rows} lines, but {path} says count {count}; {rebuild}")
+    try:
+        fourcc, d, ntotal = faiss_header(files["index"])
+    except (ValueError, OSError) as exc:
+        raise EngineError(f"{files['index']}: not a FAISS index ({exc}); {rebuild}") from None
+    if d != dim or ntotal != count:
+        raise EngineError(f"{files['index']} holds {ntotal} vectors of {d} dimensions, but {path} says count "
+                          f"{count} × dim {dim}; {rebuild}")
+    if fourcc == b"IxFI" and files["index"].stat().st_size < _FAISS_HEADER.size + 4 * count * dim:
+        raise EngineError(f"{files['index']} is shorter than its {count} × {dim} vectors (truncated); {rebuild}")
