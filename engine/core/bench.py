@@ -85,7 +85,6 @@ def bench_collection(col, queries: Sequence[str] | None = None, n: int = 200, ba
     qb = [qvec[i * batch:(i + 1) * batch] for i in range(nb)]
     result["search_batch"] = latency_stats(time_calls(lambda i: index.search(qb[i], k), nb, warmup=1),
                                            per_call_items=len(qb[0]))
-    from engine.core.index import index_memory_bytes
-    result["index_bytes"] = index_memory_bytes(index)
+    result["index_bytes"] = int(col.file("index").stat().st_size)
     result["embeddings_bytes"] = int(len(col) * col.dim * 4)
     return result
