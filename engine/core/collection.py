@@ -84,6 +84,7 @@ class Collection:
         self.path = path
         self.manifest = manifest
         self._encoder = None
+        self._text_encoder = None
         self._index = None
         self._items: list[dict] | None = None
         self._offsets: np.ndarray | None = None
@@ -201,6 +202,20 @@ class Collection:
         return self._encoder
 
     @property
+    def text_query_encoder(self):
+        """What embeds text queries: the encoder's light text side (ONNX, no torch) unless the whole encoder
+        is loaded already."""
+        if self._encoder is not None:
+            return self._encoder
+        if self._text_encoder is None:
+            spec = self.manifest.get("encoder")
+            if not spec:
+                return self.encoder  # raises the vectors-only error
+            from engine.core.encoders.registry import load_text_query_encoder
+            self._text_encoder = load_text_query_encoder(spec)
+        return self._text_encoder
+
+    @property
     def index(self):
         if self._index is None:
             self._index = load_index(self.file("index"), self.manifest.get("search_params"))
@@ -229,7 +244,7 @@ class Collection:
     def encode_queries(self, texts: Sequence[str] | None = None, images: Sequence[str] | None = None,
                        batch_size: int = 64) -> np.ndarray:
         from engine.core.encoders.registry import specs_for
-        enc = self.encoder
+        enc = self.text_query_encoder if texts is not None else self.encoder
         if texts is not None:
             if "text" not in enc.modalities:
                 raise EngineError(f"collection {self.name!r} ({enc.spec}) takes image queries only; query with "

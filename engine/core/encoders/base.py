@@ -1,13 +1,20 @@
 """The one interface every encoder implements, so collections never care which model is behind them."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 
 TEXT = "text"
 IMAGE = "image"
+
+
+def cache_dir() -> Path:
+    """Where encoders cache what they compute once (conse's class vectors, ONNX exports): $ENGINE_CACHE."""
+    return Path(os.environ.get("ENGINE_CACHE", Path.home() / ".cache" / "engine"))
 
 
 def l2_normalize(x: np.ndarray) -> np.ndarray:

