@@ -230,6 +230,10 @@ class Collection:
         m = self.manifest
         out = {k: m[k] for k in ("name", "kind", "encoder", "dim", "metric", "count", "index_factory",
                                  "search_params", "engine_version", "created", "updated") if k in m}
+        if m.get("index_choice"):
+            c = m["index_choice"]
+            out["index_choice"] = {k: c.get(k) for k in ("recall@10", "speedup", "target_recall", "memory_budget",
+                                                         "queries")}
         out["format"] = m.get("format", 1)
         if m.get("recall_at_10") is not None:
             out["recall_at_10"] = m["recall_at_10"]
@@ -337,10 +341,12 @@ class Collection:
                      arrays: Mapping[str, np.ndarray] | None = None,
                      files: Mapping[str, store.FileWriter] | None = None,
                      extra: Mapping[str, Any] | None = None,
-                     documents: Mapping[str, Any] | None = None) -> "Collection":
+                     documents: Mapping[str, Any] | None = None, queries: np.ndarray | None = None,
+                     recall: float = 0.95, memory_budget: str | int | None = None) -> "Collection":
         """A collection over vectors computed elsewhere (L2-normalized here), queried with `encoder_spec`
         (None: vectors only). `arrays`, JSON `documents` and `files` are stored beside them; `extra` in the
-        manifest."""
+        manifest. `index="auto"` measures candidates on `queries` (the vectors users will search with;
+        default: a sample of these vectors) for `recall` within `memory_budget` bytes (see `autoindex`)."""
         from engine.io.ids import check_unique
         path = collection_path(name, root)
         if (path / MANIFEST).exists() and not force:
@@ -351,8 +357,21 @@ class Collection:
             raise EngineError(f"{len(ids)} ids, {len(vectors)} vectors and {len(meta or ids)} metadata rows must match")
         check_unique([str(i) for i in ids], "id", name)
         items = ({"id": str(i), **(meta[n] if meta is not None else {})} for n, i in enumerate(ids))
-        manifest = new_manifest(name, kind, encoder_spec, int(vectors.shape[1]), index, ["vectors"])
-        faiss_index = build_index(vectors, index, normalize=True)
+        if index == "auto":
+            from engine.core.autoindex import choose, parse_bytes
+            label = "the vectors users send"
+            if queries is None:
+                rows = np.sort(np.random.default_rng(0).choice(len(vectors), min(500, len(vectors)), replace=False))
+                queries, label = vectors[rows], f"{len(rows)} of the collection's own vectors"
+            faiss_index, choice = choose(vectors, l2_normalize(np.atleast_2d(queries)), recall,
+                                         parse_bytes(None if memory_budget is None else str(memory_budget)), label,
+                                         normalize=True)
+            manifest = new_manifest(name, kind, encoder_spec, int(vectors.shape[1]), choice.factory, ["vectors"],
+                                    recall_at_10=choice.recall, index_choice=choice.manifest())
+            manifest["search_params"] = choice.params
+        else:
+            manifest = new_manifest(name, kind, encoder_spec, int(vectors.shape[1]), index, ["vectors"])
+            faiss_index = build_index(vectors, index, normalize=True)
         return commit_collection(path, manifest, vectors, items, faiss_index, arrays, files, extra, documents,
                                  count=len(ids), normalize=True)
 

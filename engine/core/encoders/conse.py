@@ -81,11 +81,12 @@ def conse_encoder(arg: str = "") -> Encoder:
     from engine.core.encoders.sbert import sentence_encoder
     params = parse_params(arg)
     text = sentence_encoder(params["text"])
+    device = text.info["device"]
     classes = class_embeddings(text)
     top, temperature = int(params["top"]), float(params["temperature"])
 
     def embed_images(batch) -> np.ndarray:
-        _, logits = pooled_and_logits(batch)
+        _, logits = pooled_and_logits(batch, device)
         z = logits / temperature
         z -= z.max(axis=1, keepdims=True)
         p = np.exp(z)
@@ -99,4 +100,4 @@ def conse_encoder(arg: str = "") -> Encoder:
     spec = "conse:" + ",".join(f"{k}={params[k]}" for k in DEFAULTS)
     return Encoder(spec=spec, dim=text.dim, modalities=frozenset({TEXT, IMAGE}), text_fn=text.text_fn,
                    preprocess=efficientnet_transform(), image_batch_fn=embed_images,
-                   info={"max_seq_length": text.info.get("max_seq_length", 0)}, text_spec=text.spec)
+                   info={"max_seq_length": text.info.get("max_seq_length", 0), "device": device}, text_spec=text.spec)

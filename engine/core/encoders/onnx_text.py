@@ -143,15 +143,16 @@ def text_encoder(name: str) -> Encoder | None:
     (onnxruntime missing, a pipeline it does not reproduce): the caller then loads the torch model."""
     from engine.core.encoders.sbert import DEFAULT_TEXT_MODEL
     name = name or DEFAULT_TEXT_MODEL
-    if not available():
-        return None
+    from engine.core.encoders.device import device_setting
+    if not available() or device_setting() not in ("auto", "cpu"):
+        return None  # an explicit GPU: the torch model there
     folder = export_dir(name)
     if (folder / "unsupported").exists():
         return None
     if not (folder / "config.json").is_file():
         from engine.core.encoders.sbert import load_sentence_model
         try:
-            ok = export(load_sentence_model(name), folder)
+            ok = export(load_sentence_model(name, "cpu"), folder)
         except Exception as exc:  # an exporter failure must not stop a query: torch answers it
             from engine.progress import warn
             warn(f"ONNX export of {name} failed ({type(exc).__name__}: {str(exc)[:120]}); queries use torch")
