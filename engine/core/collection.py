@@ -25,7 +25,8 @@ import numpy as np
 from engine import __version__
 from engine.core import store
 from engine.core.encoders.base import l2_normalize
-from engine.core.index import SearchKnobs, build_index, default_search_params, load_index, save_index, search_index
+from engine.core.index import (SearchKnobs, build_index, check_knobs, default_search_params, load_index, save_index,
+                               search_index)
 from engine.errors import EngineError, opt
 from engine.progress import make_progress
 
@@ -264,15 +265,23 @@ class Collection:
             raise EngineError(f"query image {list(images)[pos]}: {reason}")
         return res.embeddings
 
+    def check_query(self, k: int, knobs: "SearchKnobs | None" = None) -> dict:
+        """The search arguments checked against this collection before any model loads; the knobs' params."""
+        if k < 1:
+            raise EngineError(f"{opt('k')} must be at least 1, not {k}")
+        params = (knobs or SearchKnobs()).params()
+        check_knobs(self.manifest.get("index_factory", "Flat"), params)
+        return params
+
     def search_vectors(self, queries: np.ndarray, k: int = 10, knobs: "SearchKnobs | None" = None
                        ) -> tuple[np.ndarray, np.ndarray]:
         """Raw FAISS results: (scores, row indices), -1 where fewer than k. `knobs` override the stored
         nprobe / efSearch / k_factor for this call only."""
+        params = self.check_query(k, knobs)
         queries = np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)
         if queries.shape[1] != self.dim:
             raise EngineError(f"query vectors are {queries.shape[1]}-d, collection {self.name!r} is {self.dim}-d")
-        return search_index(self.index, queries, max(1, min(k, len(self))), self.search_params,
-                            (knobs or SearchKnobs()).params())
+        return search_index(self.index, queries, max(1, min(k, len(self))), self.search_params, params)
 
     def hits(self, scores: np.ndarray, rows: np.ndarray) -> list[list[Hit]]:
         """Hits with their items rows; only the rows hit are read from the items file."""
@@ -295,6 +304,7 @@ class Collection:
         """Top-k for one text or one image query, encoded with the collection's own encoder."""
         if (text is None) == (image is None):
             raise EngineError("give either a text query or an image query")
+        self.check_query(k, knobs)
         q = self.encode_queries(texts=[text]) if text is not None else self.encode_queries(images=[image])
         return self.hits(*self.search_vectors(q, k, knobs))[0]
 
@@ -302,6 +312,7 @@ class Collection:
                     batch_size: int = 64, knobs: "SearchKnobs | None" = None) -> list[list[Hit]]:
         """Batched search with a progress bar; one ranked list per query, in order."""
         queries = list(texts if texts is not None else images or [])
+        self.check_query(k, knobs)
         out: list[list[Hit]] = []
         with make_progress() as bar:
             task = bar.add_task("searching", total=len(queries))

@@ -89,6 +89,17 @@ class SearchKnobs:
         return out
 
 
+def check_knobs(factory: str, params: dict) -> None:
+    """Knobs that the index a factory string names has, checked before any query is encoded."""
+    has = {"nprobe": "IVF" in factory, "efSearch": "HNSW" in factory,
+           "k_factor_rf": "RFlat" in factory or "Refine" in factory}
+    for name in params:
+        if not has.get(name, False):
+            user = next((u for u, f in _KNOBS.items() if f == name), name)
+            raise EngineError(f"{opt(user)} applies to {_KNOB_INDEX.get(name, 'another index')}; this collection's "
+                              f"index is {factory}")
+
+
 def search_index(index, queries: np.ndarray, k: int, stored: dict | None = None, override: dict | None = None):
     """index.search with `override` knobs for this call; the stored ones are put back afterwards."""
     faiss_module()
