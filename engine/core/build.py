@@ -16,7 +16,7 @@ import numpy as np
 
 from engine.core.collection import (MANIFEST, PARTIAL, Collection, collection_path, commit_collection,
                                     new_manifest)
-from engine.core.index import build_index, is_exact, recall_at_k
+from engine.core.index import FlatFile, build_index, is_exact, recall_at_k
 from engine.core.sources import Item, image_items, text_items
 from engine.errors import EngineError, opt
 from engine.io.atomic import atomic_open, write_json
@@ -166,7 +166,7 @@ def build_collection(name: str, *, images: str | Path | None = None, texts: str 
         show_choice(choice.manifest())
     else:
         info(f"building FAISS index {index!r} over {len(kept_items)} × {encoder.dim}")
-        faiss_index = build_index(emb, index)
+        faiss_index = FlatFile(emb) if index == "Flat" else build_index(emb, index)
         if not is_exact(index):
             report.recall_at_10 = _sampled_recall(faiss_index, emb, encoder, kind, o.recall_queries)
             info(f"recall@10 of {index!r} against exact search: {report.recall_at_10:.3f}")

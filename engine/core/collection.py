@@ -25,7 +25,7 @@ import numpy as np
 from engine import __version__
 from engine.core import store
 from engine.core.encoders.base import l2_normalize
-from engine.core.index import (SearchKnobs, build_index, check_knobs, default_search_params, load_index, save_index,
+from engine.core.index import (FlatFile, SearchKnobs, build_index, check_knobs, default_search_params, load_index, save_index,
                                search_index)
 from engine.errors import EngineError, opt
 from engine.progress import make_progress
@@ -382,7 +382,8 @@ class Collection:
             manifest["search_params"] = choice.params
         else:
             manifest = new_manifest(name, kind, encoder_spec, int(vectors.shape[1]), index, ["vectors"])
-            faiss_index = build_index(vectors, index, normalize=True)
+            faiss_index = FlatFile(vectors, normalize=True) if index == "Flat" else \
+                build_index(vectors, index, normalize=True)
         return commit_collection(path, manifest, vectors, items, faiss_index, arrays, files, extra, documents,
                                  count=len(ids), normalize=True)
 

@@ -160,7 +160,45 @@ def _pq_hint(dim: int) -> int:
     return 1
 
 
+@dataclass(frozen=True)
+class FlatFile:
+    """An exact (Flat, inner product) index that is only ever written: its file is streamed block by block from
+    the vectors, so building a Flat collection holds no second copy of them (build memory ≈ the vectors)."""
+    vectors: np.ndarray
+    normalize: bool = False
+    block: int = 65536
+
+    @property
+    def ntotal(self) -> int:
+        return len(self.vectors)
+
+    def write(self, path) -> None:
+        """FAISS's own layout: the header of an empty IndexFlatIP with ntotal and the code count filled in, then
+        the float32 rows (tests/core/test_fast.py checks it byte for byte against faiss.write_index)."""
+        from engine.core.encoders.base import l2_normalize
+        faiss = faiss_module()
+        n, dim = self.vectors.shape
+        header = bytearray(faiss.serialize_index(faiss.IndexFlatIP(dim)).tobytes())
+        if len(header) != 45 or header[:4] != b"IxFI":  # a layout this writer does not know: let FAISS write
+            index = faiss.IndexFlatIP(dim)
+            for lo in range(0, n, self.block):
+                part = self.vectors[lo:lo + self.block]
+                index.add(l2_normalize(part) if self.normalize else np.ascontiguousarray(part, np.float32))
+            faiss.write_index(index, str(path))
+            return
+        header[8:16] = np.int64(n).tobytes()
+        header[37:45] = np.uint64(n * dim).tobytes()
+        with open(path, "wb") as fh:
+            fh.write(header)
+            for lo in range(0, n, self.block):
+                part = np.asarray(self.vectors[lo:lo + self.block], dtype=np.float32)
+                fh.write(np.ascontiguousarray(l2_normalize(part) if self.normalize else part).tobytes())
+
+
 def save_index(index, path) -> None:
+    if isinstance(index, FlatFile):
+        index.write(path)
+        return
     faiss = faiss_module()
     faiss.write_index(index, str(path))
 

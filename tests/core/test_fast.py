@@ -186,3 +186,16 @@ def test_a_text_query_imports_neither_torch_nor_sentence_transformers(tmp_path, 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(REPO)}).stdout.split("\n")
     assert out[0] == "a" and out[1] == "[]"
+
+
+def test_streamed_flat_index_file_is_what_faiss_writes(tmp_path):
+    import faiss
+    from engine.core.encoders.base import l2_normalize
+    from engine.core.index import FlatFile
+    x = _clustered(1000, dim=24)
+    FlatFile(x, normalize=True, block=300).write(tmp_path / "streamed.faiss")
+    ref = faiss.IndexFlatIP(24)
+    ref.add(l2_normalize(x))
+    faiss.write_index(ref, str(tmp_path / "faiss.faiss"))
+    assert (tmp_path / "streamed.faiss").read_bytes() == (tmp_path / "faiss.faiss").read_bytes()
+    assert faiss.read_index(str(tmp_path / "streamed.faiss")).ntotal == 1000
