@@ -30,7 +30,7 @@ def timed(cmd: list[str], env: dict) -> tuple[float, float, float]:
     """(wall s, CPU s, peak MiB) of one process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    out = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], env=env, capture_output=True, text=True)
+    out = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], env=env, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - t
     if out.returncode:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{out.stderr[-2000:]}")
@@ -59,8 +59,8 @@ def main() -> None:
         cases = {"engine search (ONNX)": (query, env),
                  "engine search (torch, ENGINE_ONNX=0)": (query, {**env, "ENGINE_ONNX": "0"}),
                  "python -c 'import torch'": ([sys.executable, "-c", "import torch"], env),
-                 "python -c 'import sentence_transformers'": ([sys.executable, "-c", "import engine.core.encoders."
-                                                               "torchvision_patch, sentence_transformers"], env),
+                 "python -c 'import sentence_transformers'": ([sys.executable, "-c", (
+                     "import engine.core.encoders.torchvision_patch, sentence_transformers")], env),
                  "python -c 'import faiss, onnxruntime'": ([sys.executable, "-c", "import faiss, onnxruntime"], env)}
         runs: dict[str, list] = {k: [] for k in cases}
         for _ in range(args.repeat):

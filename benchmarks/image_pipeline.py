@@ -24,8 +24,14 @@ def measure(images: Path, model: str, batch: int, repeat: int, workers: int) -> 
     import resource
 
     import torch
+
     from engine.core.encoders import load_encoder
-    from engine.core.images import encode_image_files, find_images, keep_freed_memory, load_image
+    from engine.core.images import (
+        encode_image_files,
+        find_images,
+        keep_freed_memory,
+        load_image,
+    )
     tuned = keep_freed_memory()
     paths = [str(p) for p in find_images(images)]
     enc = load_encoder(model)

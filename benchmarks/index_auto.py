@@ -26,7 +26,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_core import synthetic  # noqa: E402
+from bench_core import synthetic
 
 
 def conse_like(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -28,7 +28,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_core import synthetic  # noqa: E402
+from bench_core import synthetic
 
 PY = sys.executable
 ENV = {**os.environ, "PYTHONPATH": str(HERE.parent)}
@@ -57,7 +57,7 @@ print(base, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
     t = time.perf_counter()
     wall, peak, out = run_timed(code)
-    before, after = map(int, out.split())
+    before = int(out.split()[0])
     vec_mib = n * dim * 4 / 2**20
     return {"n": n, "dim": dim, "vectors_mib": vec_mib, "peak_mib": peak, "peak_before_build_mib": before / 1024,
             "peak_over_vectors": peak / vec_mib, "build_s": time.perf_counter() - t, "wall_s": wall}
@@ -79,8 +79,8 @@ def section_open(work: Path, dim: int, repeat: int) -> dict:
         rows["engine"].append(run_timed(eng)[:2])
     med = {k: (statistics.median(w for w, _ in v), statistics.median(m for _, m in v)) for k, v in rows.items()}
     t = time.perf_counter()
-    subprocess.run([PY, "-c", f"from engine.core.collection import Collection\n"
-                               f"Collection.open('big', {str(work)!r}).verify()"], env=ENV, check=True)
+    code = f"from engine.core.collection import Collection\nCollection.open('big', {str(work)!r}).verify()"
+    subprocess.run([PY, "-c", code], env=ENV, check=True)
     verify_s = time.perf_counter() - t
     total = sum(v["bytes"] for v in manifest["files"].values())
     return {"raw_wall_s": med["raw"][0], "engine_wall_s": med["engine"][0], "wall_ratio": med["engine"][0] / med["raw"][0],
@@ -91,6 +91,7 @@ def section_open(work: Path, dim: int, repeat: int) -> dict:
 
 def section_batch(work: Path, reps_vectors: int = 1024) -> list[dict]:
     import faiss
+
     from engine.core.collection import Collection
     from engine.core.index import faiss_module
     col = Collection.open("big", work)
@@ -99,7 +100,7 @@ def section_batch(work: Path, reps_vectors: int = 1024) -> list[dict]:
     q = np.ascontiguousarray(synthetic(1, reps_vectors, col.dim, seed=3)[1])
     rows = []
     for batch in (1, 4, 16, 64, 256, 1024):
-        nq = max(batch * (1 if batch >= 256 else 2), 8 if batch < 8 else batch)
+        nq = max(batch * (1 if batch >= 256 else 2), max(batch, 8))
         per = {}
         for label, threshold in (("faiss_default", 128000), ("engine", 1)):
             faiss.cvar.distance_compute_blas_threshold = threshold

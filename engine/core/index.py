@@ -29,8 +29,7 @@ _lock = threading.Lock()
 def faiss_module():
     """faiss, with BLAS used for every exact batch (see the module doc)."""
     import faiss
-    if faiss.cvar.distance_compute_blas_threshold > 1:
-        faiss.cvar.distance_compute_blas_threshold = 1
+    faiss.cvar.distance_compute_blas_threshold = min(faiss.cvar.distance_compute_blas_threshold, 1)
     return faiss
 
 

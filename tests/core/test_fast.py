@@ -9,8 +9,8 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import REPO, run_cli
+
 from engine.core import store
 from engine.core.collection import MANIFEST, Collection
 from engine.core.index import SearchKnobs
@@ -139,7 +139,13 @@ def test_index_auto_measures_and_respects_a_tiny_budget(tmp_path):
 
 def test_devices_on_a_machine_without_a_gpu(text_encoder):
     import torch
-    from engine.core.encoders.device import batch_size_for, check_device, resolve_device, set_device
+
+    from engine.core.encoders.device import (
+        batch_size_for,
+        check_device,
+        resolve_device,
+        set_device,
+    )
     assert check_device("CUDA:1") == "cuda:1" and check_device(None) == "auto"
     with pytest.raises(EngineError, match="device must be one of auto|cpu|cuda|cuda:N|mps, not 'gpu'"):
         check_device("gpu")
@@ -190,6 +196,7 @@ def test_a_text_query_imports_neither_torch_nor_sentence_transformers(tmp_path, 
 
 def test_streamed_flat_index_file_is_what_faiss_writes(tmp_path):
     import faiss
+
     from engine.core.encoders.base import l2_normalize
     from engine.core.index import FlatFile
     x = _clustered(1000, dim=24)

@@ -49,6 +49,7 @@ def export(model, target: Path) -> bool:
     """Export a loaded SentenceTransformer's transformer to `target`; False when its pipeline is not one
     this runner reproduces (then queries stay on torch)."""
     import torch
+
     from engine.io.atomic import write_json
     modules = list(model)
     kinds = [type(m).__name__ for m in modules]
@@ -153,7 +154,7 @@ def text_encoder(name: str) -> Encoder | None:
         from engine.core.encoders.sbert import load_sentence_model
         try:
             ok = export(load_sentence_model(name, "cpu"), folder)
-        except Exception as exc:  # an exporter failure must not stop a query: torch answers it
+        except Exception as exc:  # noqa: BLE001  (an exporter failure must not stop a query: torch answers it)
             from engine.progress import warn
             warn(f"ONNX export of {name} failed ({type(exc).__name__}: {str(exc)[:120]}); queries use torch")
             ok = False
