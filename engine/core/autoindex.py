@@ -125,7 +125,9 @@ def _exact_qps(vectors: np.ndarray, queries: np.ndarray, normalize: bool = False
 
 
 def _recall(got: np.ndarray, truth: np.ndarray) -> float:
-    return float(np.mean([len(set(g[g >= 0]) & set(t)) / len(t) for g, t in zip(got, truth)]))
+    """Share of the exact top-10 found (of all rows, where a collection has fewer than 10)."""
+    return float(np.mean([len(set(g[g >= 0].tolist()) & set(t[t >= 0].tolist())) / max(1, int((t >= 0).sum()))
+                          for g, t in zip(got, truth)]))
 
 
 def _qps(index, queries: np.ndarray, rounds: int = 3) -> tuple[float, np.ndarray]:
