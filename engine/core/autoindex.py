@@ -219,13 +219,15 @@ def choose(vectors: np.ndarray, queries: np.ndarray, target: float = 0.95, budge
         rows = sweep(index, Candidate(factory, cand.knob, cand.values, cand.fixed), queries, truth,
                      _nlist(len(pilot_vecs)))
         for r in rows:
-            r["speedup"] = r["qps"] / exact_qps
             r["memory_bytes"] = memory_bytes(cand.factory, n, dim)
         pilot_rows += rows
         hit = _best(rows, min(1.0, target + MARGIN)) or (_best(rows, target) if cand.knob is None else None)
-        if hit and hit["speedup"] > best_speed:
-            best, best_speed = cand, hit["speedup"]
+        if hit and hit["qps"] > best_speed:
+            best, best_speed = cand, hit["qps"]
         del index
+    exact_qps = next((r["qps"] for r in pilot_rows if r["factory"] == "Flat"), exact_qps)  # same code path
+    for r in pilot_rows:
+        r["speedup"] = r["qps"] / exact_qps
     if best is None:  # nothing approximate reaches the target: exact search within the budget
         best = next((c for c in cands if c.knob is None), cands[0])
     info(f"auto index: building {best.factory} over {n:,} vectors")
