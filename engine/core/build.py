@@ -32,7 +32,7 @@ class BuildOptions:
     memory_budget: str | None = None   # `auto` only: most bytes the index may take (4G, 512M, …)
     recall: float = 0.95               # `auto` only: recall@10 the chosen operating point must reach
     device: str = "auto"               # auto|cpu|cuda|cuda:N|mps (engine.core.encoders.device)
-    batch_size: int | str = "auto"     # items per forward pass; auto: by device and kind of item
+    batch_size: int | str = 32         # items per forward pass; "auto": by device and kind of item
     workers: int = 2                   # image-decoding threads running ahead of the model
     threads: int = 0                   # torch threads (0: torch's default)
     chunk_size: int = 1024             # items per flushed chunk: the resume unit

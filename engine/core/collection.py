@@ -92,9 +92,10 @@ class Collection:
 
     # ------------------------------------------------------------------ opening
     @classmethod
-    def open(cls, name: str, root: str | Path | None = None, verify: bool = False) -> "Collection":
+    def open(cls, name: str, root: str | Path | None = None, verify: bool | None = None) -> "Collection":
         """Read the manifest and `check` the files' presence and sizes (cheap at any size); `verify=True`
-        also reads every byte against its checksum (`verify`)."""
+        also reads every byte against its checksum (`verify`); `verify=False` checks nothing (a caller that
+        has just written the files, or that names an older layout itself before checking)."""
         path = collection_path(name, root)
         if not (path / MANIFEST).is_file():
             known = list_collections(root)
@@ -105,7 +106,10 @@ class Collection:
                               f"{opt('images')} DIR or {opt('texts')} FILE) ({hint})")
         manifest = store.read_manifest(path, rebuild_hint(name))
         col = cls(path, manifest)
-        col.verify() if verify else col.check()
+        if verify:
+            col.verify()
+        elif verify is None:
+            col.check()
         return col
 
     def check(self) -> None:
