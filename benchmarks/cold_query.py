@@ -66,6 +66,7 @@ def main() -> None:
         for _ in range(args.repeat):
             for label, (cmd, e) in cases.items():
                 runs[label].append(timed(cmd, e))
+                print(f"{label}: wall {runs[label][-1][0]:.2f} s, CPU {runs[label][-1][1]:.2f} s", flush=True)
     load = os.getloadavg()
     rows, result = [], {"repeat": args.repeat, "load_after": load, "cores": os.cpu_count(), "cases": {}}
     base = statistics.median(w for w, _, _ in runs["python -c 'import torch'"])
