@@ -26,10 +26,10 @@ _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 def available() -> bool:
-    """onnxruntime (extra `fast`) and tokenizers are installed, and ENGINE_ONNX is not 0."""
+    """onnxruntime and onnx (extra `fast`) and tokenizers are installed, and ENGINE_ONNX is not 0."""
     import importlib.util
     return os.environ.get("ENGINE_ONNX", "1") != "0" and all(
-        importlib.util.find_spec(m) is not None for m in ("onnxruntime", "tokenizers"))
+        importlib.util.find_spec(m) is not None for m in ("onnxruntime", "onnx", "tokenizers"))
 
 
 def export_dir(name: str) -> Path:
