@@ -16,8 +16,8 @@ import typer
 from engine.errors import EngineError, set_option_names
 
 TASKS = ("engine.tasks.eventa", "engine.tasks.model_ranking", "engine.tasks.lora", "engine.tasks.dse")
-CORE_ONLY = {"build", "search", "info", "list", "bench", "demo", "models", "metrics", "eval", "compare", "fuse",
-             "serve"}
+CORE_ONLY = {"build", "search", "info", "verify", "list", "bench", "demo", "models", "metrics", "eval", "compare",
+             "fuse", "serve"}
 READS_RUNS = {"eval", "compare", "fuse"}  # may read a task's run format: import the task packages (not their CLIs)
 
 

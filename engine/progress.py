@@ -23,7 +23,7 @@ def set_quiet(quiet: bool) -> None:
 def info(message: str) -> None:
     """A status line on stderr (stdout is kept for results)."""
     if not _state["quiet"]:
-        console.print(render_options(message))
+        console.print(render_options(message), soft_wrap=True)  # tables keep their lines
 
 
 def warn(message: str) -> None:

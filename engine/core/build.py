@@ -16,7 +16,7 @@ import numpy as np
 
 from engine.core.collection import (IMAGE_FILES, MANIFEST, PARTIAL, Collection, collection_path, commit_collection,
                                     new_manifest)
-from engine.core.index import build_index, check_factory, is_exact, recall_at_k
+from engine.core.index import FlatFile, build_index, check_factory, is_exact, recall_at_k
 from engine.core.sources import Item, image_items, text_items
 from engine.errors import EngineError, opt
 from engine.io.atomic import atomic_open, write_json
@@ -28,8 +28,12 @@ from engine.progress import info, make_progress, warn
 class BuildOptions:
     """How a collection is built; the CLI's option defaults are these."""
     model: str | None = None           # encoder spec; None: the registry's default for the kind of item
-    index: str = "Flat"                # FAISS factory string
-    batch_size: int = 32               # items per forward pass
+    index: str = "Flat"                # FAISS factory string, or "auto" (measured: engine.core.autoindex)
+    store: str = "float32"             # exact search's vectors: float32 (Flat), float16 (SQfp16), sq8 (SQ8)
+    memory_budget: str | None = None   # `auto` only: most bytes the index may take (4G, 512M, …)
+    recall: float = 0.95               # `auto` only: recall@10 the chosen operating point must reach
+    device: str = "auto"               # auto|cpu|cuda|cuda:N|mps (engine.core.encoders.device)
+    batch_size: int | str = 32         # items per forward pass; "auto": by device and kind of item
     workers: int = 2                   # image-decoding threads running ahead of the model
     threads: int = 0                   # torch threads (0: torch's default)
     chunk_size: int = 1024             # items per flushed chunk: the resume unit
@@ -43,14 +47,32 @@ class BuildOptions:
     id_policy: str = "strict"          # ids TREC files cannot hold (white space, empty): strict refuses, replace fixes
 
     def check(self) -> "BuildOptions":
-        for name in ("chunk_size", "batch_size"):
-            if getattr(self, name) < 1:
-                raise EngineError(f"{opt(name)} must be at least 1, not {getattr(self, name)}")
+        from engine.core.autoindex import parse_bytes
+        from engine.core.encoders.device import check_batch_size, check_device
+        if self.chunk_size < 1:
+            raise EngineError(f"{opt('chunk_size')} must be at least 1, not {self.chunk_size}")
+        check_batch_size(self.batch_size)
+        check_device(self.device)
+        parse_bytes(self.memory_budget)
+        if not 0 < self.recall <= 1:
+            raise EngineError(f"{opt('recall')} must be in (0, 1], not {self.recall}")
         if self.id_policy not in ID_POLICIES:
             raise EngineError(f"{opt('id_policy')} must be one of {', '.join(ID_POLICIES)}, not {self.id_policy!r}")
-        if not self.add:
-            check_factory(self.index)  # before a model loads or an item is encoded
+        factory = self.factory()
+        if not self.add and factory != "auto":
+            check_factory(factory)  # before a model loads or an item is encoded
         return self
+
+    def factory(self) -> str:
+        """The FAISS factory string `index` and `store` name ("auto" stays "auto")."""
+        from engine.core.index import store_factory
+        factory = store_factory(self.store)
+        if self.store == "float32":
+            return self.index
+        if self.index != "Flat":
+            raise EngineError(f"{opt('store')} {self.store} is for exact search ({opt('index')} Flat); "
+                              f"{self.index} keeps its own codes")
+        return factory
 
 
 def build_options(options: BuildOptions | None = None, **settings: Any) -> BuildOptions:
@@ -113,7 +135,7 @@ def _build_collection(name: str, *, images: str | Path | None = None, texts: str
     safe = trec_safe_ids([it.id for it in items], o.id_policy, source_name)
     items = [it if it.id == s else replace(it, id=s) for it, s in zip(items, safe)]
 
-    model, index = o.model, o.index
+    model, index = o.model, o.factory()
     old: Collection | None = None
     if o.add:
         old = Collection.open(name, root)
@@ -136,6 +158,8 @@ def _build_collection(name: str, *, images: str | Path | None = None, texts: str
                           f"use {opt('add')} to append new items or {opt('force')} to rebuild it")
 
     configure_threads(o.threads)
+    from engine.core.encoders.device import set_device
+    set_device(o.device)
     encoder = load_encoder(model or (DEFAULT_IMAGE_SPEC if kind == "image" else DEFAULT_TEXT_SPEC))
     if kind not in encoder.modalities:
         raise EngineError(f"model {encoder.spec} cannot embed {kind}s; pick one of {', '.join(specs_for(kind))}")
@@ -153,17 +177,29 @@ def _build_collection(name: str, *, images: str | Path | None = None, texts: str
     if len(kept_items) == 0:
         raise EngineError(f"no item of {source_name} could be encoded; nothing to index")
 
-    info(f"building FAISS index {index!r} over {len(kept_items)} × {encoder.dim}")
-    faiss_index = build_index(emb, index)
-    if not is_exact(index):
-        report.recall_at_10 = _sampled_recall(faiss_index, emb, encoder, kind, o.recall_queries)
-        info(f"recall@10 of {index!r} against exact search: {report.recall_at_10:.3f}")
+    choice = None
+    if index == "auto":
+        from engine.core.autoindex import choose, parse_bytes
+        label, queries = query_vectors(emb, encoder, kind, o.recall_queries, n=500)
+        faiss_index, choice = choose(emb, queries, o.recall, parse_bytes(o.memory_budget), label)
+        index, report.recall_at_10 = choice.factory, choice.recall
+        show_choice(choice.manifest())
+    else:
+        info(f"building FAISS index {index!r} over {len(kept_items)} × {encoder.dim}")
+        faiss_index = FlatFile(emb) if index == "Flat" else build_index(emb, index)
+        if not is_exact(index):
+            report.recall_at_10 = _sampled_recall(faiss_index, emb, encoder, kind, o.recall_queries)
+            info(f"recall@10 of {index!r} against exact search: {report.recall_at_10:.3f}")
 
     manifest = new_manifest(name, kind, encoder.spec, int(encoder.dim), index,
                             (old.manifest.get("sources", []) if old is not None else []) + [source_name],
                             text_fields=fields_used if kind == "text" else None,
                             skipped=(old.manifest.get("skipped", []) if old is not None else []) + report.failed,
                             recall_at_10=report.recall_at_10)
+    if choice is not None:
+        manifest["search_params"], manifest["index_choice"] = choice.params, choice.manifest()
+    elif old is not None and old.manifest.get("search_params"):
+        manifest["search_params"] = old.manifest["search_params"]  # a tuned operating point is kept on --add
     if old is not None:
         manifest["created"] = old.manifest["created"]
     col = commit_collection(path, manifest, emb, kept_items, faiss_index,
@@ -270,16 +306,33 @@ def generic_captions(n: int, seed: int = 0) -> list[str]:
     return [f"a photo of a {names[i]}" for i in rng.choice(len(names), min(n, len(names)), replace=False)]
 
 
-def _sampled_recall(index, emb: np.ndarray, encoder, kind: str, recall_queries: str | Path | None,
-                    n: int = 200) -> float:
-    """Recall@10 vs exact on queries of the modality users will really send (text for image-text collections)."""
+def query_vectors(emb: np.ndarray, encoder, kind: str, recall_queries: str | Path | None,
+                  n: int = 200) -> tuple[str, np.ndarray]:
+    """Queries of the modality users will really send, as vectors, and what they are: the given text queries,
+    generic captions for an image–text collection, else a sample of the collection's own vectors."""
     rng = np.random.default_rng(0)
     if recall_queries is not None:
         from engine.io.tables import read_queries
         texts = [t for _, t in read_queries(recall_queries)]
-        q = encoder.encode_texts(texts[:n] if len(texts) <= n else [texts[i] for i in rng.choice(len(texts), n, replace=False)])
-    elif "text" in encoder.modalities and kind == "image":
-        q = encoder.encode_texts(generic_captions(n))
-    else:  # the collection's own modality: its own vectors, the queries it will get
-        q = emb[rng.choice(len(emb), min(n, len(emb)), replace=False)]
-    return float(recall_at_k(index, emb, q, k=10))
+        picked = texts if len(texts) <= n else [texts[i] for i in rng.choice(len(texts), n, replace=False)]
+        return f"{len(picked)} text queries from {recall_queries}", encoder.encode_texts(picked)
+    if "text" in encoder.modalities and kind == "image":
+        return f"{min(n, 1000)} generic text captions", encoder.encode_texts(generic_captions(n))
+    rows = rng.choice(len(emb), min(n, len(emb)), replace=False)
+    return f"{len(rows)} of the collection's own vectors", np.ascontiguousarray(emb[rows], dtype=np.float32)
+
+
+def _sampled_recall(index, emb: np.ndarray, encoder, kind: str, recall_queries: str | Path | None,
+                    n: int = 200) -> float:
+    """Recall@10 vs exact on queries of the modality users will really send (text for image-text collections)."""
+    return float(recall_at_k(index, emb, query_vectors(emb, encoder, kind, recall_queries, n)[1], k=10))
+
+
+def show_choice(choice: dict) -> None:
+    """Print `--index auto`'s measurements and the operating point it chose."""
+    from engine.core.autoindex import choice_table
+    from engine.display import format_table
+    params = ", ".join(f"{k}={v:g}" for k, v in choice["params"].items()) or "no knobs"
+    info(f"auto index on {choice['queries']}:\n{format_table(*choice_table(choice))}\n"
+         f"chosen: {choice['factory']} ({params}): recall@10 {choice['recall@10']:.3f}, "
+         f"{choice['speedup'] or 0:.1f}× exact QPS")

@@ -17,6 +17,17 @@ from engine.serve.options import API_KEY_ENV
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or status lines (for scripts).")]
 Root = Annotated[Path, typer.Option("--root", help="Folder that holds collections.")]
 ModelSpec = Annotated[Optional[str], typer.Option("--model", "-m", help=model_help(), show_default=False)]
+Device = Annotated[str, typer.Option("--device", help="Where encoders run: auto (a CUDA GPU, else Apple MPS, else "
+                                     "the CPU), cpu, cuda, cuda:N, mps. fp16 autocast on CUDA.")]
+BatchSize = Annotated[str, typer.Option("--batch-size", help="Items per forward pass, or auto (by device: 32 on "
+                                        "the CPU, 256 images / 512 texts on a GPU).")]
+NProbe = Annotated[Optional[int], typer.Option("--nprobe", help="IVF lists visited per query (overrides the "
+                                               "stored operating point).", show_default=False)]
+Ef = Annotated[Optional[int], typer.Option("--ef", help="HNSW efSearch (overrides the stored operating point).",
+                                           show_default=False)]
+KFactor = Annotated[Optional[float], typer.Option("--k-factor", help="Candidates per result a refine stage "
+                                                  "(…,RFlat) re-ranks exactly (overrides the stored value).",
+                                                  show_default=False)]
 BUILD = BuildOptions()
 
 
@@ -38,7 +49,15 @@ def build_cmd(
     texts: Annotated[Optional[Path], typer.Option("--texts", help="CSV/JSONL/TSV with an id column and text fields.")] = None,
     model: ModelSpec = BUILD.model,
     index: Annotated[str, typer.Option("--index", help="FAISS factory string: Flat (exact, default), HNSW32, "
-                     "IVF1024,Flat, IVF1024,PQ32, … (trained on the collection).")] = BUILD.index,
+                     "IVF1024,Flat, IVF1024,PQ32, … (trained on the collection), or auto: the fastest index "
+                     "reaching --recall within --memory-budget, measured on queries of the kind users send "
+                     "(the table and the operating point are printed and stored).")] = BUILD.index,
+    store: Annotated[str, typer.Option("--store", help="Vectors of exact search: float32, float16 (half the "
+                     "memory and scan time, recall@10 ≈ 0.998) or sq8 (a quarter, ≈ 0.98).")] = BUILD.store,
+    memory_budget: Annotated[Optional[str], typer.Option("--memory-budget", help="With --index auto: most memory "
+                             "the index may take (4G, 512M, …).")] = BUILD.memory_budget,
+    recall: Annotated[float, typer.Option("--recall", help="With --index auto: recall@10 the operating point "
+                      "must reach.")] = BUILD.recall,
     add: Annotated[bool, typer.Option("--add", help="Append new items to an existing collection; old ones "
                    "are not re-encoded.")] = BUILD.add,
     force: Annotated[bool, typer.Option("--force", help="Rebuild a collection that already exists.")] = BUILD.force,
@@ -50,7 +69,8 @@ def build_cmd(
     = BUILD.path_column,
     recall_queries: Annotated[Optional[Path], typer.Option("--recall-queries", help="Text queries to measure a "
                               "non-exact index's recall@10 with (default: generic captions or own vectors).")] = None,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Items per forward pass.")] = BUILD.batch_size,
+    batch_size: BatchSize = str(BUILD.batch_size),
+    device: Device = BUILD.device,
     workers: Annotated[int, typer.Option("--workers", help="Image-decoding threads running ahead of the model.")]
     = BUILD.workers,
     threads: Annotated[int, typer.Option("--threads", help="torch threads (0: torch's default).")] = BUILD.threads,
@@ -69,7 +89,8 @@ def build_cmd(
     Collection.build(name, images=images, texts=texts, root=root, model=model, index=index, batch_size=batch_size,
                      workers=workers, threads=threads, chunk_size=chunk_size, add=add, force=force,
                      fields=split_list(fields), id_column=id_column, path_column=path_column,
-                     recall_queries=recall_queries, id_policy=id_policy, wait=wait)
+                     recall_queries=recall_queries, id_policy=id_policy, wait=wait, store=store,
+                     memory_budget=memory_budget, recall=recall, device=device)
 
 
 def search_cmd(
@@ -82,7 +103,11 @@ def search_cmd(
                        "JSONL with id and text columns); needs --out.")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="TREC run to write for --queries.")] = None,
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Run id column (default: collection name).")] = None,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Queries encoded per batch.")] = 64,
+    batch_size: BatchSize = "64",
+    device: Device = "auto",
+    nprobe: NProbe = None,
+    ef: Ef = None,
+    k_factor: KFactor = None,
     server: Annotated[Optional[str], typer.Option("--server", help="URL of a running `engine serve` to ask "
                       "instead of loading the collection here (same output).")] = None,
     api_key: Annotated[Optional[str], typer.Option("--api-key", envvar=API_KEY_ENV, show_envvar=True,
@@ -93,9 +118,13 @@ def search_cmd(
     """Search a collection with its own encoder: one text, one --image, or a --queries file into a TREC run."""
     set_quiet(quiet)
     from engine.core.collection import Collection, check_query
-    from engine.display import hits_table
+    from engine.core.encoders.device import check_batch_size, set_device
+    from engine.core.index import SearchKnobs
     from engine.progress import info
     check_query(text, k)  # every argument checked before a model loads
+    knobs = SearchKnobs(nprobe=nprobe, ef=ef, k_factor=k_factor)
+    set_device(device)
+    batch = check_batch_size(batch_size)
     if queries is not None:
         if server is not None:
             raise EngineError(f"{opt('queries')} runs here; leave out {opt('server')} (or POST /search/batch to it)")
@@ -106,7 +135,10 @@ def search_cmd(
         qs = read_queries(queries)
         trec_safe_ids([q for q, _ in qs], "strict", queries, fixable=False)
         trec_safe_ids([run_id or name], "strict", opt("run_id"), fixable=False)
-        n = Collection.open(name, root).search_to_run(qs, out, k=k, run_id=run_id, batch_size=batch_size)
+        col = Collection.open(name, root)
+        col.check_query(k, knobs)
+        n = col.search_to_run(qs, out, k=k, run_id=run_id, batch_size=64 if batch == "auto" else int(batch),
+                              knobs=knobs)
         info(f"wrote {n} lines for {len(qs)} queries to {out}")
         return
     if out is not None:
@@ -117,18 +149,19 @@ def search_cmd(
         from engine.serve.client import remote_search
         hits = remote_search(server, name, text=text, image=image, k=k, api_key=api_key)
     else:
-        hits = Collection.open(name, root).search(text=text, image=str(image) if image else None, k=k)
+        hits = Collection.open(name, root).search(text=text, image=str(image) if image else None, k=k, knobs=knobs)
     if as_json:
         print_json({"query": text if text is not None else str(image), "hits": [h.as_dict() for h in hits]})
     else:
         from rich.console import Console
+        from engine.display import hits_table
         Console().print(hits_table(hits, title=f"{name}: {text if text is not None else image}"))
 
 
 def info_cmd(name: Annotated[str, typer.Argument(help="Collection name.")],
              as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
              root: Root = DEFAULT_ROOT) -> None:
-    """What a collection's manifest says (checksums verified)."""
+    """What a collection's manifest says (files' presence and sizes checked; `engine verify` reads every byte)."""
     from engine.core.collection import Collection
     data = Collection.open(name, root).info()
     if as_json:
@@ -137,6 +170,17 @@ def info_cmd(name: Annotated[str, typer.Argument(help="Collection name.")],
         from rich.console import Console
         from engine.display import mapping_table
         Console().print(mapping_table(data, title=f"collection {name}"))
+
+
+def verify_cmd(name: Annotated[str, typer.Argument(help="Collection name.")], root: Root = DEFAULT_ROOT,
+               quiet: Quiet = False) -> None:
+    """Read every byte of a collection against the checksums in its manifest (opening only checks sizes)."""
+    set_quiet(quiet)
+    from engine.core.collection import Collection
+    from engine.progress import info
+    col = Collection.open(name, root)
+    col.verify()
+    info(f"collection {name!r}: {len(col.manifest.get('files', {}))} files, every byte matches its checksum")
 
 
 def list_cmd(root: Root = DEFAULT_ROOT) -> None:
@@ -155,11 +199,14 @@ def bench_cmd(
     k: Annotated[int, typer.Option("-k", help="Results per query.")] = 10,
     out: Annotated[Optional[Path], typer.Option("--out", help="JSON result (default: <collection>/bench.json).")] = None,
     threads: Annotated[int, typer.Option("--threads", help="torch/FAISS threads (0: default).")] = 0,
+    device: Device = "auto",
     root: Root = DEFAULT_ROOT,
     quiet: Quiet = False,
 ) -> None:
     """Query-encoding and search latency (p50/p95/p99, QPS), single and batched; index memory."""
     set_quiet(quiet)
+    from engine.core.encoders.device import set_device
+    set_device(device)
     from rich.console import Console
     from engine.core.bench import bench_collection
     from engine.core.collection import Collection
@@ -176,13 +223,15 @@ def bench_cmd(
     typer.echo(f"wrote {target}", err=True)
 
 
-def demo_cmd(root: Root = DEFAULT_ROOT, quiet: Quiet = False) -> None:
+def demo_cmd(root: Root = DEFAULT_ROOT, device: Device = "auto", quiet: Quiet = False) -> None:
     """Build a collection from photos bundled with scikit-image and search it by text, offline."""
     set_quiet(quiet)
+    from engine.core.encoders.device import set_device
+    set_device(device)
     from rich.console import Console
     from engine.core.demo import DEMO_QUERIES, build_demo
     from engine.display import hits_table
-    col = build_demo(root=root)
+    col = build_demo(root=root, device=device)
     console = Console()
     for q in DEMO_QUERIES:
         console.print(hits_table(col.search(text=q, k=3), title=f"demo: {q!r}"))
@@ -195,7 +244,8 @@ def models_cmd(markdown: Annotated[bool, typer.Option("--markdown", help="Print 
     typer.echo(doc_table(*model_table(), markdown=markdown, left=3))
 
 
-COMMANDS = {"build": build_cmd, "search": search_cmd, "info": info_cmd, "list": list_cmd, "bench": bench_cmd,
+COMMANDS = {"build": build_cmd, "search": search_cmd, "info": info_cmd, "verify": verify_cmd, "list": list_cmd,
+            "bench": bench_cmd,
             "demo": demo_cmd, "models": models_cmd}
 
 

@@ -3,6 +3,8 @@
     indexes/NAME/manifest.json        format, encoder spec, dim, metric, count, factory, version, checksums
     indexes/NAME/embeddings-G.npy     (count, dim) float32, L2-normalized, row i = item i
     indexes/NAME/items-G.jsonl        {"id": ..., **metadata} per row, aligned with the embeddings
+    indexes/NAME/item_offsets-G.npy   int64 start byte of each items row + the file's end: a hit's row is read
+                                      alone (collections written before it scan the file for newlines once)
     indexes/NAME/index-G.faiss        the FAISS index over the same rows
     indexes/NAME/<role>-G.*           named arrays, JSON documents or folders a task keeps beside them
 
@@ -16,13 +18,15 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from engine import __version__
 from engine.core import store
-from engine.core.index import build_index, default_search_params, index_memory_bytes, load_index, save_index
+from engine.core.encoders.base import l2_normalize
+from engine.core.index import (FlatFile, SearchKnobs, build_index, check_knobs, default_search_params, load_index,
+                               save_index, search_index)
 from engine.core.lock import writer_lock
 from engine.core.structure import check_structure
 from engine.errors import EngineError, opt
@@ -35,7 +39,7 @@ if TYPE_CHECKING:
 MANIFEST = store.MANIFEST
 PARTIAL = ".partial"
 DEFAULT_ROOT = Path("indexes")
-CORE_ROLES = ("embeddings", "items", "index")
+CORE_ROLES = ("embeddings", "items", "item_offsets", "index")
 IMAGE_FILES = "image_files"
 """JSON document of an image collection: item id → the file that was encoded (what thumbnails are read from)."""
 _ROLE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -98,12 +102,17 @@ class Collection:
         self.path = path
         self.manifest = manifest
         self._encoder = None
+        self._text_encoder = None
         self._index = None
         self._items: list[dict] | None = None
+        self._offsets: np.ndarray | None = None
 
     # ------------------------------------------------------------------ opening
     @classmethod
-    def open(cls, name: str, root: str | Path | None = None, verify: bool = True) -> "Collection":
+    def open(cls, name: str, root: str | Path | None = None, verify: bool | None = None) -> "Collection":
+        """Read the manifest and `check` the files' presence and sizes (cheap at any size); `verify=True`
+        also reads every byte against its checksum (`verify`); `verify=False` checks nothing (a caller that
+        has just written the files, or that names an older layout itself before checking)."""
         path = collection_path(name, root)
         if not (path / MANIFEST).is_file():
             known = list_collections(root)
@@ -118,6 +127,9 @@ class Collection:
             try:
                 if verify:
                     col.verify()
+                elif verify is None:
+                    col.check()
+                if verify is not False:
                     check_structure(path, manifest, rebuild_hint(name))
                 return col
             except (EngineError, FileNotFoundError) as exc:
@@ -134,9 +146,17 @@ class Collection:
         except EngineError:
             return False
 
+    def check(self) -> None:
+        """Structural checks that read no data (run by every open): the manifest's files exist at their sizes."""
+        store.check(self.path, self.manifest, rebuild_hint(self.name))
+
     def verify(self) -> None:
-        """Every file the manifest lists exists with its recorded size and checksum."""
-        store.verify(self.path, self.manifest, rebuild_hint(self.name))
+        """`check`, then every byte of every file against its sha256 (`engine verify NAME`)."""
+        files = self.manifest.get("files") or {}
+        total = sum(int((m or {}).get("bytes") or 0) for m in files.values()) if isinstance(files, dict) else 0
+        with make_progress() as bar:
+            task = bar.add_task(f"verifying {self.name}", total=total)
+            store.verify(self.path, self.manifest, rebuild_hint(self.name), lambda n: bar.advance(task, n))
 
     # ------------------------------------------------------------------ properties
     @property
@@ -207,6 +227,20 @@ class Collection:
     def ids(self) -> list[str]:
         return [it["id"] for it in self.items]
 
+    def items_at(self, rows: Sequence[int]) -> list[dict]:
+        """The items rows at these positions, reading only their lines (all rows parsed once already: from memory)."""
+        if self._items is not None:
+            return [self._items[int(r)] for r in rows]
+        if self._offsets is None:
+            roles = self.manifest.get("roles", {})
+            offsets = np.load(self.file("item_offsets"), mmap_mode="r") if "item_offsets" in roles \
+                else store.line_offsets(self.file("items"))
+            if len(offsets) != len(self) + 1:
+                raise EngineError(f"{self.file('items')} holds {len(offsets) - 1} rows, the manifest says "
+                                  f"{len(self)}; {rebuild_hint(self.name)}")
+            self._offsets = offsets
+        return store.read_lines(self.file("items"), self._offsets, rows)
+
     @property
     def encoder(self):
         if self._encoder is None:
@@ -217,6 +251,20 @@ class Collection:
             from engine.core.encoders import load_encoder
             self._encoder = load_encoder(spec)
         return self._encoder
+
+    @property
+    def text_query_encoder(self):
+        """What embeds text queries: the encoder's light text side (ONNX, no torch) unless the whole encoder
+        was loaded before any text query (then it is used: no second model)."""
+        if self._text_encoder is None and self._encoder is not None:
+            return self._encoder
+        if self._text_encoder is None:
+            spec = self.manifest.get("encoder")
+            if not spec:
+                return self.encoder  # raises the vectors-only error
+            from engine.core.encoders.registry import load_text_query_encoder
+            self._text_encoder = load_text_query_encoder(spec)
+        return self._text_encoder
 
     @property
     def index(self):
@@ -230,10 +278,19 @@ class Collection:
                                   f"{rebuild_hint(self.name)}") from None
         return self._index
 
+    @property
+    def search_params(self) -> dict[str, float]:
+        """The stored query-time knobs (nprobe, efSearch, k_factor_rf) the index searches with by default."""
+        return dict(self.manifest.get("search_params") or {})
+
     def info(self) -> dict[str, Any]:
         m = self.manifest
         out = {k: m[k] for k in ("name", "kind", "encoder", "dim", "metric", "count", "index_factory",
                                  "search_params", "engine_version", "created", "updated") if k in m}
+        if m.get("index_choice"):
+            c = m["index_choice"]
+            out["index_choice"] = {k: c.get(k) for k in ("recall@10", "speedup", "target_recall", "memory_budget",
+                                                         "queries")}
         out["format"] = m.get("format", 1)
         if m.get("recall_at_10") is not None:
             out["recall_at_10"] = m["recall_at_10"]
@@ -248,7 +305,7 @@ class Collection:
     def encode_queries(self, texts: Sequence[str] | None = None, images: Sequence[str] | None = None,
                        batch_size: int = 64) -> np.ndarray:
         from engine.core.encoders.registry import specs_for
-        enc = self.encoder
+        enc = self.text_query_encoder if texts is not None else self.encoder
         if texts is not None:
             if "text" not in enc.modalities:
                 raise EngineError(f"collection {self.name!r} ({enc.spec}) takes image queries only; query with "
@@ -264,16 +321,27 @@ class Collection:
             raise EngineError(f"query image {list(images)[pos]}: {reason}")
         return res.embeddings
 
-    def search_vectors(self, queries: np.ndarray, k: int = 10) -> tuple[np.ndarray, np.ndarray]:
-        """Raw FAISS results: (scores, row indices), -1 where fewer than k."""
+    def check_query(self, k: int, knobs: "SearchKnobs | None" = None) -> dict:
+        """The search arguments checked against this collection before any model loads; the knobs' params."""
         check_k(k)
+        params = (knobs or SearchKnobs()).params()
+        check_knobs(self.manifest.get("index_factory", "Flat"), params)
+        return params
+
+    def search_vectors(self, queries: np.ndarray, k: int = 10, knobs: "SearchKnobs | None" = None
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """Raw FAISS results: (scores, row indices), -1 where fewer than k. `knobs` override the stored
+        nprobe / efSearch / k_factor for this call only."""
+        params = self.check_query(k, knobs)
         queries = np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)
         if queries.shape[1] != self.dim:
             raise EngineError(f"query vectors are {queries.shape[1]}-d, collection {self.name!r} is {self.dim}-d")
-        return self.index.search(queries, max(1, min(k, len(self))))
+        return search_index(self.index, queries, max(1, min(k, len(self))), self.search_params, params)
 
     def hits(self, scores: np.ndarray, rows: np.ndarray) -> list[list[Hit]]:
-        items = self.items
+        """Hits with their items rows; only the rows hit are read from the items file."""
+        wanted = sorted({int(i) for i in np.asarray(rows).ravel() if i >= 0})
+        items = dict(zip(wanted, self.items_at(wanted)))
         out = []
         for srow, irow in zip(scores, rows):
             hits, rank = [], 0
@@ -286,20 +354,23 @@ class Collection:
             out.append(hits)
         return out
 
-    def search(self, text: str | None = None, image: str | None = None, k: int = 10) -> list[Hit]:
+    def search(self, text: str | None = None, image: str | None = None, k: int = 10,
+               knobs: "SearchKnobs | None" = None) -> list[Hit]:
         """Top-k for one text or one image query, encoded with the collection's own encoder."""
         if (text is None) == (image is None):
             raise EngineError("give either a text query or an image query")
         check_query(text, k)
+        self.check_query(k, knobs)
         q = self.encode_queries(texts=[text]) if text is not None else self.encode_queries(images=[image])
-        return self.hits(*self.search_vectors(q, k))[0]
+        return self.hits(*self.search_vectors(q, k, knobs))[0]
 
     def search_many(self, texts: Sequence[str] | None = None, images: Sequence[str] | None = None, k: int = 10,
-                    batch_size: int = 64) -> list[list[Hit]]:
+                    batch_size: int = 64, knobs: "SearchKnobs | None" = None) -> list[list[Hit]]:
         """Batched search with a progress bar; one ranked list per query, in order."""
         queries = list(texts if texts is not None else images or [])
         for text in texts or [k]:
             check_query(text if texts is not None else None, k)
+        self.check_query(k, knobs)
         out: list[list[Hit]] = []
         with make_progress() as bar:
             task = bar.add_task("searching", total=len(queries))
@@ -307,15 +378,15 @@ class Collection:
                 chunk = queries[start:start + batch_size]
                 q = self.encode_queries(texts=chunk, batch_size=batch_size) if texts is not None \
                     else self.encode_queries(images=chunk, batch_size=batch_size)
-                out.extend(self.hits(*self.search_vectors(q, k)))
+                out.extend(self.hits(*self.search_vectors(q, k, knobs)))
                 bar.advance(task, len(chunk))
         return out
 
     def search_to_run(self, queries: Sequence[tuple[str, str]], out: str | Path, k: int = 100,
-                      run_id: str | None = None, batch_size: int = 64) -> int:
+                      run_id: str | None = None, batch_size: int = 64, knobs: "SearchKnobs | None" = None) -> int:
         """Search a file's worth of (qid, text) queries and write a TREC run; returns lines written."""
         from engine.eval.runs import write_run
-        results = self.search_many(texts=[t for _, t in queries], k=k, batch_size=batch_size)
+        results = self.search_many(texts=[t for _, t in queries], k=k, batch_size=batch_size, knobs=knobs)
         rankings = {qid: [(h.id, h.score) for h in hits] for (qid, _), hits in zip(queries, results)}
         return write_run(out, rankings, run_id or self.name)
 
@@ -339,25 +410,41 @@ class Collection:
                      arrays: Mapping[str, np.ndarray] | None = None,
                      files: Mapping[str, store.FileWriter] | None = None,
                      extra: Mapping[str, Any] | None = None,
-                     documents: Mapping[str, Any] | None = None) -> "Collection":
+                     documents: Mapping[str, Any] | None = None, queries: np.ndarray | None = None,
+                     recall: float = 0.95, memory_budget: str | int | None = None) -> "Collection":
         """A collection over vectors computed elsewhere (L2-normalized here), queried with `encoder_spec`
         (None: vectors only). `arrays`, JSON `documents` and `files` are stored beside them; `extra` in the
-        manifest."""
-        from engine.core.encoders.base import l2_normalize
+        manifest. `index="auto"` measures candidates on `queries` (the vectors users will search with;
+        default: a sample of these vectors) for `recall` within `memory_budget` bytes (see `autoindex`)."""
         from engine.io.ids import check_unique
         path = collection_path(name, root)
         if (path / MANIFEST).exists() and not force:
             raise EngineError(f"collection {name!r} already exists in {path.parent}/; rebuild it with "
                               f"{opt('force')}")
-        vectors = l2_normalize(np.asarray(vectors, dtype=np.float32))
-        if len(ids) != len(vectors) or (meta is not None and len(meta) != len(ids)):
+        vectors = np.asarray(vectors)  # normalized block by block below: no full-size copy (build memory)
+        if vectors.ndim != 2 or len(ids) != len(vectors) or (meta is not None and len(meta) != len(ids)):
             raise EngineError(f"{len(ids)} ids, {len(vectors)} vectors and {len(meta or ids)} metadata rows must match")
         check_unique([str(i) for i in ids], "id", name)
-        items = [{"id": str(i), **(meta[n] if meta is not None else {})} for n, i in enumerate(ids)]
-        manifest = new_manifest(name, kind, encoder_spec, int(vectors.shape[1]), index, ["vectors"])
+        items = ({"id": str(i), **(meta[n] if meta is not None else {})} for n, i in enumerate(ids))
+        if index == "auto":
+            from engine.core.autoindex import choose, parse_bytes
+            label = "the vectors users send"
+            if queries is None:
+                rows = np.sort(np.random.default_rng(0).choice(len(vectors), min(500, len(vectors)), replace=False))
+                queries, label = vectors[rows], f"{len(rows)} of the collection's own vectors"
+            faiss_index, choice = choose(vectors, l2_normalize(np.atleast_2d(queries)), recall,
+                                         parse_bytes(None if memory_budget is None else str(memory_budget)), label,
+                                         normalize=True)
+            manifest = new_manifest(name, kind, encoder_spec, int(vectors.shape[1]), choice.factory, ["vectors"],
+                                    recall_at_10=choice.recall, index_choice=choice.manifest())
+            manifest["search_params"] = choice.params
+        else:
+            manifest = new_manifest(name, kind, encoder_spec, int(vectors.shape[1]), index, ["vectors"])
+            faiss_index = FlatFile(vectors, normalize=True) if index == "Flat" else \
+                build_index(vectors, index, normalize=True)
         with writer_lock(path):
-            return commit_collection(path, manifest, vectors, items, build_index(vectors, index), arrays, files,
-                                     extra, documents)
+            return commit_collection(path, manifest, vectors, items, faiss_index, arrays, files, extra, documents,
+                                     count=len(ids), normalize=True)
 
     def attach(self, arrays: Mapping[str, np.ndarray] | None = None,
                files: Mapping[str, store.FileWriter] | None = None, extra: Mapping[str, Any] | None = None,
@@ -390,18 +477,27 @@ def _writers(arrays: Mapping[str, np.ndarray] | None, files: Mapping[str, store.
     return writers
 
 
-def commit_collection(path: Path, manifest: dict, embeddings: np.ndarray, items: list[dict], faiss_index,
+def commit_collection(path: Path, manifest: dict, embeddings: np.ndarray, items: Iterable[dict], faiss_index,
                       arrays: Mapping[str, np.ndarray] | None = None,
                       files: Mapping[str, store.FileWriter] | None = None,
                       extra: Mapping[str, Any] | None = None,
-                      documents: Mapping[str, Any] | None = None) -> Collection:
-    """Write a whole generation (core files + stored extras) and publish its manifest; drops `.partial/`."""
+                      documents: Mapping[str, Any] | None = None, count: int | None = None,
+                      normalize: bool = False) -> Collection:
+    """Write a whole generation (core files + stored extras) and publish its manifest; drops `.partial/`.
+    `items` may be a generator (then give `count`); `normalize` L2-normalizes the embeddings block by block
+    as they are written, so no full-size copy is made."""
     import shutil
-    writers = {"embeddings": store.npy(np.asarray(embeddings, dtype=np.float32)), "items": store.jsonl(items),
-               "index": store.FileWriter(".faiss", lambda p: save_index(faiss_index, p)),
-               **_writers(arrays, files, documents)}
-    manifest = {**manifest, "count": len(items), "index_bytes": index_memory_bytes(faiss_index),
+    offsets: list = []
+    manifest = {**manifest, "count": len(items) if count is None else count,  # type: ignore[arg-type]
                 **({"extra": dict(extra)} if extra else {})}
+
+    def write_index(p: Path) -> None:
+        save_index(faiss_index, p)
+        manifest["index_bytes"] = p.stat().st_size  # serialized size: a close proxy for resident memory
+
+    writers = {"embeddings": store.npy_blocks(embeddings, l2_normalize if normalize else None),
+               "items": store.jsonl(items, offsets), "item_offsets": store.offsets_npy(offsets),
+               "index": store.FileWriter(".faiss", write_index), **_writers(arrays, files, documents)}
     store.commit(path, manifest, writers)
     shutil.rmtree(path / PARTIAL, ignore_errors=True)
     return Collection.open(path.name, path.parent, verify=False)

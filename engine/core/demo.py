@@ -25,8 +25,8 @@ def demo_photos() -> list[Path]:
     return photos
 
 
-def build_demo(name: str = "demo", root: str | Path | None = None, model: str | None = None):
+def build_demo(name: str = "demo", root: str | Path | None = None, model: str | None = None, device: str = "auto"):
     from engine.core.collection import Collection
     from engine.core.sources import Item
     items = [Item(p.stem, str(p), {"path": p.name}) for p in demo_photos()]
-    return Collection.build(name, items=items, kind="image", root=root, model=model, force=True)
+    return Collection.build(name, items=items, kind="image", root=root, model=model, force=True, device=device)

@@ -149,9 +149,38 @@ def iter_image_batches(encoder: "Encoder", paths: Sequence[str], batch_size: int
             yield pos, tensors, failed
 
 
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+ALLOCATOR_BYTES = 1 << 30
+"""glibc keeps freed blocks up to this size instead of returning them to the kernel (benchmarks/image_pipeline.py
+measures the difference): a forward pass's activation buffers are tens of MB, above glibc's default 128 kB–32 MB
+mmap threshold, so each batch otherwise maps, faults in and unmaps them again."""
+_allocator = {"tuned": False}
+
+
+def keep_freed_memory() -> bool:
+    """Raise glibc's mmap and trim thresholds once per process (ENGINE_MALLOC=0 leaves them; other C
+    libraries are left alone). True when the setting took."""
+    import ctypes
+    import ctypes.util
+    import os
+    if _allocator["tuned"] or os.environ.get("ENGINE_MALLOC", "1") == "0":
+        return _allocator["tuned"]
+    _allocator["tuned"] = True
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    size = ALLOCATOR_BYTES
+    while size >= 1 << 25 and not mallopt(_M_MMAP_THRESHOLD, size):  # glibc caps the value: halve until taken
+        size //= 2
+    return bool(mallopt(_M_TRIM_THRESHOLD, ALLOCATOR_BYTES))
+
+
 def encode_image_files(encoder: "Encoder", paths: Sequence[str], batch_size: int = 32,
                        workers: int = 2) -> ImageBatchResult:
     import torch
+    keep_freed_memory()
     chunks, ok, failed = [], [], []
     for pos, tensors, bad in iter_image_batches(encoder, paths, batch_size, workers):
         failed.extend(bad)

@@ -1,34 +1,129 @@
-"""FAISS indexes over L2-normalized vectors (inner product = cosine), named by factory strings."""
+"""FAISS indexes over L2-normalized vectors (inner product = cosine), named by factory strings.
+
+Exact search of a large collection goes through BLAS at any batch size: FAISS (1.15) switches to its
+matrix product only when queries × dim reach 128,000, so a batch of 64 at 512-d would scan as slowly as
+64 single queries (`use_blas_for`). Query-time knobs (nprobe, efSearch, k_factor) can be overridden per call.
+"""
 from __future__ import annotations
 
 import re
+import threading
+from dataclasses import dataclass
 
 import numpy as np
 
-from engine.errors import EngineError
+from engine.errors import EngineError, opt
 
 EXACT = "Flat"
+STORES = {"float32": "Flat", "float16": "SQfp16", "sq8": "SQ8"}
+"""`--store` for exact search: how the scanned vectors are kept (SQfp16: half the bytes, recall@10 ≈ 0.998)."""
+TRAIN_CAP = 100_000
+"""Most points an index trains on (at least 40 per IVF list): training cost and memory stay flat at 1M+."""
+DEFAULT_K_FACTOR = 8
+"""Candidates a refine stage re-ranks exactly, per result (`…,RFlat`): 1 leaves recall at the PQ's."""
+_KNOBS = {"nprobe": "nprobe", "ef": "efSearch", "k_factor": "k_factor_rf"}
+_KNOB_INDEX = {"nprobe": "an IVF index", "efSearch": "an HNSW index", "k_factor_rf": "a refined index (…,RFlat)"}
+_lock = threading.Lock()
+_FAISS_BLAS: dict[str, int] = {}
+BLAS_MIN_BYTES = 32 << 20
+"""Collections of at least this many bytes of vectors are scanned with BLAS at every batch size."""
+
+
+def faiss_module():
+    """faiss, its BLAS threshold remembered before the engine changes it (see `use_blas_for`)."""
+    import faiss
+    _FAISS_BLAS.setdefault("threshold", int(faiss.cvar.distance_compute_blas_threshold))
+    return faiss
+
+
+def use_blas_for(index) -> None:
+    """Exact scans of a collection bigger than the CPU caches go through BLAS at every batch size: FAISS's
+    own path scans all the vectors once per query below its threshold (batch 64 at 1M × 512 then reads 128 GB),
+    while BLAS reads them once per block of queries. Small collections stay on FAISS's default, which is
+    faster while they sit in cache. (A process-wide FAISS setting: it only changes speed, never results.)"""
+    faiss = faiss_module()
+    big = int(getattr(index, "ntotal", 0)) * int(getattr(index, "d", 0)) * 4 >= BLAS_MIN_BYTES
+    faiss.cvar.distance_compute_blas_threshold = 1 if big else _FAISS_BLAS["threshold"]
 
 
 def is_exact(factory: str) -> bool:
     return factory.replace(" ", "") in ("Flat", "IDMap,Flat")
 
 
+def store_factory(store: str) -> str:
+    """The exact-search factory string for a `--store` choice."""
+    if store not in STORES:
+        raise EngineError(f"{opt('store')} must be one of {', '.join(STORES)}, not {store!r}")
+    return STORES[store]
+
+
 def default_search_params(factory: str) -> dict[str, int]:
-    """Search-time knobs worth setting: nprobe for IVF, efSearch for HNSW (FAISS's defaults are too low)."""
+    """Search-time knobs worth setting: nprobe for IVF, efSearch for HNSW, k_factor for a refine stage
+    (FAISS's defaults are too low)."""
     params: dict[str, int] = {}
     m = re.search(r"IVF(\d+)", factory)
     if m:
         params["nprobe"] = max(1, min(int(m.group(1)), 32))
     if "HNSW" in factory:
         params["efSearch"] = 128
+    if "RFlat" in factory or "Refine" in factory:
+        params["k_factor_rf"] = DEFAULT_K_FACTOR
     return params
 
 
-def apply_search_params(index, params: dict[str, int]) -> None:
-    import faiss
-    if params:
-        faiss.ParameterSpace().set_index_parameters(index, ",".join(f"{k}={v}" for k, v in params.items()))
+def apply_search_params(index, params: dict) -> None:
+    faiss = faiss_module()
+    space = faiss.ParameterSpace()
+    for name, value in params.items():
+        try:
+            space.set_index_parameter(index, name, float(value))
+        except RuntimeError:
+            user = next((u for u, f in _KNOBS.items() if f == name), name)
+            raise EngineError(f"{opt(user)} applies to {_KNOB_INDEX.get(name, 'another index')}; "
+                              f"this index is {type(faiss.downcast_index(index)).__name__}") from None
+
+
+@dataclass(frozen=True)
+class SearchKnobs:
+    """Query-time overrides of an approximate index's operating point (None: the stored value)."""
+    nprobe: int | None = None      # IVF lists visited
+    ef: int | None = None          # HNSW efSearch
+    k_factor: float | None = None  # refine stage: candidates per result re-ranked exactly
+
+    def params(self) -> dict[str, float]:
+        out = {}
+        for user, name in _KNOBS.items():
+            value = getattr(self, user)
+            if value is not None:
+                if value < 1:
+                    raise EngineError(f"{opt(user)} must be at least 1, not {value}")
+                out[name] = value
+        return out
+
+
+def check_knobs(factory: str, params: dict) -> None:
+    """Knobs that the index a factory string names has, checked before any query is encoded."""
+    has = {"nprobe": "IVF" in factory, "efSearch": "HNSW" in factory,
+           "k_factor_rf": "RFlat" in factory or "Refine" in factory}
+    for name in params:
+        if not has.get(name, False):
+            user = next((u for u, f in _KNOBS.items() if f == name), name)
+            raise EngineError(f"{opt(user)} applies to {_KNOB_INDEX.get(name, 'another index')}; this collection's "
+                              f"index is {factory}")
+
+
+def search_index(index, queries: np.ndarray, k: int, stored: dict | None = None, override: dict | None = None):
+    """index.search with `override` knobs for this call; the stored ones are put back afterwards."""
+    use_blas_for(index)
+    if not override:
+        return index.search(queries, k)
+    with _lock:
+        apply_search_params(index, override)
+        try:
+            return index.search(queries, k)
+        finally:
+            back = {name: (stored or {}).get(name) for name in override}
+            apply_search_params(index, {n: v for n, v in back.items() if v is not None})
 
 
 def _min_training_points(factory: str) -> int:
@@ -42,10 +137,13 @@ def _min_training_points(factory: str) -> int:
     return need
 
 
-def build_index(vectors: np.ndarray, factory: str = EXACT):
-    """A trained, filled index. A factory that needs more training points than there are vectors is refused."""
-    import faiss
-    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+def build_index(vectors: np.ndarray, factory: str = EXACT, normalize: bool = False, block: int = 65536):
+    """A trained, filled index. A factory that needs more training points than there are vectors is refused.
+    Vectors are added block by block (`normalize`: each block L2-normalized on the way), training uses at most
+    `TRAIN_CAP` points: beside the index itself, memory stays at one block."""
+    from engine.core.encoders.base import l2_normalize
+    faiss = faiss_module()
+    prep = l2_normalize if normalize else (lambda x: np.ascontiguousarray(x, dtype=np.float32))
     n, dim = vectors.shape
     try:
         index = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
@@ -58,13 +156,11 @@ def build_index(vectors: np.ndarray, factory: str = EXACT):
         if n < need:
             raise EngineError(f"index {factory!r} needs at least {need} vectors to train, the collection has {n}; "
                               f"use a smaller index (e.g. IVF{max(1, n // 39)},Flat, HNSW32) or Flat")
-        train = vectors
-        if n > 256 * max(need, 1) and n > 200_000:  # FAISS samples anyway; keep memory bounded
-            rng = np.random.default_rng(0)
-            train = vectors[rng.choice(n, 256 * need, replace=False)]
-        index.train(train)
-    if n:
-        index.add(vectors)
+        cap = max(TRAIN_CAP, 40 * need)
+        rows = np.sort(np.random.default_rng(0).choice(n, cap, replace=False)) if n > cap else slice(None)
+        index.train(prep(vectors[rows]))
+    for lo in range(0, n, block):
+        index.add(prep(vectors[lo:lo + block]))
     apply_search_params(index, default_search_params(factory))
     return index
 
@@ -76,13 +172,51 @@ def _pq_hint(dim: int) -> int:
     return 1
 
 
+@dataclass(frozen=True)
+class FlatFile:
+    """An exact (Flat, inner product) index that is only ever written: its file is streamed block by block from
+    the vectors, so building a Flat collection holds no second copy of them (build memory ≈ the vectors)."""
+    vectors: np.ndarray
+    normalize: bool = False
+    block: int = 65536
+
+    @property
+    def ntotal(self) -> int:
+        return len(self.vectors)
+
+    def write(self, path) -> None:
+        """FAISS's own layout: the header of an empty IndexFlatIP with ntotal and the code count filled in, then
+        the float32 rows (tests/core/test_fast.py checks it byte for byte against faiss.write_index)."""
+        from engine.core.encoders.base import l2_normalize
+        faiss = faiss_module()
+        n, dim = self.vectors.shape
+        header = bytearray(faiss.serialize_index(faiss.IndexFlatIP(dim)).tobytes())
+        if len(header) != 45 or header[:4] != b"IxFI":  # a layout this writer does not know: let FAISS write
+            index = faiss.IndexFlatIP(dim)
+            for lo in range(0, n, self.block):
+                part = self.vectors[lo:lo + self.block]
+                index.add(l2_normalize(part) if self.normalize else np.ascontiguousarray(part, np.float32))
+            faiss.write_index(index, str(path))
+            return
+        header[8:16] = np.int64(n).tobytes()
+        header[37:45] = np.uint64(n * dim).tobytes()
+        with open(path, "wb") as fh:
+            fh.write(header)
+            for lo in range(0, n, self.block):
+                part = np.asarray(self.vectors[lo:lo + self.block], dtype=np.float32)
+                fh.write(np.ascontiguousarray(l2_normalize(part) if self.normalize else part).tobytes())
+
+
 def save_index(index, path) -> None:
-    import faiss
+    if isinstance(index, FlatFile):
+        index.write(path)
+        return
+    faiss = faiss_module()
     faiss.write_index(index, str(path))
 
 
 def load_index(path, params: dict[str, int] | None = None):
-    import faiss
+    faiss = faiss_module()
     index = faiss.read_index(str(path))
     apply_search_params(index, params or {})
     return index
@@ -90,7 +224,7 @@ def load_index(path, params: dict[str, int] | None = None):
 
 def recall_at_k(index, vectors: np.ndarray, queries: np.ndarray, k: int = 10) -> float:
     """Share of the exact top-k that the index also returns in its top-k (ties at the cut tolerated)."""
-    import faiss
+    faiss = faiss_module()
     queries = np.ascontiguousarray(queries, dtype=np.float32)
     k = min(k, vectors.shape[0])
     if k == 0 or len(queries) == 0:
@@ -107,12 +241,6 @@ def recall_at_k(index, vectors: np.ndarray, queries: np.ndarray, k: int = 10) ->
         tied = set(np.nonzero(vectors @ queries[q] >= cut - 1e-6)[0].tolist()) if len(got - set(i_true[q])) else set()
         hits += sum(1 for i in i_true[q] if i in got) + len((got - set(i_true[q].tolist())) & tied)
     return hits / (len(queries) * k)
-
-
-def index_memory_bytes(index) -> int:
-    """Bytes the index takes when serialized: a close, portable proxy for its resident memory."""
-    import faiss
-    return int(faiss.serialize_index(index).nbytes)
 
 
 def check_factory(factory: str) -> None:

@@ -4,6 +4,10 @@
     NAME/<role>-<G>.<ext>     one file (or folder) per role: embeddings, items, index, and any named arrays,
                               JSON documents or folders a task stores beside them
 
+Opening a collection only checks the manifest and that every listed file exists with its recorded size
+(`check`: cheap, O(files)); `verify` reads every byte against the sha256 (`engine verify NAME`, and a
+commit hashes every file it has just written back from disk).
+
 A commit writes the new generation's files under temporary names and renames them, then replaces
 manifest.json (the commit point), then deletes files no manifest refers to any more; a crash anywhere
 leaves the previous generation whole. A file may outlive its generation: a commit that only adds roles
@@ -46,12 +50,71 @@ def npy(array: np.ndarray) -> FileWriter:
     return FileWriter(".npy", write)
 
 
-def jsonl(rows: Iterable[Mapping[str, Any]]) -> FileWriter:
+def npy_blocks(array: np.ndarray, transform: Callable[[np.ndarray], np.ndarray] | None = None,
+               block: int = 65536) -> FileWriter:
+    """A float32 .npy written block by block (`transform` applied to each block): no full-size copy."""
     def write(path: Path) -> None:
-        with open(path, "w", encoding="utf-8", newline="") as fh:
+        n = len(array)
+        shape = (n, *array.shape[1:])
+        with open(path, "wb") as fh:
+            np.lib.format.write_array_header_1_0(fh, {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
+                                                      "fortran_order": False, "shape": shape})
+            for lo in range(0, n, block):
+                part = np.asarray(array[lo:lo + block], dtype=np.float32)
+                fh.write(np.ascontiguousarray(transform(part) if transform else part).tobytes())
+    return FileWriter(".npy", write)
+
+
+def jsonl(rows: Iterable[Mapping[str, Any]], offsets: list | None = None) -> FileWriter:
+    """One JSON object per line; with `offsets` (a list, filled while writing) each line's start byte and the
+    file's end, so one row can be read without parsing the others (`line_offsets`)."""
+    def write(path: Path) -> None:
+        pos = 0
+        with open(path, "wb") as fh:
             for row in rows:
-                fh.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+                line = (json.dumps(row, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+                if offsets is not None:
+                    offsets.append(pos)
+                fh.write(line)
+                pos += len(line)
+        if offsets is not None:
+            offsets.append(pos)
     return FileWriter(".jsonl", write)
+
+
+def offsets_npy(offsets: list) -> FileWriter:
+    """The offsets a `jsonl` writer collected (it must be written first: writers run in order)."""
+    def write(path: Path) -> None:
+        with open(path, "wb") as fh:
+            np.save(fh, np.asarray(offsets, dtype=np.int64))
+    return FileWriter(".npy", write)
+
+
+def line_offsets(path: Path) -> np.ndarray:
+    """Start byte of every non-empty line and the file's end, found by scanning for newlines (no JSON parsing):
+    the offset index of a collection written before offsets were stored."""
+    size = path.stat().st_size
+    if size == 0:
+        return np.zeros(1, dtype=np.int64)
+    data = np.memmap(path, dtype=np.uint8, mode="r")
+    ends = np.flatnonzero(data == 10) + 1
+    if not len(ends) or ends[-1] != size:
+        ends = np.append(ends, size)
+    starts = np.concatenate([[0], ends[:-1]])
+    keep = ends - starts > 1 if len(starts) else np.zeros(0, bool)  # drop blank lines
+    del data
+    return np.append(starts[keep], size).astype(np.int64)
+
+
+def read_lines(path: Path, offsets: np.ndarray, rows: Iterable[int]) -> list[dict]:
+    """Rows of a JSON-lines file by position, reading only their bytes."""
+    out = []
+    with open(path, "rb") as fh:
+        for r in rows:
+            lo, hi = int(offsets[r]), int(offsets[r + 1])
+            fh.seek(lo)
+            out.append(json.loads(fh.read(hi - lo)))
+    return out
 
 
 def json_document(obj: Any) -> FileWriter:
@@ -93,18 +156,35 @@ def read_manifest(folder: Path, rebuild: str) -> dict:
     return manifest
 
 
-def verify(folder: Path, manifest: dict, rebuild: str) -> None:
-    """Every file the manifest lists exists with its recorded size and checksum."""
+def check(folder: Path, manifest: dict, rebuild: str) -> None:
+    """Structural check on open: the manifest lists files, each exists with its recorded size. Reads no data,
+    so opening a 2 GB collection costs a few stat calls; `verify` is the byte-level check."""
     files = manifest.get("files")
     if not isinstance(files, dict) or not files:
         raise EngineError(f"{folder / MANIFEST} lists no files to verify; {rebuild}")
     for name, meta in files.items():
         path = folder / name
-        if not path.is_file():
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            size = None
+        if size is None or not path.is_file():
             raise EngineError(f"{path} is missing but {folder / MANIFEST} lists it; {rebuild}")
-        if path.stat().st_size != meta.get("bytes") or sha256(path) != meta.get("sha256"):
+        if size != (meta or {}).get("bytes"):
+            raise EngineError(f"{path} is {size} bytes, {folder / MANIFEST} says {(meta or {}).get('bytes')} "
+                              f"(changed or damaged); {rebuild}")
+
+
+def verify(folder: Path, manifest: dict, rebuild: str, progress: Callable[[int], None] | None = None) -> None:
+    """`check`, then every byte of every listed file against its recorded sha256 (`progress(bytes)` per file)."""
+    check(folder, manifest, rebuild)
+    for name, meta in manifest["files"].items():
+        path = folder / name
+        if sha256(path) != meta.get("sha256"):
             raise EngineError(f"{path} does not match its checksum in {folder / MANIFEST} (changed or damaged); "
                               f"{rebuild}")
+        if progress is not None:
+            progress(int(meta.get("bytes") or 0))
 
 
 def next_generation(folder: Path) -> int:

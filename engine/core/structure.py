@@ -4,8 +4,8 @@ Checksums say a file is the one the manifest recorded; they say nothing when som
 and recomputes them, or when a bug wrote a wrong `count`. So opening also checks that the manifest has
 the keys and types a collection needs and that its files agree with it and with each other:
 `count` = rows of the embeddings = lines of the items file = vectors in the FAISS index, and `dim` =
-the embeddings' width = the index's `d`. Each check reads headers only (and counts the items file's
-lines), so a damaged collection fails in one line at open, not with a FAISS or NumPy traceback later.
+the embeddings' width = the index's `d`. Each check reads headers only (and the item offsets, or counts
+the items file's lines when a collection has none), so a damaged collection fails in one line at open, not with a FAISS or NumPy traceback later.
 """
 from __future__ import annotations
 
@@ -62,6 +62,19 @@ def faiss_header(path: Path) -> tuple[bytes, int, int]:
     return _FAISS_HEADER.unpack(head)
 
 
+def check_item_offsets(offsets_file: Path, items: Path, count: int, path: Path, rebuild: str) -> None:
+    """count + 1 offsets, the last one the items file's size: what reading a hit's row relies on."""
+    try:
+        offsets: Any = np.load(offsets_file, mmap_mode="r")
+    except Exception as exc:  # noqa: BLE001 (as for the embeddings' header)
+        raise EngineError(f"{offsets_file}: not a readable array ({exc}); {rebuild}") from None
+    if offsets.ndim != 1 or len(offsets) != count + 1:
+        raise EngineError(f"{offsets_file} holds {offsets.shape} offsets, but {path} says count {count}; {rebuild}")
+    if int(offsets[-1]) != items.stat().st_size:
+        raise EngineError(f"{items} is {items.stat().st_size} bytes, but its offsets end at {int(offsets[-1])}; "
+                          f"{rebuild}")
+
+
 def check_structure(folder: Path, manifest: dict, rebuild: str) -> None:
     """The manifest's schema, then its files against it and each other (see the module's docstring)."""
     path = folder / "manifest.json"
@@ -78,9 +91,12 @@ def check_structure(folder: Path, manifest: dict, rebuild: str) -> None:
     if emb.ndim != 2 or emb.shape != (count, dim):
         raise EngineError(f"{files['embeddings']} holds an array of shape {emb.shape}, but {path} says "
                           f"count {count} × dim {dim}; {rebuild}")
-    rows = _count_lines(files["items"])
-    if rows != count:
-        raise EngineError(f"{files['items']} has {rows} lines, but {path} says count {count}; {rebuild}")
+    if isinstance(roles.get("item_offsets"), str):  # rows located by offsets: check them, read no rows
+        check_item_offsets(folder / roles["item_offsets"], files["items"], count, path, rebuild)
+    else:
+        rows = _count_lines(files["items"])
+        if rows != count:
+            raise EngineError(f"{files['items']} has {rows} lines, but {path} says count {count}; {rebuild}")
     try:
         fourcc, d, ntotal = faiss_header(files["index"])
     except (ValueError, OSError) as exc:

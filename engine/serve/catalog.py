@@ -57,7 +57,10 @@ def open_served(name: str, root: Path) -> Served:
     rows = {item["id"]: i for i, item in enumerate(col.items)}
     files = col.document(IMAGE_FILES) if IMAGE_FILES in col.stored else {}
     if col.manifest.get("encoder"):
-        col.encoder  # noqa: B018  (models are cached per process: one load, shared by every collection)
+        # models are cached per process: one load, shared by every collection; text queries go through the
+        # same text side as `engine search` (ONNX where the encoder has one), so scores agree to the bit
+        col.text_query_encoder  # noqa: B018  (first: once the whole encoder is loaded, texts would use it)
+        col.encoder  # noqa: B018
     return Served(col, stamp, rows, files)
 
 

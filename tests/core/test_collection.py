@@ -65,7 +65,7 @@ def test_existing_collection_needs_add_or_force(tmp_path, docs_csv):
     col = Collection.build("docs", texts=docs_csv, root=tmp_path, force=True)
     assert col.manifest["generation"] == 2
     assert sorted(p.name for p in col.path.iterdir()) == [
-        "embeddings-000002.npy", "index-000002.faiss", "items-000002.jsonl", MANIFEST]
+        "embeddings-000002.npy", "index-000002.faiss", "item_offsets-000002.npy", "items-000002.jsonl", MANIFEST]
 
 
 def _counting(monkeypatch, fail_after: int | None = None):
@@ -139,8 +139,9 @@ def test_checksum_mismatch_and_unknown_collection(tmp_path, docs_csv):
         Collection.open("nope", tmp_path)
     items = col.path / col.manifest["roles"]["items"]
     items.write_text(items.read_text().replace("d1", "dX"))
+    Collection.open("docs", tmp_path)  # same size: open reads no bytes
     with pytest.raises(EngineError, match=r"does not match its checksum.*rebuild collection 'docs' \(force\)"):
-        Collection.open("docs", tmp_path)
+        Collection.open("docs", tmp_path).verify()
 
 
 def test_wrong_query_modality(tmp_path, docs_csv, sample_photos):

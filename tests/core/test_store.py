@@ -35,7 +35,7 @@ def test_named_arrays_documents_and_folders_round_trip(tmp_path):
     assert (col.file("notes") / "sub" / "b.txt").read_text() == "hihi"
     files = col.manifest["files"]
     assert "notes-000001/sub/b.txt" in files and "scores-000001.npy" in files
-    again = Collection.open("c", tmp_path)  # every file verified
+    again = Collection.open("c", tmp_path, verify=True)  # every byte verified
     scores, rows = again.search_vectors(vecs[2] / np.linalg.norm(vecs[2]), k=1)
     assert rows[0][0] == 2 and scores[0][0] == pytest.approx(1.0, abs=1e-5)
     with pytest.raises(EngineError, match="search it with vectors"):
@@ -61,8 +61,14 @@ def test_attach_adds_a_generation_and_keeps_untouched_files(tmp_path):
 def test_damage_inside_a_stored_folder_is_found(tmp_path):
     col = Collection.from_vectors("c", ["a", "b"], _vectors(2), None, "text", root=tmp_path,
                                   files={"notes": _folder_writer("hi")})
-    (col.file("notes") / "sub" / "b.txt").write_text("changed")
+    (col.file("notes") / "sub" / "b.txt").write_text("hoho")  # same size: open's structural check passes
+    opened = Collection.open("c", tmp_path)
     with pytest.raises(EngineError, match=r"b.txt does not match its checksum.*rebuild collection 'c'"):
+        opened.verify()
+    with pytest.raises(EngineError, match=r"b.txt does not match its checksum"):
+        Collection.open("c", tmp_path, verify=True)
+    (col.file("notes") / "sub" / "b.txt").write_text("changed")  # another size: found on open
+    with pytest.raises(EngineError, match=r"b.txt is 7 bytes, .*manifest.json says 4 \(changed or damaged\)"):
         Collection.open("c", tmp_path)
 
 

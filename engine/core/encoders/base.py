@@ -1,13 +1,20 @@
 """The one interface every encoder implements, so collections never care which model is behind them."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 
 TEXT = "text"
 IMAGE = "image"
+
+
+def cache_dir() -> Path:
+    """Where encoders cache what they compute once (conse's class vectors, ONNX exports): $ENGINE_CACHE."""
+    return Path(os.environ.get("ENGINE_CACHE", Path.home() / ".cache" / "engine"))
 
 
 def l2_normalize(x: np.ndarray) -> np.ndarray:
@@ -38,8 +45,14 @@ class Encoder:
         if self.text_spec is None and self.text_fn is not None:
             self.text_spec = self.spec
 
-    def encode_texts(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
-        """L2-normalized float32 rows, one per text."""
+    @property
+    def device(self) -> str:
+        return str(self.info.get("device", "cpu"))
+
+    def encode_texts(self, texts: Sequence[str], batch_size: int | str = 64) -> np.ndarray:
+        """L2-normalized float32 rows, one per text (`batch_size` "auto": the device's size)."""
+        from engine.core.encoders.device import batch_size_for
+        batch_size = batch_size_for(batch_size, "text", self.device)
         from engine.errors import EngineError
         if self.text_fn is None:
             raise EngineError(f"encoder {self.spec} embeds images only; it cannot take a text query "
@@ -55,10 +68,12 @@ class Encoder:
                               f"(query with text, or build the collection with an image model)")
         return l2_normalize(self.image_batch_fn(batch))
 
-    def encode_images(self, paths: Sequence[str], batch_size: int = 32, workers: int = 2):
+    def encode_images(self, paths: Sequence[str], batch_size: int | str = 32, workers: int = 2):
         """Embed image files; unreadable ones are skipped and reported (see `engine.core.images`)."""
+        from engine.core.encoders.device import batch_size_for
         from engine.core.images import encode_image_files
-        return encode_image_files(self, paths, batch_size=batch_size, workers=workers)
+        return encode_image_files(self, paths, batch_size=batch_size_for(batch_size, "image", self.device),
+                                  workers=workers)
 
 
 def configure_threads(threads: int | None) -> None:

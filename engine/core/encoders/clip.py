@@ -44,8 +44,14 @@ def _resolve_arch(arch: str) -> str:
     return arch
 
 
+def load_open_clip(arch: str, weights: str, device: str | None = None):
+    """Model, preprocess and tokenizer on `device` (default: the `--device` setting)."""
+    from engine.core.encoders.device import resolve_device
+    return _load(arch, weights, resolve_device(device))
+
+
 @functools.lru_cache(maxsize=2)
-def load_open_clip(arch: str, weights: str):
+def _load(arch: str, weights: str, device: str):
     open_clip = _open_clip()
 
     name = _resolve_arch(arch)
@@ -74,7 +80,7 @@ def load_open_clip(arch: str, weights: str):
     finally:
         logging.disable(logging.NOTSET)
     model.eval()
-    return model, preprocess, open_clip.get_tokenizer(name)
+    return model.to(device), preprocess, open_clip.get_tokenizer(name)
 
 
 def clip_encoder(arg: str) -> Encoder:
@@ -82,22 +88,24 @@ def clip_encoder(arg: str) -> Encoder:
     if not sep or not arch or not weights:
         raise EngineError(f"clip spec {arg!r} needs an architecture and weights, e.g. clip:ViT-B-32:openai "
                           f"or clip:ViT-B-32:/path/to/checkpoint.safetensors")
-    model, preprocess, tokenizer = load_open_clip(arch, weights)
+    from engine.core.encoders.device import autocast, resolve_device
+    device = resolve_device()
+    model, preprocess, tokenizer = load_open_clip(arch, weights, device)
     import torch
 
     def encode_texts(texts, batch_size: int) -> np.ndarray:
         out = []
-        with torch.inference_mode():
+        with torch.inference_mode(), autocast(device):
             for i in range(0, len(texts), batch_size):
-                out.append(model.encode_text(tokenizer(texts[i:i + batch_size])).float().numpy())
+                out.append(model.encode_text(tokenizer(texts[i:i + batch_size]).to(device)).float().cpu().numpy())
         return np.concatenate(out)
 
     def encode_images(batch) -> np.ndarray:
-        with torch.inference_mode():
-            return model.encode_image(batch).float().numpy()
+        with torch.inference_mode(), autocast(device):
+            return model.encode_image(batch.to(device, non_blocking=True)).float().cpu().numpy()
 
     dim = int(getattr(model, "embed_dim", 0) or model.text_projection.shape[1])
     context = int(getattr(model, "context_length", 77) or 77)
     return Encoder(spec=f"clip:{arch}:{weights}", dim=dim, modalities=frozenset({TEXT, IMAGE}),
                    text_fn=encode_texts, preprocess=preprocess, image_batch_fn=encode_images,
-                   info={"max_seq_length": context})
+                   info={"max_seq_length": context, "device": device})

@@ -8,24 +8,17 @@ space with no training. Each class is the mean of prompts over all its synonyms.
 from __future__ import annotations
 
 import hashlib
-import os
-from pathlib import Path
 
 import numpy as np
 
-from engine.core.encoders.base import IMAGE, TEXT, Encoder, l2_normalize
-from engine.core.encoders.efficientnet import efficientnet_transform, pooled_and_logits
-from engine.core.encoders.sbert import DEFAULT_TEXT_MODEL, sentence_encoder
+from engine.core.encoders.base import IMAGE, TEXT, Encoder, cache_dir, l2_normalize
+from engine.core.encoders.sbert import DEFAULT_TEXT_MODEL
 from engine.errors import EngineError
 
 # Measured on coco-mini (R@1 / MRR): "{}" 0.455/0.606, "a photo of a {}." 0.407/0.583,
 # a three-prompt ensemble 0.422/0.593 (all at temperature 2, top-20).
 PROMPTS = ("{}",)
 DEFAULTS = {"top": 20, "temperature": 2.0, "text": DEFAULT_TEXT_MODEL}
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("ENGINE_CACHE", Path.home() / ".cache" / "engine"))
 
 
 def imagenet_synonyms() -> list[list[str]]:
@@ -77,14 +70,23 @@ def parse_params(arg: str) -> dict:
     return params
 
 
+def text_query_encoder(arg: str = "") -> Encoder | None:
+    """The text side alone, on onnxruntime (see `onnx_text`): what a text query needs, without torch."""
+    from engine.core.encoders.onnx_text import text_encoder
+    return text_encoder(parse_params(arg)["text"])
+
+
 def conse_encoder(arg: str = "") -> Encoder:
+    from engine.core.encoders.efficientnet import efficientnet_transform, pooled_and_logits
+    from engine.core.encoders.sbert import sentence_encoder
     params = parse_params(arg)
     text = sentence_encoder(params["text"])
+    device = text.info["device"]
     classes = class_embeddings(text)
     top, temperature = int(params["top"]), float(params["temperature"])
 
     def embed_images(batch) -> np.ndarray:
-        _, logits = pooled_and_logits(batch)
+        _, logits = pooled_and_logits(batch, device)
         z = logits / temperature
         z -= z.max(axis=1, keepdims=True)
         p = np.exp(z)
@@ -98,4 +100,4 @@ def conse_encoder(arg: str = "") -> Encoder:
     spec = "conse:" + ",".join(f"{k}={params[k]}" for k in DEFAULTS)
     return Encoder(spec=spec, dim=text.dim, modalities=frozenset({TEXT, IMAGE}), text_fn=text.text_fn,
                    preprocess=efficientnet_transform(), image_batch_fn=embed_images,
-                   info={"max_seq_length": text.info.get("max_seq_length", 0)}, text_spec=text.spec)
+                   info={"max_seq_length": text.info.get("max_seq_length", 0), "device": device}, text_spec=text.spec)

