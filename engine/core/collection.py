@@ -343,7 +343,8 @@ def commit_collection(path: Path, manifest: dict, embeddings: np.ndarray, items:
     """Write a whole generation (core files + stored extras) and publish its manifest; drops `.partial/`."""
     import shutil
     writers = {"embeddings": store.npy(np.asarray(embeddings, dtype=np.float32)), "items": store.jsonl(items),
-               "index": store.FileWriter(".faiss", lambda p: save_index(faiss_index, p)),
+               "index": faiss_index.writer() if hasattr(faiss_index, "writer")  # sharded, on-disk
+               else store.FileWriter(".faiss", lambda p: save_index(faiss_index, p)),
                **_writers(arrays, files, documents)}
     manifest = {**manifest, "count": len(items), "index_bytes": index_memory_bytes(faiss_index),
                 **({"extra": dict(extra)} if extra else {})}

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 
@@ -42,8 +43,17 @@ def _min_training_points(factory: str) -> int:
     return need
 
 
-def build_index(vectors: np.ndarray, factory: str = EXACT):
-    """A trained, filled index. A factory that needs more training points than there are vectors is refused."""
+def training_rows(n: int, factory: str) -> np.ndarray | None:
+    """Rows a factory is trained on: all of them (None), or 256 per centroid when a big collection has more."""
+    need = _min_training_points(factory)
+    if n > 256 * max(need, 1) and n > 200_000:  # FAISS samples anyway; keep memory bounded
+        return np.random.default_rng(0).choice(n, 256 * need, replace=False)
+    return None
+
+
+def build_index(vectors: np.ndarray, factory: str = EXACT, fill: bool = True):
+    """A trained index, filled with `vectors` unless `fill` is False (then they are only its training set).
+    A factory that needs more training points than there are vectors is refused."""
     import faiss
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
     n, dim = vectors.shape
@@ -58,12 +68,9 @@ def build_index(vectors: np.ndarray, factory: str = EXACT):
         if n < need:
             raise EngineError(f"index {factory!r} needs at least {need} vectors to train, the collection has {n}; "
                               f"use a smaller index (e.g. IVF{max(1, n // 39)},Flat, HNSW32) or Flat")
-        train = vectors
-        if n > 256 * max(need, 1) and n > 200_000:  # FAISS samples anyway; keep memory bounded
-            rng = np.random.default_rng(0)
-            train = vectors[rng.choice(n, 256 * need, replace=False)]
-        index.train(train)
-    if n:
+        rows = training_rows(n, factory)
+        index.train(vectors if rows is None else vectors[rows])
+    if n and fill:
         index.add(vectors)
     apply_search_params(index, default_search_params(factory))
     return index
@@ -83,6 +90,9 @@ def save_index(index, path) -> None:
 
 def load_index(path, params: dict[str, int] | None = None):
     import faiss
+    if Path(path).is_dir():  # sharded or on-disk (engine.core.shards)
+        from engine.core.shards import load_index_folder
+        return load_index_folder(Path(path), params or {})
     index = faiss.read_index(str(path))
     apply_search_params(index, params or {})
     return index
@@ -112,4 +122,6 @@ def recall_at_k(index, vectors: np.ndarray, queries: np.ndarray, k: int = 10) ->
 def index_memory_bytes(index) -> int:
     """Bytes the index takes when serialized: a close, portable proxy for its resident memory."""
     import faiss
+    if hasattr(index, "memory_bytes"):  # sharded or on-disk (engine.core.shards)
+        return int(index.memory_bytes())
     return int(faiss.serialize_index(index).nbytes)
