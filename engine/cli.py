@@ -61,7 +61,8 @@ def flag_names(app: typer.Typer, argv: Sequence[str]) -> Callable[[str], str]:
 
 def main() -> None:
     """Console-script entry: user errors become one red line and exit code 2, never a traceback."""
-    argv = sys.argv[1:]
+    from engine.core.cli import bare_ray_flag
+    argv = sys.argv[1:] = bare_ray_flag(sys.argv[1:])
     app = build_app(tasks_for(argv))
     set_option_names(flag_names(app, argv))
     try:

@@ -3,6 +3,7 @@ Parsing only: defaults come from the dataclasses and constants the work reads, t
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -10,6 +11,7 @@ import typer
 
 from engine.core.build import BuildOptions
 from engine.core.collection import DEFAULT_ROOT
+from engine.core.distributed import LOCAL
 from engine.core.encoders.registry import model_help
 from engine.errors import EngineError, opt
 from engine.progress import set_quiet
@@ -19,6 +21,20 @@ Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or 
 Root = Annotated[Path, typer.Option("--root", help="Folder that holds collections.")]
 ModelSpec = Annotated[Optional[str], typer.Option("--model", "-m", help=model_help(), show_default=False)]
 BUILD = BuildOptions()
+RayAddress = Annotated[Optional[str], typer.Option("--ray", metavar="[ADDRESS]", help="Run on Ray: a bare --ray "
+                       "starts a local Ray for the run; auto or ray://HOST:PORT joins a running cluster "
+                       "(needs the `ray` extra).", show_default=False)]
+_RAY_ADDRESS = re.compile(r"^(local|auto|ray://\S+|[\w.-]+:\d+)$")
+
+
+def bare_ray_flag(argv: list[str]) -> list[str]:
+    """`--ray` not followed by an address (`local`, `auto`, `ray://…`, `host:port`) means `--ray local`."""
+    out = []
+    for n, word in enumerate(argv):
+        out.append(word)
+        if word == "--ray" and (n + 1 == len(argv) or not _RAY_ADDRESS.match(argv[n + 1])):
+            out.append(LOCAL)
+    return out
 
 
 def print_json(obj: object) -> None:
@@ -55,16 +71,20 @@ def build_cmd(
     threads: Annotated[int, typer.Option("--threads", help="torch threads (0: torch's default).")] = BUILD.threads,
     chunk_size: Annotated[int, typer.Option("--chunk-size", help="Items per flushed chunk (the resume unit).")]
     = BUILD.chunk_size,
+    ray: RayAddress = BUILD.ray,
+    shards: Annotated[int, typer.Option("--shards", help="Split the index into N shards searched side by side "
+                      "(results equal one index's, except HNSW); filled in parallel with --ray.")] = BUILD.shards,
     root: Root = DEFAULT_ROOT,
     quiet: Quiet = False,
 ) -> None:
-    """Embed images or texts into a collection with a FAISS index. Interrupted builds resume when run again."""
+    """Embed images or texts into a collection with a FAISS index. Interrupted builds resume when run again,
+    locally or with --ray (encoding in a Ray actor pool; IVF lists merged on disk)."""
     set_quiet(quiet)
     from engine.core.collection import Collection
     Collection.build(name, images=images, texts=texts, root=root, model=model, index=index, batch_size=batch_size,
                      workers=workers, threads=threads, chunk_size=chunk_size, add=add, force=force,
                      fields=split_list(fields), id_column=id_column, path_column=path_column,
-                     recall_queries=recall_queries)
+                     recall_queries=recall_queries, ray=ray, shards=shards)
 
 
 def search_cmd(
@@ -82,14 +102,38 @@ def search_cmd(
                       "instead of loading the collection here (same output).")] = None,
     api_key: Annotated[Optional[str], typer.Option("--api-key", envvar=API_KEY_ENV, show_envvar=True,
                        help="Key for a --server that needs one.")] = None,
+    ray: Annotated[Optional[str], typer.Option("--ray", metavar="[ADDRESS]", help="Search a sharded collection's "
+                   "shards in Ray actors (bare --ray: a local Ray; auto or ray://HOST:PORT: a cluster).",
+                   show_default=False)] = None,
     root: Root = DEFAULT_ROOT,
     quiet: Quiet = False,
 ) -> None:
     """Search a collection with its own encoder: one text, one --image, or a --queries file into a TREC run."""
     set_quiet(quiet)
+    args = (name, text, image, k, as_json, queries, out, run_id, batch_size, server, api_key, root)
+    if ray is None:
+        return _search(*args, ray=None)
+    if server is not None:
+        raise EngineError(f"{opt('ray')} searches the shards from here; leave out {opt('server')}")
+    from engine.core.distributed import ray_session
+    with ray_session(ray):
+        _search(*args, ray=ray)
+
+
+def _search(name: str, text: Optional[str], image: Optional[Path], k: int, as_json: bool, queries: Optional[Path],
+            out: Optional[Path], run_id: Optional[str], batch_size: int, server: Optional[str],
+            api_key: Optional[str], root: Path, ray: Optional[str]) -> None:
     from engine.core.collection import Collection
     from engine.display import hits_table
     from engine.progress import info
+
+    def opened() -> Collection:
+        col = Collection.open(name, root)
+        if ray is not None:
+            from engine.core.shards import search_on_ray
+            search_on_ray(col)
+        return col
+
     if queries is not None:
         if server is not None:
             raise EngineError(f"{opt('queries')} runs here; leave out {opt('server')} (or POST /search/batch to it)")
@@ -97,7 +141,7 @@ def search_cmd(
             raise EngineError(f"{opt('queries')} takes {opt('out')} RUN and no text or {opt('image')} query")
         from engine.io.tables import read_queries
         qs = read_queries(queries)
-        n = Collection.open(name, root).search_to_run(qs, out, k=k, run_id=run_id, batch_size=batch_size)
+        n = opened().search_to_run(qs, out, k=k, run_id=run_id, batch_size=batch_size)
         info(f"wrote {n} lines for {len(qs)} queries to {out}")
         return
     if out is not None:
@@ -108,7 +152,7 @@ def search_cmd(
         from engine.serve.client import remote_search
         hits = remote_search(server, name, text=text, image=image, k=k, api_key=api_key)
     else:
-        hits = Collection.open(name, root).search(text=text, image=str(image) if image else None, k=k)
+        hits = opened().search(text=text, image=str(image) if image else None, k=k)
     if as_json:
         print_json({"query": text if text is not None else str(image), "hits": [h.as_dict() for h in hits]})
     else:

@@ -32,7 +32,7 @@ TASK_RETRIES = 3
 def import_ray():
     try:
         import ray
-        import ray.data  # noqa: F401  (the build needs Ray Data, not just the core)
+        import ray.data  # the build needs Ray Data, not just the core
     except ImportError:
         raise missing_extra("ray", "ray") from None
     return ray

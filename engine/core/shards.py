@@ -13,6 +13,7 @@ IVF collection's sharded results are its unsharded ones too.
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Sequence
@@ -23,13 +24,13 @@ from engine.core.index import build_index
 from engine.core.ondisk import LAYOUT_FILE, OnDiskIVF, build_ivf_on_disk, fill_shards, is_ivf, trained_empty
 from engine.core.ranking import top_k_rows
 from engine.core.store import FileWriter
-from engine.errors import EngineError
+from engine.errors import EngineError, opt
 
 
 def split_rows(n: int, shards: int) -> list[tuple[int, int]]:
     """(lo, hi) of each of `shards` contiguous, near-equal shards of n rows."""
     edges = np.linspace(0, n, shards + 1).round().astype(int)
-    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
+    return [(int(a), int(b)) for a, b in pairwise(edges)]
 
 
 def merge_top_k(results: Sequence[tuple[np.ndarray, np.ndarray]], offsets: Sequence[int], k: int
@@ -142,6 +143,15 @@ def build_scaled_index(emb: np.ndarray, factory: str, shards: int, on_ray: bool,
         return build_ivf_on_disk([emb[lo:hi] for lo, hi in split_rows(len(emb), n)], factory, workdir / "ivf",
                                  on_ray=True)
     return build_index(emb, factory)
+
+
+def search_on_ray(col) -> None:
+    """A sharded collection's search fans out to Ray actors from now on (Ray must be running)."""
+    index = col.index
+    if not isinstance(index, ShardedIndex):
+        raise EngineError(f"collection {col.name!r} is not sharded; searching on Ray needs a collection built "
+                          f"with {opt('shards')} N")
+    index.on_ray()
 
 
 def load_index_folder(folder: Path, params: dict[str, int]):
