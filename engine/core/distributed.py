@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from contextlib import contextmanager
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
@@ -81,23 +82,34 @@ def cluster_resources() -> tuple[int, int]:
     return int(res.get("CPU", 1)), int(res.get("GPU", 0))
 
 
-def _decode(batch: dict[str, np.ndarray], preprocess) -> dict[str, np.ndarray]:
+@lru_cache(maxsize=4)
+def _preprocess(blob: bytes):
+    """The encoder's image transform, unpickled once per worker after torchvision is made importable."""
+    from ray import cloudpickle
+
+    from engine.core.encoders import torchvision_patch  # noqa: F401  (before torchvision is unpickled)
+    return cloudpickle.loads(blob)
+
+
+def _decode(batch: dict[str, np.ndarray], transform: bytes) -> dict[str, np.ndarray]:
     """Ray Data task: image files → model-ready arrays; an unreadable file becomes a failure row."""
     from engine.core.images import ImageReadError, load_image
+    from PIL import Image
+    preprocess = _preprocess(transform)
+    blank = np.zeros_like(np.asarray(preprocess(Image.new("RGB", (8, 8))), dtype=np.float32))  # a failure's row
     pixels, errors = [], []
     for path in batch["source"]:
         try:
             pixels.append(np.asarray(preprocess(load_image(str(path))), dtype=np.float32))
             errors.append("")
         except ImageReadError as exc:
-            pixels.append(np.zeros(0, np.float32))
+            pixels.append(blank)
             errors.append(str(exc))
         except Exception as exc:  # as in a local build: one odd file must not end a long build
-            pixels.append(np.zeros(0, np.float32))
+            pixels.append(blank)
             errors.append(f"unreadable ({type(exc).__name__}: {exc})")
-    out = np.empty(len(pixels), dtype=object)
-    out[:] = pixels
-    return {"chunk": batch["chunk"], "pos": batch["pos"], "pixels": out, "error": np.asarray(errors, dtype=object)}
+    return {"chunk": batch["chunk"], "pos": batch["pos"], "pixels": np.stack(pixels),
+            "error": np.asarray(errors, dtype=object)}
 
 
 class _Encode:
@@ -119,7 +131,7 @@ class _Encode:
             errors = batch["error"]
             ok = [i for i in range(n) if not errors[i]]
             if ok:
-                stacked = torch.from_numpy(np.stack([np.asarray(batch["pixels"][i], np.float32) for i in ok]))
+                stacked = torch.from_numpy(np.ascontiguousarray(batch["pixels"][ok], dtype=np.float32))
                 emb[ok] = self.encoder.encode_image_batch(stacked)
         return {"chunk": batch["chunk"], "pos": batch["pos"], "emb": emb, "error": errors}
 
@@ -130,6 +142,7 @@ def encode_on_ray(encoder, kind: str, items: Sequence["Item"], todo: Sequence[in
     One Ray Data block per chunk; the driver only regroups rows (in any order) into their chunks."""
     from engine.core.build import chunk_bounds, chunk_data
     ray = import_ray()
+    from ray import cloudpickle
     bounds = chunk_bounds(len(items), o.chunk_size)
     rows = [{"chunk": c, "pos": i - bounds[c][0], "source": items[i].source}
             for c in todo for i in range(*bounds[c])]
@@ -138,7 +151,7 @@ def encode_on_ray(encoder, kind: str, items: Sequence["Item"], todo: Sequence[in
     cpus, gpus = cluster_resources()
     ds = ray.data.from_items(rows, override_num_blocks=len(todo))
     if kind == "image":
-        ds = ds.map_batches(_decode, fn_kwargs={"preprocess": encoder.preprocess}, batch_size=o.batch_size,
+        ds = ds.map_batches(_decode, fn_kwargs={"transform": cloudpickle.dumps(encoder.preprocess)}, batch_size=o.batch_size,
                             num_cpus=1, max_retries=TASK_RETRIES)
     actors = gpus if gpus else max(1, cpus // 2 if kind == "image" else cpus)
     ds = ds.map_batches(_Encode, fn_constructor_kwargs={"spec": encoder.spec, "kind": kind,
