@@ -30,7 +30,23 @@ WORDS = ("apple river mountain neural bread castle ocean train music forest engi
          "desert harbor glacier circuit poem lantern meadow copper signal theatre").split()
 
 
-def build_rates(n: int, tmp: Path, cpus: int, small: int = 256) -> dict:
+def write_items(kind: str, n: int, tmp: Path) -> list[str]:
+    """n generated texts (CSV rows) or n generated 256×256 photos-like PNGs (CSV rows id,path)."""
+    rng = np.random.default_rng(0)
+    if kind == "text":
+        return [f"t{i},{' '.join(rng.choice(WORDS, 12))}\n" for i in range(n)]
+    from PIL import Image
+    folder = tmp / "images"
+    folder.mkdir(exist_ok=True)
+    rows = []
+    for i in range(n):
+        base = rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)  # smooth blobs, not noise: decodes like a photo
+        Image.fromarray(base).resize((256, 256), Image.BICUBIC).save(folder / f"i{i}.png")
+        rows.append(f"i{i},{folder / f'i{i}.png'}\n")
+    return rows
+
+
+def build_rates(n: int, tmp: Path, cpus: int, kind: str = "text", small: int = 256) -> dict:
     """Seconds of a local and a Ray build of `small` and of n texts (the same texts, model and chunks):
     end to end, and the marginal items/s between the two sizes (start-up excluded: what more items cost)."""
     import ray
@@ -38,20 +54,23 @@ def build_rates(n: int, tmp: Path, cpus: int, small: int = 256) -> dict:
     from engine.core.collection import Collection
     from engine.progress import set_quiet
     set_quiet(True)
-    rng = np.random.default_rng(0)
-    rows = [f"t{i},{' '.join(rng.choice(WORDS, 12))}\n" for i in range(n)]
-    out: dict = {"items": n, "small": small, "cpus": cpus}
+    rows = write_items(kind, n, tmp)
+    header = "id,text\n" if kind == "text" else "id,path\n"
+    source = "texts" if kind == "text" else "images"
+    out: dict = {"kind": kind, "items": n, "small": small, "cpus": cpus}
     cols = {}
     for size in (small, n):
-        texts = tmp / f"texts-{size}.csv"
-        texts.write_text("id,text\n" + "".join(rows[:size]))
+        table = tmp / f"items-{size}.csv"
+        table.write_text(header + "".join(rows[:size]))
         t = time.perf_counter()
-        cols["local", size] = Collection.build(f"local-{size}", texts=texts, root=tmp, chunk_size=256, threads=cpus)
+        cols["local", size] = Collection.build(f"local-{size}", **{source: table}, root=tmp, chunk_size=256,
+                                               threads=cpus)
         out[f"local_s_{size}"] = time.perf_counter() - t
         t = time.perf_counter()
         ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
         try:
-            cols["ray", size] = Collection.build(f"ray-{size}", texts=texts, root=tmp, chunk_size=256, ray="local")
+            cols["ray", size] = Collection.build(f"ray-{size}", **{source: table}, root=tmp, chunk_size=256,
+                                                 ray="local")
         finally:
             ray.shutdown()
         out[f"ray_s_{size}"] = time.perf_counter() - t
@@ -151,7 +170,10 @@ def driver_memory(n: int, dim: int, factory: str, shards: int, cpus: int, tmp: P
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--items", type=int, default=3000, help="texts per build for the items/s comparison")
+    ap.add_argument("--items", type=int, default=3000, help="items per build for the items/s comparison")
+    ap.add_argument("--kind", choices=("text", "image"), default="text",
+                    help="text: generated texts, MiniLM; image: generated PNGs, conse (EfficientNet-Lite0)")
+    ap.add_argument("--skip-memory", action="store_true")
     ap.add_argument("--vectors", type=int, default=1_000_000, help="vectors for the driver-memory comparison")
     ap.add_argument("--dim", type=int, default=384)
     ap.add_argument("--factory", default="IVF1024,Flat")
@@ -169,20 +191,21 @@ def main() -> None:
     result: dict = {"machine": f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f} at start"}
     try:
         if not a.skip_rates:
-            r = result["build"] = build_rates(a.items, tmp, a.cpus)
+            r = result["build"] = build_rates(a.items, tmp, a.cpus, a.kind)
             n, m = r["items"], r["small"]
-            print(format_table(["build", f"s ({m} items)", f"s ({n} items)", "items/s", "marginal items/s"], [
+            print(format_table([f"{a.kind} build", f"s ({m})", f"s ({n})", "items/s", "marginal items/s"], [
                 [mode, f"{r[f'{mode}_s_{m}']:.1f}", f"{r[f'{mode}_s_{n}']:.1f}", f"{r[f'{mode}_items_s']:.0f}",
                  f"{r[f'{mode}_marginal_items_s']:.0f}"] for mode in ("local", "ray")]))
             print(f"Ray / local time at {n}: {r['ray_over_local_time']:.2f}×; Ray / local marginal rate: "
                   f"{r['ray_over_local_marginal_rate']:.2f}; same ids: {r['same_ids']}; "
                   f"max |Δembedding| {r['max_abs_diff']:.1e}\n")
-        rows = result["driver_memory"] = driver_memory(a.vectors, a.dim, a.factory, a.shards, a.cpus, tmp)
-        gib = 1024 ** 3
-        print(format_table(["IVF build", "vectors", "seconds", "peak anon GiB", "peak RSS GiB", "disk GiB"], [
-            [r["mode"], r["vectors"], f"{r['seconds']:.0f}", f"{r['peak_anon'] / gib:.2f}",
-             f"{r['peak_rss'] / gib:.2f}", f"{r['disk_bytes'] / gib:.2f}"] for r in rows]))
-        print(f"same top-10 for 100 queries: {rows[0]['same_results']}")
+        if not a.skip_memory:
+            rows = result["driver_memory"] = driver_memory(a.vectors, a.dim, a.factory, a.shards, a.cpus, tmp)
+            gib = 1024 ** 3
+            print(format_table(["IVF build", "vectors", "seconds", "peak anon GiB", "peak RSS GiB", "disk GiB"], [
+                [r["mode"], r["vectors"], f"{r['seconds']:.0f}", f"{r['peak_anon'] / gib:.2f}",
+                 f"{r['peak_rss'] / gib:.2f}", f"{r['disk_bytes'] / gib:.2f}"] for r in rows]))
+            print(f"same top-10 for 100 queries: {rows[0]['same_results']}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     a.out.parent.mkdir(parents=True, exist_ok=True)
