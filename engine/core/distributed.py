@@ -49,7 +49,7 @@ def ray_session(address: str | None) -> Iterator[Any]:
         _quiet_ray_data()
         yield ray
         return
-    settings: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
+    settings: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR}
     try:
         if address in (None, "", LOCAL):
             ray.init(include_dashboard=False, **settings)
@@ -68,11 +68,10 @@ def ray_session(address: str | None) -> Iterator[Any]:
 def _quiet_ray_data() -> None:
     """Ray Data's own bars and execution logs off: the build shows one bar for the whole job."""
     from ray.data import DataContext
+    logging.getLogger("ray.data").setLevel(logging.ERROR)
     ctx = DataContext.get_current()
     ctx.enable_progress_bars = False
     ctx.print_on_execution_start = False
-    for name in ("ray.data", "ray.data._internal.execution.streaming_executor"):
-        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def cluster_resources() -> tuple[int, int]:
@@ -136,6 +135,15 @@ class _Encode:
         return {"chunk": batch["chunk"], "pos": batch["pos"], "emb": emb, "error": errors}
 
 
+def _encode_actor(spec: str, kind: str, threads: int, batch_size: int) -> type:
+    """`_Encode` with its settings bound: no constructor arguments (Ray would keep them in the object store,
+    and warn that a restarted actor could lose them)."""
+    class EncodeActor(_Encode):
+        def __init__(self) -> None:
+            super().__init__(spec, kind, threads, batch_size)
+    return EncodeActor
+
+
 def encode_on_ray(encoder, kind: str, items: Sequence["Item"], todo: Sequence[int], o: "BuildOptions"
                   ) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
     """`engine.core.build`'s chunk encoder on Ray: (chunk number, chunk data) as each chunk completes.
@@ -154,9 +162,7 @@ def encode_on_ray(encoder, kind: str, items: Sequence["Item"], todo: Sequence[in
         ds = ds.map_batches(_decode, fn_kwargs={"transform": cloudpickle.dumps(encoder.preprocess)}, batch_size=o.batch_size,
                             num_cpus=1, max_retries=TASK_RETRIES)
     actors = gpus if gpus else max(1, cpus // 2 if kind == "image" else cpus)
-    ds = ds.map_batches(_Encode, fn_constructor_kwargs={"spec": encoder.spec, "kind": kind,
-                                                        "threads": o.threads, "batch_size": o.batch_size},
-                        batch_size=o.batch_size, compute=ray.data.ActorPoolStrategy(size=actors),
+    ds = ds.map_batches(_encode_actor(encoder.spec, kind, o.threads, o.batch_size), batch_size=o.batch_size, compute=ray.data.ActorPoolStrategy(size=actors),
                         num_gpus=1 if gpus else 0,
                         num_cpus=1, batch_format="numpy")
     pending: dict[int, list[dict[str, np.ndarray]]] = {}

@@ -32,17 +32,19 @@ Source = Union[np.ndarray, str, Path]
 
 
 @contextmanager
-def faiss_notes_to_stderr() -> Iterator[None]:
-    """FAISS's on-disk code prints notes ("resizing …", "updating ondisk filename …") on C stdout; stdout
-    is kept for results (`--json`), so they go to stderr."""
+def faiss_notes_silenced() -> Iterator[None]:
+    """FAISS's on-disk code prints notes ("resizing …", "updating ondisk filename …") on C stdout, which is
+    kept for results (`--json`): they are dropped."""
     sys.stdout.flush()
     saved = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
     try:
-        os.dup2(2, 1)
+        os.dup2(devnull, 1)
         yield
     finally:
         os.dup2(saved, 1)
         os.close(saved)
+        os.close(devnull)
 
 
 def is_ivf(factory: str) -> bool:
@@ -132,7 +134,7 @@ class OnDiskIVF:
     def load(cls, folder: Path, params: dict[str, int] | None = None) -> "OnDiskIVF":
         import faiss
         from engine.core.index import apply_search_params
-        with faiss_notes_to_stderr():
+        with faiss_notes_silenced():
             index = faiss.read_index(str(Path(folder) / INDEX_FILE), faiss.IO_FLAG_ONDISK_SAME_DIR)
         apply_search_params(index, params or {})
         return cls(folder, index)
@@ -177,7 +179,7 @@ def build_ivf_on_disk(sources: Sequence[Source], factory: str, folder: str | Pat
         blob.tofile(path)  # a serialized index is the file write_index writes
         shard_files.append((s, str(path)))
         del blob
-    with faiss_notes_to_stderr():
+    with faiss_notes_silenced():
         merge_ondisk(trained, [p for _, p in sorted(shard_files)], str(folder / LISTS_FILE))
     faiss.write_index(trained, str(folder / INDEX_FILE))
     del trained

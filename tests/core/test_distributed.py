@@ -59,7 +59,7 @@ def _encode_actor_pids() -> list[int]:
     pids = []
     for proc in psutil.process_iter(["cmdline"]):
         cmd = " ".join(proc.info["cmdline"] or [])
-        if cmd.startswith("ray::") and "_Encode" in cmd:
+        if cmd.startswith("ray::") and "EncodeActor" in cmd:
             pids.append(proc.pid)
     return pids
 
