@@ -92,7 +92,8 @@ def flag_names(app: typer.Typer | typer.main.TyperGroup, argv: Sequence[str]) ->
 
 def main() -> None:
     """Console-script entry: user errors become one red line and exit code 2, never a traceback."""
-    argv = sys.argv[1:]
+    from engine.core.cli import bare_ray_flag
+    argv = sys.argv[1:] = bare_ray_flag(sys.argv[1:])
     command = typer.main.get_command(build_app(tasks_for(argv)))
     show_flags_as_flags(command)
     set_option_names(flag_names(command, argv))

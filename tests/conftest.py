@@ -63,3 +63,12 @@ def ids(tmp_path) -> tuple[Path, Path]:
     docs = tmp_path / "docs.txt"
     docs.write_text("doc_id\nd1\nd2\nd3\n")
     return queries, docs
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """One local Ray (2 CPUs, no dashboard) for the session's distributed tests, shut down at the end."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()

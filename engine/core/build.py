@@ -10,7 +10,7 @@ import json
 import shutil
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -45,12 +45,15 @@ class BuildOptions:
     recall_queries: str | Path | None = None  # text queries for a non-exact index's recall@10
     wait: float = 0.0                  # seconds to wait for another writer of the collection (0: fail at once)
     id_policy: str = "strict"          # ids TREC files cannot hold (white space, empty): strict refuses, replace fixes
+    ray: str | None = None             # encode on Ray: "local" (started for the build), "auto", "ray://…"
+    shards: int = 1                    # index shards searched side by side (engine.core.shards)
 
     def check(self) -> "BuildOptions":
         from engine.core.autoindex import parse_bytes
         from engine.core.encoders.device import check_batch_size, check_device
-        if self.chunk_size < 1:
-            raise EngineError(f"{opt('chunk_size')} must be at least 1, not {self.chunk_size}")
+        for name in ("chunk_size", "shards"):
+            if getattr(self, name) < 1:
+                raise EngineError(f"{opt(name)} must be at least 1, not {getattr(self, name)}")
         check_batch_size(self.batch_size)
         check_device(self.device)
         parse_bytes(self.memory_budget)
@@ -59,6 +62,8 @@ class BuildOptions:
         if self.id_policy not in ID_POLICIES:
             raise EngineError(f"{opt('id_policy')} must be one of {', '.join(ID_POLICIES)}, not {self.id_policy!r}")
         factory = self.factory()
+        if factory == "auto" and self.shards > 1:
+            raise EngineError(f"{opt('index')} auto measures one index; leave out {opt('shards')} or name the index")
         if not self.add and factory != "auto":
             check_factory(factory)  # before a model loads or an item is encoded
         return self
@@ -103,20 +108,21 @@ def build_collection(name: str, *, images: str | Path | None = None, texts: str 
     from engine.core.lock import writer_lock
     o = build_options(options, **settings)
     with writer_lock(collection_path(name, root), wait=o.wait):
-        return _build_collection(name, images=images, texts=texts, items=items, kind=kind, root=root, options=o,
-                                 report=report, extra=extra)
+        if o.ray is None:
+            return _build_collection(name, images, texts, items, kind, root, o, report, extra)
+        from engine.core.distributed import ray_session
+        with ray_session(o.ray):
+            return _build_collection(name, images, texts, items, kind, root, o, report, extra)
 
 
-def _build_collection(name: str, *, images: str | Path | None = None, texts: str | Path | None = None,
-                      items: Sequence[Item] | None = None, kind: str | None = None, root: str | Path | None = None,
-                      options: BuildOptions | None = None, report: BuildReport | None = None,
-                      extra: Mapping[str, Any] | None = None, **settings: Any) -> Collection:
+def _build_collection(name: str, images: str | Path | None, texts: str | Path | None, items: Sequence[Item] | None,
+                      kind: str | None, root: str | Path | None, o: BuildOptions, report: BuildReport | None,
+                      extra: Mapping[str, Any] | None) -> Collection:
     from engine.core.encoders import configure_threads, load_encoder
     from engine.core.encoders.registry import DEFAULT_IMAGE_SPEC, DEFAULT_TEXT_SPEC, specs_for
     from engine.io.ids import check_unique
     if sum(x is not None for x in (images, texts, items)) != 1:
         raise EngineError(f"give exactly one source: {opt('images')} or {opt('texts')}")
-    o = build_options(options, **settings)
     report = report if report is not None else BuildReport()
     path = collection_path(name, root)
     fields_used: list[str] | None = None
@@ -145,6 +151,7 @@ def _build_collection(name: str, *, images: str | Path | None = None, texts: str
             raise EngineError(f"collection {name!r} was built with {old.manifest['encoder']}; items added to it "
                               f"must use the same model (leave {opt('model')} out)")
         model, index = old.manifest["encoder"], old.manifest["index_factory"]
+        o = replace(o, shards=int(old.manifest.get("shards", 1)))
         have = set(old.ids)
         report.skipped_existing = sum(1 for it in items if it.id in have)
         items = [it for it in items if it.id not in have]
@@ -166,7 +173,10 @@ def _build_collection(name: str, *, images: str | Path | None = None, texts: str
     if kind == "text":
         _warn_truncation(encoder, items)
 
-    emb, kept, failed = _encode_chunked(path, encoder, kind, items, o, report)
+    if o.ray is not None:
+        from engine.core.distributed import encode_on_ray
+    emb, kept, failed = _encode_chunked(path, encoder, kind, items, o, report,
+                                        _encode_local if o.ray is None else encode_on_ray)
     for n, reason in failed:
         report.failed.append({"id": items[n].id, "path": items[n].source, "reason": reason})
 
@@ -186,7 +196,11 @@ def _build_collection(name: str, *, images: str | Path | None = None, texts: str
         show_choice(choice.manifest())
     else:
         info(f"building FAISS index {index!r} over {len(kept_items)} × {encoder.dim}")
-        faiss_index = FlatFile(emb) if index == "Flat" else build_index(emb, index)
+        if o.ray is None and o.shards == 1:
+            faiss_index = FlatFile(emb) if index == "Flat" else build_index(emb, index)
+        else:
+            from engine.core.shards import build_scaled_index
+            faiss_index = build_scaled_index(emb, index, o.shards, on_ray=o.ray is not None, workdir=path / PARTIAL)
         if not is_exact(index):
             report.recall_at_10 = _sampled_recall(faiss_index, emb, encoder, kind, o.recall_queries)
             info(f"recall@10 of {index!r} against exact search: {report.recall_at_10:.3f}")
@@ -195,7 +209,7 @@ def _build_collection(name: str, *, images: str | Path | None = None, texts: str
                             (old.manifest.get("sources", []) if old is not None else []) + [source_name],
                             text_fields=fields_used if kind == "text" else None,
                             skipped=(old.manifest.get("skipped", []) if old is not None else []) + report.failed,
-                            recall_at_10=report.recall_at_10)
+                            recall_at_10=report.recall_at_10, **({"shards": o.shards} if o.shards > 1 else {}))
     if choice is not None:
         manifest["search_params"], manifest["index_choice"] = choice.params, choice.manifest()
     elif old is not None and old.manifest.get("search_params"):
@@ -238,12 +252,10 @@ def _plan_signature(encoder_spec: str, kind: str, items: Sequence[Item], chunk_s
     return h.hexdigest()
 
 
-def _encode_chunked(path: Path, encoder, kind: str, items: Sequence[Item], o: BuildOptions,
-                    report: BuildReport) -> tuple[np.ndarray, list[int], list[tuple[int, str]]]:
-    """Encode in chunks flushed to `.partial/`; chunks already there from an interrupted run are reused."""
+def _open_partial(path: Path, encoder_spec: str, kind: str, items: Sequence[Item], chunk_size: int) -> Path:
+    """`NAME/.partial/` for this plan: kept when it holds chunks of the same input, else started over."""
     partial = path / PARTIAL
-    chunk_size = o.chunk_size
-    signature = _plan_signature(encoder.spec, kind, items, chunk_size)
+    signature = _plan_signature(encoder_spec, kind, items, chunk_size)
     plan_file = partial / "plan.json"
     if partial.is_dir():
         try:
@@ -256,44 +268,78 @@ def _encode_chunked(path: Path, encoder, kind: str, items: Sequence[Item], o: Bu
     if not partial.is_dir():
         partial.mkdir(parents=True)
         write_json(plan_file, {"signature": signature, "count": len(items), "chunk_size": chunk_size,
-                               "encoder": encoder.spec})
+                               "encoder": encoder_spec})
+    return partial
 
-    n_chunks = (len(items) + chunk_size - 1) // chunk_size
-    embs, kept, failed = [], [], []
+
+def chunk_bounds(n_items: int, chunk_size: int) -> list[tuple[int, int]]:
+    """(lo, hi) item positions of each chunk: the resume unit, the same for local and distributed builds."""
+    return [(lo, min(n_items, lo + chunk_size)) for lo in range(0, n_items, chunk_size)]
+
+
+def chunk_data(emb: np.ndarray, ok: Sequence[int], bad: Sequence[tuple[int, str]]) -> dict[str, np.ndarray]:
+    """One chunk as stored: rows of the items read (`ok`, positions in the chunk) and the failures."""
+    return {"emb": np.asarray(emb, dtype=np.float32), "ok": np.asarray(ok, dtype=np.int64),
+            "bad_pos": np.asarray([p for p, _ in bad], dtype=np.int64),
+            "bad_reason": np.asarray([r for _, r in bad], dtype=str)}
+
+
+def _read_chunk(cfile: Path) -> dict[str, np.ndarray] | None:
+    if not cfile.is_file():
+        return None
+    try:
+        with np.load(cfile) as z:
+            return {k: z[k] for k in z.files}
+    except (OSError, ValueError):
+        return None  # unreadable chunk: encode it again
+
+
+def _encode_local(encoder, kind: str, items: Sequence[Item], todo: Sequence[int], o: BuildOptions
+                  ) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+    """(chunk number, chunk data) for each chunk in `todo`, encoded in this process."""
+    bounds = chunk_bounds(len(items), o.chunk_size)
+    for c in todo:
+        chunk = items[bounds[c][0]:bounds[c][1]]
+        if kind == "text":
+            yield c, chunk_data(encoder.encode_texts([it.source for it in chunk], batch_size=o.batch_size),
+                                range(len(chunk)), [])
+        else:
+            res = encoder.encode_images([it.source for it in chunk], batch_size=o.batch_size, workers=o.workers)
+            yield c, chunk_data(res.embeddings, res.ok, res.failed)
+
+
+def _encode_chunked(path: Path, encoder, kind: str, items: Sequence[Item], o: BuildOptions,
+                    report: BuildReport, encode_chunks=_encode_local
+                    ) -> tuple[np.ndarray, list[int], list[tuple[int, str]]]:
+    """Encode in chunks flushed to `.partial/`; chunks already there from an interrupted run are reused.
+    `encode_chunks(encoder, kind, items, todo, o)` yields (chunk, data) for the missing ones in any order
+    (`engine.core.distributed` runs them on Ray)."""
+    partial = _open_partial(path, encoder.spec, kind, items, o.chunk_size)
+    bounds = chunk_bounds(len(items), o.chunk_size)
+    done: dict[int, dict[str, np.ndarray]] = {}
     with make_progress() as bar:
         task = bar.add_task(f"encoding {kind}s", total=len(items))
-        for c in range(n_chunks):
-            lo, hi = c * chunk_size, min(len(items), (c + 1) * chunk_size)
-            cfile = partial / f"chunk-{c:06d}.npz"
-            data = None
-            if cfile.is_file():
-                try:
-                    with np.load(cfile) as z:
-                        data = {k: z[k] for k in z.files}
-                    report.resumed += hi - lo
-                except (OSError, ValueError):
-                    data = None  # unreadable chunk: encode it again
-            if data is None:
-                chunk = items[lo:hi]
-                if kind == "text":
-                    e = encoder.encode_texts([it.source for it in chunk], batch_size=o.batch_size)
-                    ok, bad = np.arange(len(chunk)), []
-                else:
-                    res = encoder.encode_images([it.source for it in chunk], batch_size=o.batch_size,
-                                                workers=o.workers)
-                    e, ok, bad = res.embeddings, np.asarray(res.ok, dtype=np.int64), res.failed
-                data = {"emb": e.astype(np.float32), "ok": np.asarray(ok, dtype=np.int64),
-                        "bad_pos": np.asarray([p for p, _ in bad], dtype=np.int64),
-                        "bad_reason": np.asarray([r for _, r in bad], dtype=str)}
-                with atomic_open(cfile, "wb") as fh:
-                    np.savez(fh, **data)
-                report.encoded += hi - lo
-            embs.append(data["emb"].reshape(-1, encoder.dim))
-            kept.extend(int(i) + lo for i in data["ok"])
-            failed.extend((int(p) + lo, str(r)) for p, r in zip(data["bad_pos"], data["bad_reason"]))
-            bar.advance(task, hi - lo)
+        for c, (lo, hi) in enumerate(bounds):
+            data = _read_chunk(partial / f"chunk-{c:06d}.npz")
+            if data is not None:
+                done[c] = data
+                report.resumed += hi - lo
+                bar.advance(task, hi - lo)
+        todo = [c for c in range(len(bounds)) if c not in done]
+        for c, data in encode_chunks(encoder, kind, items, todo, o):
+            with atomic_open(partial / f"chunk-{c:06d}.npz", "wb") as fh:
+                np.savez(fh, **data)
+            done[c] = data
+            report.encoded += bounds[c][1] - bounds[c][0]
+            bar.advance(task, bounds[c][1] - bounds[c][0])
     if report.resumed:
         info(f"resumed: {report.resumed} items were already encoded by an interrupted build")
+    embs, kept, failed = [], [], []
+    for c, (lo, _) in enumerate(bounds):
+        data = done[c]
+        embs.append(data["emb"].reshape(-1, encoder.dim))
+        kept.extend(int(i) + lo for i in data["ok"])
+        failed.extend((int(p) + lo, str(r)) for p, r in zip(data["bad_pos"], data["bad_reason"]))
     emb = np.concatenate(embs) if embs else np.zeros((0, encoder.dim), np.float32)
     return emb, kept, failed
 

@@ -2,6 +2,7 @@
 Parsing only: defaults come from the dataclasses and constants the work reads, the work lives elsewhere."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -9,6 +10,7 @@ import typer
 
 from engine.core.build import BuildOptions
 from engine.core.collection import DEFAULT_ROOT
+from engine.core.distributed import LOCAL
 from engine.core.encoders.registry import model_help
 from engine.errors import EngineError, opt
 from engine.progress import set_quiet
@@ -29,6 +31,20 @@ KFactor = Annotated[Optional[float], typer.Option("--k-factor", help="Candidates
                                                   "(…,RFlat) re-ranks exactly (overrides the stored value).",
                                                   show_default=False)]
 BUILD = BuildOptions()
+RayAddress = Annotated[Optional[str], typer.Option("--ray", metavar="[ADDRESS]", help="Run on Ray: a bare --ray "
+                       "starts a local Ray for the run; auto or ray://HOST:PORT joins a running cluster "
+                       "(needs the `ray` extra).", show_default=False)]
+_RAY_ADDRESS = re.compile(r"^(local|auto|ray://\S+|[\w.-]+:\d+)$")
+
+
+def bare_ray_flag(argv: list[str]) -> list[str]:
+    """`--ray` not followed by an address (`local`, `auto`, `ray://…`, `host:port`) means `--ray local`."""
+    out = []
+    for n, word in enumerate(argv):
+        out.append(word)
+        if word == "--ray" and (n + 1 == len(argv) or not _RAY_ADDRESS.match(argv[n + 1])):
+            out.append(LOCAL)
+    return out
 
 
 def print_json(obj: object) -> None:
@@ -80,17 +96,21 @@ def build_cmd(
                          "strict refuses them, replace turns white space into '_'.")] = BUILD.id_policy,
     wait: Annotated[float, typer.Option("--wait", help="Seconds to wait while another process writes the "
                     "collection (0: fail at once, naming it).")] = BUILD.wait,
+    ray: RayAddress = BUILD.ray,
+    shards: Annotated[int, typer.Option("--shards", help="Split the index into N shards searched side by side "
+                      "(results equal one index's, except HNSW); filled in parallel with --ray.")] = BUILD.shards,
     root: Root = DEFAULT_ROOT,
     quiet: Quiet = False,
 ) -> None:
-    """Embed images or texts into a collection with a FAISS index. Interrupted builds resume when run again."""
+    """Embed images or texts into a collection with a FAISS index. Interrupted builds resume when run again,
+    locally or with --ray (encoding in a Ray actor pool; IVF lists merged on disk)."""
     set_quiet(quiet)
     from engine.core.collection import Collection
     Collection.build(name, images=images, texts=texts, root=root, model=model, index=index, batch_size=batch_size,
                      workers=workers, threads=threads, chunk_size=chunk_size, add=add, force=force,
                      fields=split_list(fields), id_column=id_column, path_column=path_column,
                      recall_queries=recall_queries, id_policy=id_policy, wait=wait, store=store,
-                     memory_budget=memory_budget, recall=recall, device=device)
+                     memory_budget=memory_budget, recall=recall, device=device, ray=ray, shards=shards)
 
 
 def search_cmd(
@@ -112,19 +132,45 @@ def search_cmd(
                       "instead of loading the collection here (same output).")] = None,
     api_key: Annotated[Optional[str], typer.Option("--api-key", envvar=API_KEY_ENV, show_envvar=True,
                        help="Key for a --server that needs one.")] = None,
+    ray: Annotated[Optional[str], typer.Option("--ray", metavar="[ADDRESS]", help="Search a sharded collection's "
+                   "shards in Ray actors (bare --ray: a local Ray; auto or ray://HOST:PORT: a cluster).",
+                   show_default=False)] = None,
     root: Root = DEFAULT_ROOT,
     quiet: Quiet = False,
 ) -> None:
     """Search a collection with its own encoder: one text, one --image, or a --queries file into a TREC run."""
     set_quiet(quiet)
-    from engine.core.collection import Collection, check_query
+    from engine.core.collection import check_query
     from engine.core.encoders.device import check_batch_size, set_device
     from engine.core.index import SearchKnobs
-    from engine.progress import info
     check_query(text, k)  # every argument checked before a model loads
     knobs = SearchKnobs(nprobe=nprobe, ef=ef, k_factor=k_factor)
     set_device(device)
     batch = check_batch_size(batch_size)
+    args = (name, text, image, k, as_json, queries, out, run_id, 64 if batch == "auto" else int(batch), knobs,
+            server, api_key, root)
+    if ray is None:
+        return _search(*args, ray=None)
+    if server is not None:
+        raise EngineError(f"{opt('ray')} searches the shards from here; leave out {opt('server')}")
+    from engine.core.distributed import ray_session
+    with ray_session(ray):
+        _search(*args, ray=ray)
+
+
+def _search(name: str, text: Optional[str], image: Optional[Path], k: int, as_json: bool, queries: Optional[Path],
+            out: Optional[Path], run_id: Optional[str], batch_size: int, knobs, server: Optional[str],
+            api_key: Optional[str], root: Path, ray: Optional[str]) -> None:
+    from engine.core.collection import Collection
+    from engine.progress import info
+
+    def opened() -> Collection:
+        col = Collection.open(name, root)
+        if ray is not None:
+            from engine.core.shards import search_on_ray
+            search_on_ray(col)
+        return col
+
     if queries is not None:
         if server is not None:
             raise EngineError(f"{opt('queries')} runs here; leave out {opt('server')} (or POST /search/batch to it)")
@@ -135,10 +181,9 @@ def search_cmd(
         qs = read_queries(queries)
         trec_safe_ids([q for q, _ in qs], "strict", queries, fixable=False)
         trec_safe_ids([run_id or name], "strict", opt("run_id"), fixable=False)
-        col = Collection.open(name, root)
+        col = opened()
         col.check_query(k, knobs)
-        n = col.search_to_run(qs, out, k=k, run_id=run_id, batch_size=64 if batch == "auto" else int(batch),
-                              knobs=knobs)
+        n = col.search_to_run(qs, out, k=k, run_id=run_id, batch_size=batch_size, knobs=knobs)
         info(f"wrote {n} lines for {len(qs)} queries to {out}")
         return
     if out is not None:
@@ -149,7 +194,7 @@ def search_cmd(
         from engine.serve.client import remote_search
         hits = remote_search(server, name, text=text, image=image, k=k, api_key=api_key)
     else:
-        hits = Collection.open(name, root).search(text=text, image=str(image) if image else None, k=k, knobs=knobs)
+        hits = opened().search(text=text, image=str(image) if image else None, k=k, knobs=knobs)
     if as_json:
         print_json({"query": text if text is not None else str(image), "hits": [h.as_dict() for h in hits]})
     else:

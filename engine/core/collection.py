@@ -495,9 +495,14 @@ def commit_collection(path: Path, manifest: dict, embeddings: np.ndarray, items:
         save_index(faiss_index, p)
         manifest["index_bytes"] = p.stat().st_size  # serialized size: a close proxy for resident memory
 
+    if hasattr(faiss_index, "writer"):  # a folder of shards or an on-disk IVF (engine.core.shards / ondisk)
+        index_writer = faiss_index.writer()
+        manifest["index_bytes"] = int(faiss_index.memory_bytes())
+    else:
+        index_writer = store.FileWriter(".faiss", write_index)
     writers = {"embeddings": store.npy_blocks(embeddings, l2_normalize if normalize else None),
                "items": store.jsonl(items, offsets), "item_offsets": store.offsets_npy(offsets),
-               "index": store.FileWriter(".faiss", write_index), **_writers(arrays, files, documents)}
+               "index": index_writer, **_writers(arrays, files, documents)}
     store.commit(path, manifest, writers)
     shutil.rmtree(path / PARTIAL, ignore_errors=True)
     return Collection.open(path.name, path.parent, verify=False)

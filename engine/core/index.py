@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -137,10 +138,19 @@ def _min_training_points(factory: str) -> int:
     return need
 
 
-def build_index(vectors: np.ndarray, factory: str = EXACT, normalize: bool = False, block: int = 65536):
-    """A trained, filled index. A factory that needs more training points than there are vectors is refused.
-    Vectors are added block by block (`normalize`: each block L2-normalized on the way), training uses at most
-    `TRAIN_CAP` points: beside the index itself, memory stays at one block."""
+def training_rows(n: int, factory: str) -> np.ndarray | None:
+    """Rows a factory is trained on: all of them (None), or a sorted sample of `TRAIN_CAP` (at least 40 per
+    centroid) when there are more: FAISS samples anyway, and the sample bounds memory."""
+    cap = max(TRAIN_CAP, 40 * _min_training_points(factory))
+    return np.sort(np.random.default_rng(0).choice(n, cap, replace=False)) if n > cap else None
+
+
+def build_index(vectors: np.ndarray, factory: str = EXACT, normalize: bool = False, block: int = 65536,
+                fill: bool = True):
+    """A trained index, filled with `vectors` unless `fill` is False (then they are only its training set).
+    A factory that needs more training points than there are vectors is refused. Vectors are added block by
+    block (`normalize`: each block L2-normalized on the way), training uses at most `TRAIN_CAP` points:
+    beside the index itself, memory stays at one block."""
     from engine.core.encoders.base import l2_normalize
     faiss = faiss_module()
     prep = l2_normalize if normalize else (lambda x: np.ascontiguousarray(x, dtype=np.float32))
@@ -156,10 +166,9 @@ def build_index(vectors: np.ndarray, factory: str = EXACT, normalize: bool = Fal
         if n < need:
             raise EngineError(f"index {factory!r} needs at least {need} vectors to train, the collection has {n}; "
                               f"use a smaller index (e.g. IVF{max(1, n // 39)},Flat, HNSW32) or Flat")
-        cap = max(TRAIN_CAP, 40 * need)
-        rows = np.sort(np.random.default_rng(0).choice(n, cap, replace=False)) if n > cap else slice(None)
-        index.train(prep(vectors[rows]))
-    for lo in range(0, n, block):
+        rows = training_rows(n, factory)
+        index.train(prep(vectors if rows is None else vectors[rows]))
+    for lo in range(0, n if fill else 0, block):
         index.add(prep(vectors[lo:lo + block]))
     apply_search_params(index, default_search_params(factory))
     return index
@@ -217,6 +226,9 @@ def save_index(index, path) -> None:
 
 def load_index(path, params: dict[str, int] | None = None):
     faiss = faiss_module()
+    if Path(path).is_dir():  # sharded or on-disk (engine.core.shards)
+        from engine.core.shards import load_index_folder
+        return load_index_folder(Path(path), params or {})
     index = faiss.read_index(str(path))
     apply_search_params(index, params or {})
     return index

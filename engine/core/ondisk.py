@@ -1,0 +1,189 @@
+"""IVF indexes that no one process holds: trained once on a sample, filled shard by shard (in Ray tasks
+or here), and merged into one set of inverted lists on disk (FAISS's `merge_ondisk` and
+`OnDiskInvertedLists`), memory-mapped at search.
+
+    index-G/index.json       {"layout": "ondisk-ivf"}
+    index-G/index.faiss      the quantizer and the list headers
+    index-G/lists.ivfdata    every inverted list, read through mmap
+
+A shard's vectors come as an array (a Ray object on a cluster) or as a `.npy` path that the worker
+memory-maps (a shared disk); the driver sees one shard's lists at a time, never the whole index.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Sequence, Union
+
+import numpy as np
+
+from engine.core.store import FileWriter
+
+LAYOUT_FILE = "index.json"
+INDEX_FILE = "index.faiss"
+LISTS_FILE = "lists.ivfdata"
+Source = Union[np.ndarray, str, Path]
+"""A shard's rows: an array, or a `.npy` file read with mmap where the shard is filled."""
+
+
+@contextmanager
+def faiss_notes_silenced() -> Iterator[None]:
+    """FAISS's on-disk code prints notes ("resizing …", "updating ondisk filename …") on C stdout, which is
+    kept for results (`--json`): they are dropped."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+
+
+def is_ivf(factory: str) -> bool:
+    return re.search(r"(^|,)IVF\d+", factory.replace(" ", "")) is not None
+
+
+def rows_of(source: Source) -> np.ndarray:
+    return np.load(source, mmap_mode="r") if isinstance(source, (str, Path)) else source
+
+
+def source_lengths(sources: Sequence[Source]) -> list[int]:
+    return [len(rows_of(s)) for s in sources]
+
+
+def training_sample(sources: Sequence[Source], factory: str) -> np.ndarray:
+    """The rows `build_index` would train on, gathered shard by shard (so never the whole matrix)."""
+    from engine.core.index import training_rows
+    lengths = source_lengths(sources)
+    pick = training_rows(sum(lengths), factory)
+    parts, start = [], 0
+    for source, n in zip(sources, lengths):
+        x = rows_of(source)
+        if pick is None:
+            parts.append(np.asarray(x, dtype=np.float32))
+        else:
+            local = pick[(pick >= start) & (pick < start + n)] - start
+            parts.append(np.asarray(x[np.sort(local)], dtype=np.float32))
+        start += n
+    sample = np.concatenate(parts)
+    return sample if pick is None else sample[np.argsort(np.argsort(pick))]
+
+
+def trained_empty(factory: str, sources: Sequence[Source]):
+    """An empty index of `factory` trained once, on the sample, with the engine's search parameters."""
+    import faiss
+    from engine.core.index import build_index
+    d = int(rows_of(sources[0]).shape[1])
+    try:
+        untrained = not faiss.index_factory(d, factory, faiss.METRIC_INNER_PRODUCT).is_trained
+    except RuntimeError:
+        untrained = False  # build_index says what is wrong with the factory
+    sample = training_sample(sources, factory) if untrained else np.zeros((0, d), np.float32)
+    return build_index(sample, factory, fill=False)
+
+
+def fill_shard(trained: np.ndarray, source: Source, first_id: int | None) -> np.ndarray:
+    """A copy of the trained index holding one shard's rows (ids from `first_id` when given), serialized.
+    Runs where the shard is filled: a Ray task or this process."""
+    import faiss
+    index = faiss.deserialize_index(trained)
+    x = np.ascontiguousarray(rows_of(source), dtype=np.float32)
+    if first_id is None:
+        index.add(x)
+    else:
+        index.add_with_ids(x, np.arange(first_id, first_id + len(x), dtype=np.int64))
+    return faiss.serialize_index(index)
+
+
+def fill_shards(trained, sources: Sequence[Source], on_ray: bool, global_ids: bool):
+    """(shard number, serialized filled shard) as each is done: Ray tasks in parallel, or one by one here."""
+    import faiss
+    blob = faiss.serialize_index(trained)
+    lengths = source_lengths(sources)
+    firsts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(int).tolist() if lengths else []
+    if not on_ray:
+        for s, source in enumerate(sources):
+            yield s, fill_shard(blob, source, firsts[s] if global_ids else None)
+        return
+    from engine.core.distributed import TASK_RETRIES, import_ray
+    ray = import_ray()
+    task = ray.remote(max_retries=TASK_RETRIES)(fill_shard)
+    blob_ref = ray.put(blob)
+    refs = {task.remote(blob_ref, s if isinstance(s, (str, Path)) else ray.put(np.asarray(s)),
+                        f if global_ids else None): n for n, (s, f) in enumerate(zip(sources, firsts))}
+    while refs:
+        ready, _ = ray.wait(list(refs), num_returns=1)
+        yield refs.pop(ready[0]), ray.get(ready[0])
+
+
+class OnDiskIVF:
+    """A merged on-disk IVF index (searchable) and the folder that holds it."""
+
+    def __init__(self, folder: Path, index):
+        self.folder, self.index = Path(folder), index
+
+    @classmethod
+    def load(cls, folder: Path, params: dict[str, int] | None = None) -> "OnDiskIVF":
+        import faiss
+        from engine.core.index import apply_search_params
+        with faiss_notes_silenced():
+            index = faiss.read_index(str(Path(folder) / INDEX_FILE), faiss.IO_FLAG_ONDISK_SAME_DIR)
+        apply_search_params(index, params or {})
+        return cls(folder, index)
+
+    @property
+    def ntotal(self) -> int:
+        return int(self.index.ntotal)
+
+    @property
+    def d(self) -> int:
+        return int(self.index.d)
+
+    def search(self, queries: np.ndarray, k: int):
+        return self.index.search(queries, k)
+
+    def memory_bytes(self) -> int:
+        """What search keeps resident besides the mapped lists: the quantizer and the list headers."""
+        return (self.folder / INDEX_FILE).stat().st_size
+
+    def writer(self) -> FileWriter:
+        """The collection's `index` role: the folder's files moved (not copied) into the new generation."""
+        def write(target: Path) -> None:
+            target.mkdir(parents=True, exist_ok=True)
+            for name in (INDEX_FILE, LISTS_FILE):
+                os.replace(self.folder / name, target / name)
+            (target / LAYOUT_FILE).write_text(json.dumps({"layout": "ondisk-ivf"}))
+        return FileWriter("", write)
+
+
+def build_ivf_on_disk(sources: Sequence[Source], factory: str, folder: str | Path, on_ray: bool) -> OnDiskIVF:
+    """Train on a sample, fill one index per source (in parallel on Ray), merge their lists on disk."""
+    import faiss
+    from faiss.contrib.ondisk import merge_ondisk
+    folder = Path(folder)
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    trained = trained_empty(factory, sources)
+    shard_files = []
+    for s, blob in fill_shards(trained, sources, on_ray, global_ids=True):
+        path = folder / f"shard-{s:04d}.faiss"
+        blob.tofile(path)  # a serialized index is the file write_index writes
+        shard_files.append((s, str(path)))
+        del blob
+    with faiss_notes_silenced():
+        merge_ondisk(trained, [p for _, p in sorted(shard_files)], str(folder / LISTS_FILE))
+    faiss.write_index(trained, str(folder / INDEX_FILE))
+    del trained
+    for _, path in shard_files:
+        os.unlink(path)
+    from engine.core.index import default_search_params
+    return OnDiskIVF.load(folder, default_search_params(factory))
