@@ -82,7 +82,7 @@ def check_structure(folder: Path, manifest: dict, rebuild: str) -> None:
     roles, count, dim = manifest["roles"], manifest["count"], manifest["dim"]
     files = {role: folder / roles[role] for role in CORE}
     for role, file in files.items():
-        if not file.is_file():
+        if not (file.is_file() or (role == "index" and file.is_dir())):
             raise EngineError(f"{file} is missing but {path} lists it as {role!r}; {rebuild}")
     try:
         emb: Any = np.load(files["embeddings"], mmap_mode="r")
@@ -97,12 +97,32 @@ def check_structure(folder: Path, manifest: dict, rebuild: str) -> None:
         rows = _count_lines(files["items"])
         if rows != count:
             raise EngineError(f"{files['items']} has {rows} lines, but {path} says count {count}; {rebuild}")
+    ntotal = 0
+    for part in index_parts(files["index"], path, rebuild):
+        try:
+            fourcc, d, n = faiss_header(part)
+        except (ValueError, OSError) as exc:
+            raise EngineError(f"{part}: not a FAISS index ({exc}); {rebuild}") from None
+        if d != dim:
+            raise EngineError(f"{part} holds vectors of {d} dimensions, but {path} says dim {dim}; {rebuild}")
+        if fourcc == b"IxFI" and part.stat().st_size < _FAISS_HEADER.size + 4 * n * dim:
+            raise EngineError(f"{part} is shorter than its {n} × {dim} vectors (truncated); {rebuild}")
+        ntotal += n
+    if ntotal != count:
+        raise EngineError(f"{files['index']} holds {ntotal} vectors, but {path} says count {count}; {rebuild}")
+
+
+def index_parts(index: Path, path: Path, rebuild: str) -> list[Path]:
+    """The FAISS files of an `index` role: the file itself, or a folder's shards / on-disk IVF (its
+    index.json names the layout; engine.core.shards)."""
+    if not index.is_dir():
+        return [index]
+    import json
     try:
-        fourcc, d, ntotal = faiss_header(files["index"])
-    except (ValueError, OSError) as exc:
-        raise EngineError(f"{files['index']}: not a FAISS index ({exc}); {rebuild}") from None
-    if d != dim or ntotal != count:
-        raise EngineError(f"{files['index']} holds {ntotal} vectors of {d} dimensions, but {path} says count "
-                          f"{count} × dim {dim}; {rebuild}")
-    if fourcc == b"IxFI" and files["index"].stat().st_size < _FAISS_HEADER.size + 4 * count * dim:
-        raise EngineError(f"{files['index']} is shorter than its {count} × {dim} vectors (truncated); {rebuild}")
+        layout = json.loads((index / "index.json").read_text()).get("layout")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise EngineError(f"{index}/index.json: not a readable index layout ({exc}); {rebuild}") from None
+    parts = sorted(index.glob("shard-*.faiss")) if layout == "shards" else [index / "index.faiss"]
+    if not parts or not all(p.is_file() for p in parts):
+        raise EngineError(f"{index} lacks the FAISS files of its {layout!r} layout; {rebuild}")
+    return parts
