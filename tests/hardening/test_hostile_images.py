@@ -80,7 +80,7 @@ EXPECT = {  # kind → (size of the RGB image, or the reason's words)
     "not-an-image": "not an image", "aspect-60000x1": "max_image_aspect", "aspect-1x60000": "max_image_aspect",
     "bomb-png-100k": "max_image_pixels", "bomb-png-20k-zeros": "max_image_pixels", "animated-gif": (20, 20),
     "cmyk-jpeg": (20, 20), "16-bit-png": (20, 20), "palette-transparency": (20, 20), "exif-1": (40, 20),
-    "exif-3": (40, 20), "exif-6": (20, 40), "exif-8": (20, 40), "empty-dims-header": "",
+    "exif-3": (40, 20), "exif-6": (20, 40), "exif-8": (20, 40), "empty-dims-header": "not an image",
 }
 KINDS = list(EXPECT)
 
