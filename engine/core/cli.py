@@ -182,7 +182,7 @@ def _search(name: str, text: Optional[str], image: Optional[Path], k: int, as_js
         trec_safe_ids([q for q, _ in qs], "strict", queries, fixable=False)
         trec_safe_ids([run_id or name], "strict", opt("run_id"), fixable=False)
         col = opened()
-        col.check_query(k, knobs)
+        col.check_search(k, knobs)
         n = col.search_to_run(qs, out, k=k, run_id=run_id, batch_size=batch_size, knobs=knobs)
         info(f"wrote {n} lines for {len(qs)} queries to {out}")
         return

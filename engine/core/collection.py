@@ -321,7 +321,7 @@ class Collection:
             raise EngineError(f"query image {list(images)[pos]}: {reason}")
         return res.embeddings
 
-    def check_query(self, k: int, knobs: "SearchKnobs | None" = None) -> dict:
+    def check_search(self, k: int, knobs: "SearchKnobs | None" = None) -> dict:
         """The search arguments checked against this collection before any model loads; the knobs' params."""
         check_k(k)
         params = (knobs or SearchKnobs()).params()
@@ -332,7 +332,7 @@ class Collection:
                        ) -> tuple[np.ndarray, np.ndarray]:
         """Raw FAISS results: (scores, row indices), -1 where fewer than k. `knobs` override the stored
         nprobe / efSearch / k_factor for this call only."""
-        params = self.check_query(k, knobs)
+        params = self.check_search(k, knobs)
         queries = np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)
         if queries.shape[1] != self.dim:
             raise EngineError(f"query vectors are {queries.shape[1]}-d, collection {self.name!r} is {self.dim}-d")
@@ -360,7 +360,7 @@ class Collection:
         if (text is None) == (image is None):
             raise EngineError("give either a text query or an image query")
         check_query(text, k)
-        self.check_query(k, knobs)
+        self.check_search(k, knobs)
         q = self.encode_queries(texts=[text]) if text is not None else self.encode_queries(images=[image])
         return self.hits(*self.search_vectors(q, k, knobs))[0]
 
@@ -370,7 +370,7 @@ class Collection:
         queries = list(texts if texts is not None else images or [])
         for text in texts or [k]:
             check_query(text if texts is not None else None, k)
-        self.check_query(k, knobs)
+        self.check_search(k, knobs)
         out: list[list[Hit]] = []
         with make_progress() as bar:
             task = bar.add_task("searching", total=len(queries))
