@@ -70,7 +70,7 @@ def bench_engine_vs_faiss(n: int, dim: int, root: Path) -> list[dict]:
 def bench_build_pipeline(image_dir: Path | None, root: Path, batch: int = 32) -> dict:
     import torch
     from engine.core.collection import Collection
-    from engine.core.encoders import load_encoder
+    from engine.core.encoders.registry import load_encoder
     from engine.core.images import find_images, load_image
     if image_dir is None:
         from engine.core.demo import demo_photos
@@ -97,7 +97,7 @@ def bench_build_pipeline(image_dir: Path | None, root: Path, batch: int = 32) ->
 
 def bench_ann(n: int, dim: int, factories: list[str]) -> list[dict]:
     import faiss
-    from engine.core.index import build_index
+    from engine.core.index.faiss_index import build_index
     xb, xq = synthetic(n, 1000, dim, seed=1)
     exact = faiss.IndexFlatIP(dim)
     exact.add(xb)

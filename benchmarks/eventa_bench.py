@@ -45,7 +45,7 @@ def _percentiles(values: list[float]) -> dict[str, float]:
 
 def measure_image_rate(model: str, n: int, work: Path) -> dict:
     """Images per second of the image model on real photos (decode + preprocess + forward)."""
-    from engine.core.encoders import load_encoder
+    from engine.core.encoders.registry import load_encoder
     from engine.core.images import find_images
     coco = ROOT.parent / "shared" / "data" / "coco-mini" / "images"
     if coco.is_dir():
@@ -81,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from engine.core.bm25 import BM25Index
     from engine.core.collection import Collection
-    from engine.core.encoders import DEFAULT_TEXT_SPEC, configure_threads, load_encoder
+    from engine.core.encoders.registry import DEFAULT_TEXT_SPEC, load_encoder
+    from engine.core.encoders.base import configure_threads
     from engine.core.sources import Item
     from engine.io.atomic import write_json
     from engine.progress import set_quiet

@@ -25,7 +25,7 @@ def measure(images: Path, model: str, batch: int, repeat: int, workers: int) -> 
 
     import torch
 
-    from engine.core.encoders import load_encoder
+    from engine.core.encoders.registry import load_encoder
     from engine.core.images import (
         encode_image_files,
         find_images,

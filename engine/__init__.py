@@ -11,7 +11,7 @@ one folder per benchmark in `engine.tasks`. Heavy imports (torch, faiss, models)
 """
 from __future__ import annotations
 
-__version__ = "0.2.0"
+from engine.version import __version__
 
 __all__ = ["Collection", "Hit", "EngineError", "load_encoder", "__version__"]
 
@@ -24,6 +24,6 @@ def __getattr__(name: str):
         from engine.errors import EngineError
         return EngineError
     if name == "load_encoder":
-        from engine.core.encoders import load_encoder
+        from engine.core.encoders.registry import load_encoder
         return load_encoder
     raise AttributeError(f"module 'engine' has no attribute {name!r}")

@@ -38,13 +38,13 @@ def run_cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
 
 @pytest.fixture(scope="session")
 def text_encoder():
-    from engine.core.encoders import load_encoder
+    from engine.core.encoders.registry import load_encoder
     return load_encoder("sbert:all-MiniLM-L6-v2")
 
 
 @pytest.fixture(scope="session")
 def conse_encoder():
-    from engine.core.encoders import load_encoder
+    from engine.core.encoders.registry import load_encoder
     return load_encoder("conse")
 
 

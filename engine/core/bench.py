@@ -43,7 +43,7 @@ def default_bench_queries(col, n: int) -> tuple[str, list[str]]:
             fields = col.manifest.get("text_fields") or []
             texts = ["\n".join(str(items[i].get(f, "")) for f in fields).strip() or items[i]["id"] for i in picks]
             return "text", texts
-        from engine.core.build import generic_captions
+        from engine.core.build.from_source import generic_captions
         return "text", generic_captions(n)
     from pathlib import Path
     paths = [it.get("path") for it in col.items]
@@ -80,7 +80,7 @@ def bench_collection(col, queries: Sequence[str] | None = None, n: int = 200, ba
         qvec = np.asarray(col.embeddings[rng.choice(len(col), min(n, len(col)), replace=False)])
     qvec = np.ascontiguousarray(qvec, dtype=np.float32)
     index = col.index
-    from engine.core.index import use_blas_for
+    from engine.core.index.faiss_index import use_blas_for
     use_blas_for(index)  # as Collection.search does
     result["search_single"] = latency_stats(time_calls(lambda i: index.search(qvec[i:i + 1], k), len(qvec)))
     nb = max(1, len(qvec) // batch)

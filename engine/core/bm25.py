@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from engine.core.ranking import top_k
-from engine.core.store import FileWriter
+from engine.core.store.generations import FileWriter
 from engine.errors import EngineError
 from engine.io.atomic import write_json
 from engine.io.ids import first_duplicate

@@ -8,9 +8,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from engine.core.build import BuildOptions
+from engine.core.build.options import BuildOptions
 from engine.core.collection import DEFAULT_ROOT
-from engine.core.distributed import LOCAL
+from engine.core.cluster import LOCAL
 from engine.core.encoders.registry import model_help
 from engine.errors import EngineError, opt
 from engine.progress import set_quiet
@@ -142,7 +142,7 @@ def search_cmd(
     set_quiet(quiet)
     from engine.core.collection import check_query
     from engine.core.encoders.device import check_batch_size, set_device
-    from engine.core.index import SearchKnobs
+    from engine.core.index.faiss_index import SearchKnobs
     check_query(text, k)  # every argument checked before a model loads
     knobs = SearchKnobs(nprobe=nprobe, ef=ef, k_factor=k_factor)
     set_device(device)
@@ -153,7 +153,7 @@ def search_cmd(
         return _search(*args, ray=None)
     if server is not None:
         raise EngineError(f"{opt('ray')} searches the shards from here; leave out {opt('server')}")
-    from engine.core.distributed import ray_session
+    from engine.core.cluster import ray_session
     with ray_session(ray):
         _search(*args, ray=ray)
 
@@ -167,7 +167,7 @@ def _search(name: str, text: Optional[str], image: Optional[Path], k: int, as_js
     def opened() -> Collection:
         col = Collection.open(name, root)
         if ray is not None:
-            from engine.core.shards import search_on_ray
+            from engine.core.index.shards import search_on_ray
             search_on_ray(col)
         return col
 
@@ -255,7 +255,7 @@ def bench_cmd(
     from rich.console import Console
     from engine.core.bench import bench_collection
     from engine.core.collection import Collection
-    from engine.core.encoders import configure_threads
+    from engine.core.encoders.base import configure_threads
     from engine.display import bench_table
     from engine.io.atomic import write_json
     from engine.io.tables import read_queries

@@ -13,36 +13,27 @@ stored thing is atomic, checksummed and versioned alike; `extra` holds a task's 
 """
 from __future__ import annotations
 
-import datetime as _dt
-import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
-from engine import __version__
-from engine.core import store
-from engine.core.encoders.base import l2_normalize
-from engine.core.index import (FlatFile, SearchKnobs, build_index, check_knobs, default_search_params, load_index,
-                               save_index, search_index)
-from engine.core.lock import writer_lock
-from engine.core.structure import check_structure
+from engine.core.index.faiss_index import SearchKnobs, check_knobs, search_index
+from engine.core.index.loading import load_index
+from engine.core.store import generations
+from engine.core.store.lock import writer_lock
+from engine.core.store.stored import (CORE_ROLES, DEFAULT_ROOT, IMAGE_FILES, MANIFEST, PARTIAL, StoredCollection,
+                                      attach_roles, collection_path, list_collections, rebuild_hint, role_writers)
 from engine.errors import EngineError, opt
 from engine.progress import make_progress
 
 if TYPE_CHECKING:
-    from engine.core.build import BuildOptions, BuildReport
+    from engine.core.build.options import BuildOptions, BuildReport
     from engine.core.sources import Item
 
-MANIFEST = store.MANIFEST
-PARTIAL = ".partial"
-DEFAULT_ROOT = Path("indexes")
-CORE_ROLES = ("embeddings", "items", "item_offsets", "index")
-IMAGE_FILES = "image_files"
-"""JSON document of an image collection: item id → the file that was encoded (what thumbnails are read from)."""
-_ROLE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+__all__ = ["Collection", "Hit", "check_k", "check_query", "CORE_ROLES", "DEFAULT_ROOT", "IMAGE_FILES", "MANIFEST",
+           "PARTIAL", "collection_path", "list_collections", "rebuild_hint"]
 
 
 @dataclass
@@ -54,21 +45,6 @@ class Hit:
 
     def as_dict(self) -> dict:
         return {"rank": self.rank, "id": self.id, "score": self.score, **({"meta": self.meta} if self.meta else {})}
-
-
-def collection_path(name: str, root: str | Path | None = None) -> Path:
-    if not name or any(c in name for c in "/\\") or name.startswith("."):
-        raise EngineError(f"collection name {name!r} must be a plain folder name (no slashes, not hidden)")
-    return Path(root if root is not None else DEFAULT_ROOT) / name
-
-
-def list_collections(root: str | Path | None = None) -> list[str]:
-    root = Path(root if root is not None else DEFAULT_ROOT)
-    return sorted(p.name for p in root.iterdir() if (p / MANIFEST).is_file()) if root.is_dir() else []
-
-
-def rebuild_hint(name: str) -> str:
-    return f"rebuild collection {name!r} ({opt('force')})"
 
 
 def check_k(k: int) -> None:
@@ -84,162 +60,17 @@ def check_query(text: str | None, k: int) -> None:
         raise EngineError("the text query is empty; give some words to search for")
 
 
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
-
-def _check_role_names(names: Sequence[str]) -> None:
-    for name in names:
-        if not _ROLE_NAME.match(name) or name in CORE_ROLES:
-            raise EngineError(f"stored array or file name {name!r} must be lower-case letters, digits and '_' "
-                              f"and not one of {', '.join(CORE_ROLES)}")
-
-
-class Collection:
-    """An opened collection. Encoder and index load lazily: `info` needs neither."""
+class Collection(StoredCollection):
+    """An opened collection: the store's folder (`StoredCollection`: manifest, files, arrays, item rows) with
+    its encoder and FAISS index, loaded lazily (`info` needs neither). The one facade users call: build, search,
+    from_vectors, attach."""
 
     def __init__(self, path: Path, manifest: dict):
-        self.path = path
-        self.manifest = manifest
+        super().__init__(path, manifest)
         self._encoder = None
         self._text_encoder = None
         self._index = None
-        self._items: list[dict] | None = None
-        self._offsets: np.ndarray | None = None
-
-    # ------------------------------------------------------------------ opening
-    @classmethod
-    def open(cls, name: str, root: str | Path | None = None, verify: bool | None = None) -> "Collection":
-        """Read the manifest and `check` the files' presence and sizes (cheap at any size); `verify=True`
-        also reads every byte against its checksum (`verify`); `verify=False` checks nothing (a caller that
-        has just written the files, or that names an older layout itself before checking)."""
-        path = collection_path(name, root)
-        if not (path / MANIFEST).is_file():
-            known = list_collections(root)
-            hint = f"known: {', '.join(known)}" if known else "there are none yet"
-            partial = " (an interrupted build is there: run the same build again to resume)" \
-                if (path / PARTIAL).is_dir() else ""
-            raise EngineError(f"no collection {name!r} in {path.parent}/{partial}; build it first (with "
-                              f"{opt('images')} DIR or {opt('texts')} FILE) ({hint})")
-        for attempt in range(3):  # a writer may publish a new generation between our reads: read it again
-            manifest = store.read_manifest(path, rebuild_hint(name))
-            col = cls(path, manifest)
-            try:
-                if verify:
-                    col.verify()
-                elif verify is None:
-                    col.check()
-                if verify is not False:
-                    check_structure(path, manifest, rebuild_hint(name))
-                return col
-            except (EngineError, FileNotFoundError) as exc:
-                if attempt == 2 or not col._rebuilt():
-                    if isinstance(exc, FileNotFoundError):
-                        raise EngineError(f"{exc.filename} is missing; {rebuild_hint(name)}") from None
-                    raise
-        raise AssertionError("unreachable")
-
-    def _rebuilt(self) -> bool:
-        """Whether a writer has published another generation since this manifest was read."""
-        try:
-            return store.read_manifest(self.path, "").get("generation") != self.manifest.get("generation")
-        except EngineError:
-            return False
-
-    def check(self) -> None:
-        """Structural checks that read no data (run by every open): the manifest's files exist at their sizes."""
-        store.check(self.path, self.manifest, rebuild_hint(self.name))
-
-    def verify(self) -> None:
-        """`check`, then every byte of every file against its sha256 (`engine verify NAME`)."""
-        files = self.manifest.get("files") or {}
-        total = sum(int((m or {}).get("bytes") or 0) for m in files.values()) if isinstance(files, dict) else 0
-        with make_progress() as bar:
-            task = bar.add_task(f"verifying {self.name}", total=total)
-            store.verify(self.path, self.manifest, rebuild_hint(self.name), lambda n: bar.advance(task, n))
-
-    # ------------------------------------------------------------------ properties
-    @property
-    def name(self) -> str:
-        return self.manifest.get("name", self.path.name)
-
-    @property
-    def kind(self) -> str:
-        return self.manifest["kind"]
-
-    @property
-    def dim(self) -> int:
-        return int(self.manifest["dim"])
-
-    def __len__(self) -> int:
-        return int(self.manifest["count"])
-
-    def file(self, role: str) -> Path:
-        """Where a role's file (or folder) lies; an unknown role is an error naming the ones there are."""
-        roles = self.manifest.get("roles", {})
-        if role not in roles:
-            raise EngineError(f"collection {self.name!r} in {self.path} stores no {role!r} "
-                              f"(it has {', '.join(roles) or 'nothing'}); {rebuild_hint(self.name)}")
-        path = self.path / roles[role]
-        if not path.exists() and self._rebuilt():
-            raise self._gone()
-        return path
-
-    def _gone(self) -> EngineError:
-        return EngineError(f"collection {self.name!r} was rebuilt while it was open; open it again")
-
-    @property
-    def extra(self) -> dict:
-        """The settings a task stored with the collection (empty for plain collections)."""
-        return dict(self.manifest.get("extra") or {})
-
-    @property
-    def stored(self) -> list[str]:
-        """Names of the arrays, JSON documents and folders stored beside the core files."""
-        return [r for r in self.manifest.get("roles", {}) if r not in CORE_ROLES]
-
-    def array(self, name: str) -> np.ndarray:
-        """A named array, memory-mapped (read-only)."""
-        return np.load(self.file(name), mmap_mode="r")
-
-    def document(self, name: str) -> Any:
-        """A named JSON document."""
-        return json.loads(self.file(name).read_text(encoding="utf-8"))
-
-    @property
-    def embeddings(self) -> np.ndarray:
-        return np.load(self.file("embeddings"), mmap_mode="r")
-
-    @property
-    def items(self) -> list[dict]:
-        if self._items is None:
-            try:
-                with open(self.file("items"), encoding="utf-8") as fh:
-                    self._items = [json.loads(line) for line in fh if line.strip()]
-            except FileNotFoundError:
-                raise self._gone() if self._rebuilt() else EngineError(
-                    f"{self.file('items')} is missing; {rebuild_hint(self.name)}") from None
-            except (ValueError, UnicodeDecodeError) as exc:
-                raise EngineError(f"{self.file('items')}: damaged ({exc}); {rebuild_hint(self.name)}") from None
-        return self._items
-
-    @property
-    def ids(self) -> list[str]:
-        return [it["id"] for it in self.items]
-
-    def items_at(self, rows: Sequence[int]) -> list[dict]:
-        """The items rows at these positions, reading only their lines (all rows parsed once already: from memory)."""
-        if self._items is not None:
-            return [self._items[int(r)] for r in rows]
-        if self._offsets is None:
-            roles = self.manifest.get("roles", {})
-            offsets = np.load(self.file("item_offsets"), mmap_mode="r") if "item_offsets" in roles \
-                else store.line_offsets(self.file("items"))
-            if len(offsets) != len(self) + 1:
-                raise EngineError(f"{self.file('items')} holds {len(offsets) - 1} rows, the manifest says "
-                                  f"{len(self)}; {rebuild_hint(self.name)}")
-            self._offsets = offsets
-        return store.read_lines(self.file("items"), self._offsets, rows)
 
     @property
     def encoder(self):
@@ -248,7 +79,7 @@ class Collection:
             if not spec:
                 raise EngineError(f"collection {self.name!r} stores vectors made outside an encoder; search it "
                                   "with vectors (`search_vectors`)")
-            from engine.core.encoders import load_encoder
+            from engine.core.encoders.registry import load_encoder
             self._encoder = load_encoder(spec)
         return self._encoder
 
@@ -282,24 +113,6 @@ class Collection:
     def search_params(self) -> dict[str, float]:
         """The stored query-time knobs (nprobe, efSearch, k_factor_rf) the index searches with by default."""
         return dict(self.manifest.get("search_params") or {})
-
-    def info(self) -> dict[str, Any]:
-        m = self.manifest
-        out = {k: m[k] for k in ("name", "kind", "encoder", "dim", "metric", "count", "index_factory",
-                                 "search_params", "engine_version", "created", "updated") if k in m}
-        if m.get("index_choice"):
-            c = m["index_choice"]
-            out["index_choice"] = {k: c.get(k) for k in ("recall@10", "speedup", "target_recall", "memory_budget",
-                                                         "queries")}
-        out["format"] = m.get("format", 1)
-        if m.get("recall_at_10") is not None:
-            out["recall_at_10"] = m["recall_at_10"]
-        out["skipped"] = len(m.get("skipped", []))
-        if self.stored:
-            out["stored"] = self.stored
-        out["files"] = {f: v["bytes"] for f, v in m.get("files", {}).items()}
-        out["path"] = str(self.path)
-        return out
 
     # ------------------------------------------------------------------ searching
     def encode_queries(self, texts: Sequence[str] | None = None, images: Sequence[str] | None = None,
@@ -398,111 +211,35 @@ class Collection:
               extra: Mapping[str, Any] | None = None, **settings: Any) -> "Collection":
         """Build (or with `add`, extend) a collection by encoding a source: an image folder/table (`images`),
         a text table (`texts`), or ready `items` of a `kind` ("image": source is a path; "text": the text).
-        `settings` are `BuildOptions` fields (model, index, batch_size, …); see `engine.core.build`."""
-        from engine.core.build import build_collection
-        return build_collection(name, images=images, texts=texts, items=items, kind=kind, root=root,
+        `settings` are `BuildOptions` fields (model, index, batch_size, …); see `engine.core.build.options`."""
+        from engine.core.build.from_source import build_collection
+        path = build_collection(name, images=images, texts=texts, items=items, kind=kind, root=root,
                                 options=options, report=report, extra=extra, **settings)
+        return cls.open(path.name, path.parent, verify=False)
 
     @classmethod
     def from_vectors(cls, name: str, ids: Sequence[str], vectors: np.ndarray, encoder_spec: str | None,
                      kind: str, root: str | Path | None = None, index: str = "Flat",
                      meta: Sequence[dict] | None = None, force: bool = False,
                      arrays: Mapping[str, np.ndarray] | None = None,
-                     files: Mapping[str, store.FileWriter] | None = None,
+                     files: Mapping[str, generations.FileWriter] | None = None,
                      extra: Mapping[str, Any] | None = None,
                      documents: Mapping[str, Any] | None = None, queries: np.ndarray | None = None,
                      recall: float = 0.95, memory_budget: str | int | None = None) -> "Collection":
         """A collection over vectors computed elsewhere (L2-normalized here), queried with `encoder_spec`
         (None: vectors only). `arrays`, JSON `documents` and `files` are stored beside them; `extra` in the
         manifest. `index="auto"` measures candidates on `queries` (the vectors users will search with;
-        default: a sample of these vectors) for `recall` within `memory_budget` bytes (see `autoindex`)."""
-        from engine.io.ids import check_unique
-        path = collection_path(name, root)
-        if (path / MANIFEST).exists() and not force:
-            raise EngineError(f"collection {name!r} already exists in {path.parent}/; rebuild it with "
-                              f"{opt('force')}")
-        vectors = np.asarray(vectors)  # normalized block by block below: no full-size copy (build memory)
-        if vectors.ndim != 2 or len(ids) != len(vectors) or (meta is not None and len(meta) != len(ids)):
-            raise EngineError(f"{len(ids)} ids, {len(vectors)} vectors and {len(meta or ids)} metadata rows must match")
-        check_unique([str(i) for i in ids], "id", name)
-        items = ({"id": str(i), **(meta[n] if meta is not None else {})} for n, i in enumerate(ids))
-        if index == "auto":
-            from engine.core.autoindex import choose, parse_bytes
-            label = "the vectors users send"
-            if queries is None:
-                rows = np.sort(np.random.default_rng(0).choice(len(vectors), min(500, len(vectors)), replace=False))
-                queries, label = vectors[rows], f"{len(rows)} of the collection's own vectors"
-            faiss_index, choice = choose(vectors, l2_normalize(np.atleast_2d(queries)), recall,
-                                         parse_bytes(None if memory_budget is None else str(memory_budget)), label,
-                                         normalize=True)
-            manifest = new_manifest(name, kind, encoder_spec, int(vectors.shape[1]), choice.factory, ["vectors"],
-                                    recall_at_10=choice.recall, index_choice=choice.manifest())
-            manifest["search_params"] = choice.params
-        else:
-            manifest = new_manifest(name, kind, encoder_spec, int(vectors.shape[1]), index, ["vectors"])
-            faiss_index = FlatFile(vectors, normalize=True) if index == "Flat" else \
-                build_index(vectors, index, normalize=True)
-        with writer_lock(path):
-            return commit_collection(path, manifest, vectors, items, faiss_index, arrays, files, extra, documents,
-                                     count=len(ids), normalize=True)
+        default: a sample of these vectors) for `recall` within `memory_budget` bytes (see `engine.core.index.auto`)."""
+        from engine.core.build.from_vectors import commit_vectors
+        path = commit_vectors(name, ids, vectors, encoder_spec, kind, root, index, meta, force, arrays, files, extra,
+                              documents, queries, recall, memory_budget)
+        return cls.open(path.name, path.parent, verify=False)
 
     def attach(self, arrays: Mapping[str, np.ndarray] | None = None,
-               files: Mapping[str, store.FileWriter] | None = None, extra: Mapping[str, Any] | None = None,
+               files: Mapping[str, generations.FileWriter] | None = None, extra: Mapping[str, Any] | None = None,
                documents: Mapping[str, Any] | None = None) -> "Collection":
         """Store more named arrays, JSON documents or folders (and merge `extra`) as a new generation that
         keeps every existing file; returns the collection reopened."""
-        writers = _writers(arrays, files, documents)
-        keep = {r: f for r, f in self.manifest.get("roles", {}).items() if r not in writers}
-        manifest = {**self.manifest, "updated": _now(),
-                    "extra": {**(self.manifest.get("extra") or {}), **(extra or {})}}
         with writer_lock(self.path):
-            store.commit(self.path, manifest, writers, keep=keep)
+            attach_roles(self, role_writers(arrays, files, documents), extra)
         return Collection.open(self.path.name, self.path.parent, verify=False)
-
-
-def new_manifest(name: str, kind: str, encoder_spec: str | None, dim: int, index: str, sources: list[str],
-                 **fields: Any) -> dict:
-    now = _now()
-    return {"name": name, "kind": kind, "encoder": encoder_spec, "dim": dim, "metric": "inner_product",
-            "normalized": True, "count": 0, "index_factory": index, "search_params": default_search_params(index),
-            "engine_version": __version__, "created": now, "updated": now, "text_fields": None,
-            "sources": sources, "skipped": [], "recall_at_10": None, **fields}
-
-
-def _writers(arrays: Mapping[str, np.ndarray] | None, files: Mapping[str, store.FileWriter] | None,
-             documents: Mapping[str, Any] | None = None) -> dict[str, store.FileWriter]:
-    writers = {**{n: store.npy(a) for n, a in (arrays or {}).items()},
-               **{n: store.json_document(d) for n, d in (documents or {}).items()}, **(files or {})}
-    _check_role_names(list(writers))
-    return writers
-
-
-def commit_collection(path: Path, manifest: dict, embeddings: np.ndarray, items: Iterable[dict], faiss_index,
-                      arrays: Mapping[str, np.ndarray] | None = None,
-                      files: Mapping[str, store.FileWriter] | None = None,
-                      extra: Mapping[str, Any] | None = None,
-                      documents: Mapping[str, Any] | None = None, count: int | None = None,
-                      normalize: bool = False) -> Collection:
-    """Write a whole generation (core files + stored extras) and publish its manifest; drops `.partial/`.
-    `items` may be a generator (then give `count`); `normalize` L2-normalizes the embeddings block by block
-    as they are written, so no full-size copy is made."""
-    import shutil
-    offsets: list = []
-    manifest = {**manifest, "count": len(items) if count is None else count,  # type: ignore[arg-type]
-                **({"extra": dict(extra)} if extra else {})}
-
-    def write_index(p: Path) -> None:
-        save_index(faiss_index, p)
-        manifest["index_bytes"] = p.stat().st_size  # serialized size: a close proxy for resident memory
-
-    if hasattr(faiss_index, "writer"):  # a folder of shards or an on-disk IVF (engine.core.shards / ondisk)
-        index_writer = faiss_index.writer()
-        manifest["index_bytes"] = int(faiss_index.memory_bytes())
-    else:
-        index_writer = store.FileWriter(".faiss", write_index)
-    writers = {"embeddings": store.npy_blocks(embeddings, l2_normalize if normalize else None),
-               "items": store.jsonl(items, offsets), "item_offsets": store.offsets_npy(offsets),
-               "index": index_writer, **_writers(arrays, files, documents)}
-    store.commit(path, manifest, writers)
-    shutil.rmtree(path / PARTIAL, ignore_errors=True)
-    return Collection.open(path.name, path.parent, verify=False)

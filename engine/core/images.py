@@ -11,7 +11,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 import numpy as np
 from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
@@ -19,8 +19,15 @@ from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
 from engine.errors import EngineError
 from engine.io.limits import limit, over
 
-if TYPE_CHECKING:
-    from engine.core.encoders.base import Encoder
+
+
+class ImageModel(Protocol):
+    """What the decode pipeline needs of an encoder (`engine.core.encoders.base.Encoder` is one): the
+    pipeline sits below the encoders and never imports them."""
+    dim: int
+    preprocess: Callable[[Image.Image], Any] | None
+
+    def encode_image_batch(self, batch: Any) -> np.ndarray: ...
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp", ".tif", ".tiff", ".ppm", ".pgm", ".jfif"}
 ImageFile.LOAD_TRUNCATED_IMAGES = False  # a truncated file is an error we report, not grey pixels
@@ -107,7 +114,7 @@ class ImageBatchResult:
     failed: list[tuple[int, str]] = field(default_factory=list)  # (position, reason)
 
 
-def _prepare(encoder: "Encoder", path: str):
+def _prepare(encoder: "ImageModel", path: str):
     try:
         return encoder.preprocess(load_image(path)), None
     except ImageReadError as exc:
@@ -116,7 +123,7 @@ def _prepare(encoder: "Encoder", path: str):
         return None, f"unreadable ({type(exc).__name__}: {exc})"
 
 
-def iter_image_batches(encoder: "Encoder", paths: Sequence[str], batch_size: int, workers: int
+def iter_image_batches(encoder: "ImageModel", paths: Sequence[str], batch_size: int, workers: int
                        ) -> Iterator[tuple[list[int], list, list[tuple[int, str]]]]:
     """Yield (positions, tensors, failures) per batch; decoding runs `workers` threads ahead of the caller."""
     if encoder.preprocess is None:
@@ -177,7 +184,7 @@ def keep_freed_memory() -> bool:
     return bool(mallopt(_M_TRIM_THRESHOLD, ALLOCATOR_BYTES))
 
 
-def encode_image_files(encoder: "Encoder", paths: Sequence[str], batch_size: int = 32,
+def encode_image_files(encoder: "ImageModel", paths: Sequence[str], batch_size: int = 32,
                        workers: int = 2) -> ImageBatchResult:
     import torch
     keep_freed_memory()

@@ -1,6 +1,6 @@
 """The collections a server holds open, re-opened when their manifest changes.
 
-A commit (`engine.core.store.commit`) writes a generation's files first and its manifest last, so a
+A commit (`engine.core.store.generations.commit`) writes a generation's files first and its manifest last, so a
 manifest that changed names complete files; the new generation is opened and verified beside the old one,
 which keeps answering until the swap, and any failure (a later commit already deleting those files) keeps
 the old one and tries again on the next request. No request ever sees a half-written generation.

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.core.encoders import load_encoder
+from engine.core.encoders.registry import load_encoder
 from engine.errors import EngineError
 
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from conftest import REPO, run_cli
 
-from engine.core import store
+from engine.core.store import generations
 from engine.core.collection import MANIFEST, Collection
-from engine.core.index import SearchKnobs
+from engine.core.index.faiss_index import SearchKnobs
 from engine.errors import EngineError
 
 
@@ -55,7 +55,7 @@ def test_hits_read_only_their_rows_and_the_previous_format_opens(tmp_path):
     assert [[h.id for h in hs] for hs in hits] == [[f"d{i}" for i in row] for row in want]
     assert hits[1][0].meta == meta[123] and col._items is None  # the 300 rows were never parsed
     offsets = np.load(col.file("item_offsets"))
-    assert len(offsets) == 301 and np.array_equal(offsets, store.line_offsets(col.file("items")))
+    assert len(offsets) == 301 and np.array_equal(offsets, generations.line_offsets(col.file("items")))
     # a collection written before the offset index: no item_offsets role, the file is scanned for newlines
     manifest = json.loads((col.path / MANIFEST).read_text())
     gone = manifest["roles"].pop("item_offsets")
@@ -69,8 +69,8 @@ def test_hits_read_only_their_rows_and_the_previous_format_opens(tmp_path):
 
 @pytest.mark.parametrize("factory,min_recall", [("SQfp16", 0.99), ("SQ8", 0.9)])
 def test_float16_and_sq8_stores_round_trip(tmp_path, factory, min_recall):
-    from engine.core.build import BuildOptions
-    from engine.core.index import STORES
+    from engine.core.build.options import BuildOptions
+    from engine.core.index.faiss_index import STORES
     assert STORES == {"float32": "Flat", "float16": "SQfp16", "sq8": "SQ8"}
     assert BuildOptions(store="float16").factory() == "SQfp16"
     with pytest.raises(EngineError, match="store sq8 is for exact search"):
@@ -111,7 +111,7 @@ def test_query_time_knobs_override_for_one_call_only(tmp_path):
 
 
 def test_index_auto_measures_and_respects_a_tiny_budget(tmp_path):
-    from engine.core.autoindex import memory_bytes, parse_bytes
+    from engine.core.index.auto import memory_bytes, parse_bytes
     assert parse_bytes("4G") == 4 * 2**30 and parse_bytes("512m") == 512 * 2**20 and parse_bytes(None) is None
     with pytest.raises(EngineError, match="memory_budget must be a size"):
         parse_bytes("lots")
@@ -198,7 +198,7 @@ def test_streamed_flat_index_file_is_what_faiss_writes(tmp_path):
     import faiss
 
     from engine.core.encoders.base import l2_normalize
-    from engine.core.index import FlatFile
+    from engine.core.index.faiss_index import FlatFile
     x = _clustered(1000, dim=24)
     FlatFile(x, normalize=True, block=300).write(tmp_path / "streamed.faiss")
     ref = faiss.IndexFlatIP(24)

@@ -11,8 +11,8 @@ import pytest
 from engine.core.cli import bare_ray_flag
 from engine.core.collection import Collection
 from engine.core.encoders.base import l2_normalize
-from engine.core.ondisk import LISTS_FILE, build_ivf_on_disk
-from engine.core.shards import ShardedIndex, build_sharded, merge_top_k, search_on_ray, split_rows
+from engine.core.index.ondisk import LISTS_FILE, build_ivf_on_disk
+from engine.core.index.shards import ShardedIndex, build_sharded, merge_top_k, search_on_ray, split_rows
 from engine.errors import EngineError
 
 
@@ -95,7 +95,7 @@ def test_sharded_collection_round_trip_and_add(tmp_path):
 
 def test_ray_is_needed_only_when_asked(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "ray", None)
-    from engine.core.distributed import import_ray
+    from engine.core.cluster import import_ray
     with pytest.raises(EngineError, match="ray is not installed.*engine\\[ray\\]"):
         import_ray()
     with pytest.raises(EngineError, match="ray is not installed"):

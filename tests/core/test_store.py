@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from engine.core import store
+from engine.core.store import generations
 from engine.core.collection import MANIFEST, Collection
 from engine.errors import EngineError
 
@@ -16,12 +16,12 @@ def _vectors(n: int = 6, dim: int = 8, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).normal(size=(n, dim)).astype(np.float32)
 
 
-def _folder_writer(text: str) -> store.FileWriter:
+def _folder_writer(text: str) -> generations.FileWriter:
     def write(path):
         (path / "a.txt").write_text(text)
         (path / "sub").mkdir()
         (path / "sub" / "b.txt").write_text(text * 2)
-    return store.FileWriter("", write)
+    return generations.FileWriter("", write)
 
 
 def test_named_arrays_documents_and_folders_round_trip(tmp_path):
@@ -29,7 +29,7 @@ def test_named_arrays_documents_and_folders_round_trip(tmp_path):
     col = Collection.from_vectors("c", [f"i{n}" for n in range(6)], vecs, None, "text", root=tmp_path,
                                   arrays={"scores": extra_arr}, files={"notes": _folder_writer("hi")},
                                   extra={"task": "demo", "k": 3})
-    assert col.manifest["format"] == store.FORMAT and col.extra == {"task": "demo", "k": 3}
+    assert col.manifest["format"] == generations.FORMAT and col.extra == {"task": "demo", "k": 3}
     assert sorted(col.stored) == ["notes", "scores"]
     assert np.array_equal(col.array("scores"), extra_arr) and col.array("scores").dtype == np.float16
     assert (col.file("notes") / "sub" / "b.txt").read_text() == "hihi"
@@ -89,8 +89,8 @@ def test_previous_format_opens_and_newer_format_is_refused(tmp_path):
     (col.path / MANIFEST).write_text(json.dumps(old))
     reopened = Collection.open("c", tmp_path)
     assert reopened.info()["format"] == 1 and reopened.ids == ["a", "b"]
-    (col.path / MANIFEST).write_text(json.dumps({**manifest, "format": store.FORMAT + 1}))
-    with pytest.raises(EngineError, match=f"format {store.FORMAT + 1} was written by a newer engine"):
+    (col.path / MANIFEST).write_text(json.dumps({**manifest, "format": generations.FORMAT + 1}))
+    with pytest.raises(EngineError, match=f"format {generations.FORMAT + 1} was written by a newer engine"):
         Collection.open("c", tmp_path)
 
 

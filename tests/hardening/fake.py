@@ -31,7 +31,7 @@ def _image_batch(batch):
 
 
 def load(spec: str) -> Encoder:
-    """Stands in for `engine.core.encoders.load_encoder`: `fake-image` embeds images, anything else texts."""
+    """Stands in for `engine.core.encoders.registry.load_encoder`: `fake-image` embeds images, anything else texts."""
     CALLS["loads"] += 1
     if spec.startswith("fake-image") or spec == "conse":
         return Encoder(spec="fake-image", dim=12, modalities=frozenset({"image"}), preprocess=_preprocess,
@@ -42,10 +42,10 @@ def load(spec: str) -> Encoder:
 
 def install(monkeypatch=None) -> None:
     """Route every encoder load to `load` (in a test with monkeypatch, or for good in a child process)."""
-    from engine.core import encoders
+    from engine.core.encoders import registry
     if monkeypatch is not None:
-        monkeypatch.setattr(encoders, "load_encoder", load)
+        monkeypatch.setattr(registry, "load_encoder", load)
     else:
-        encoders.load_encoder = load
+        registry.load_encoder = load
     for k in CALLS:
         CALLS[k] = 0

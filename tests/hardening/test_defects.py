@@ -137,7 +137,7 @@ def test_corrupt_zip_member_is_one_line(tmp_path, monkeypatch, capsys):
 
 
 def _recompute_checksums(folder):
-    from engine.core.store import sha256
+    from engine.core.store.generations import sha256
     m = json.loads((folder / MANIFEST).read_text())
     for name in m["files"]:
         m["files"][name] = {"bytes": (folder / name).stat().st_size, "sha256": sha256(folder / name)}

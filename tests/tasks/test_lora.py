@@ -119,7 +119,7 @@ def test_reads_the_real_ntcir_b_files_unchanged():
 def test_one_forward_pass_gives_pooled_style_statistics_and_joint(style_set, extractor):
     import torch
 
-    from engine.core.encoders import load_encoder
+    from engine.core.encoders.registry import load_encoder
     from engine.core.encoders.efficientnet import efficientnet_transform, pooled_and_logits
     from engine.core.images import load_image
     from engine.tasks.lora.features import effnet_style_features

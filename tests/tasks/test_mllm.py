@@ -72,7 +72,7 @@ def make_track(root: Path, dev_per_topic: int = 8, queries_per_topic: int = 2, s
 
 @pytest.fixture(scope="session")
 def encoder():
-    from engine.core.encoders import DEFAULT_TEXT_SPEC, load_encoder
+    from engine.core.encoders.registry import DEFAULT_TEXT_SPEC, load_encoder
     return load_encoder(DEFAULT_TEXT_SPEC)
 
 

@@ -109,7 +109,7 @@ def make_queries(root: Path, seed: int = 1) -> Path:
 
 @pytest.fixture(scope="session")
 def encoder():
-    from engine.core.encoders import DEFAULT_TEXT_SPEC, load_encoder
+    from engine.core.encoders.registry import DEFAULT_TEXT_SPEC, load_encoder
     return load_encoder(DEFAULT_TEXT_SPEC)  # cached per process: every test below reuses it
 
 

@@ -19,7 +19,8 @@ import numpy as np
 
 from engine.core.bm25 import BM25Index
 from engine.core.collection import DEFAULT_ROOT, MANIFEST, Collection, collection_path
-from engine.core.encoders import DEFAULT_TEXT_SPEC, Encoder, load_encoder
+from engine.core.encoders.registry import DEFAULT_TEXT_SPEC, load_encoder
+from engine.core.encoders.base import Encoder
 from engine.errors import EngineError, opt
 from engine.io.tables import read_json
 from engine.progress import info, track

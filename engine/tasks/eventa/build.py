@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Sequence
 
 from engine.core.bm25 import BM25Index
-from engine.core.build import BuildOptions as CoreBuildOptions
+from engine.core.build.options import BuildOptions as CoreBuildOptions
 from engine.core.collection import PARTIAL, Collection, collection_path, list_collections
 from engine.core.sources import Item
 from engine.core.text_pooling import pack_passages
@@ -111,7 +111,7 @@ def build_eventa(database: str | os.PathLike, images: str | os.PathLike, name: s
                  root: str | os.PathLike | None = None, options: BuildOptions = BuildOptions()) -> dict:
     """Build the image collection, then the article-passage collection with BM25 and the article → image map;
     returns the settings and counts stored with it."""
-    from engine.core.encoders import DEFAULT_IMAGE_SPEC, DEFAULT_TEXT_SPEC, load_encoder
+    from engine.core.encoders.registry import DEFAULT_IMAGE_SPEC, DEFAULT_TEXT_SPEC, load_encoder
     from engine.core.sources import image_items
 
     o = options

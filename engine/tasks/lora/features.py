@@ -15,7 +15,7 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from engine.core.encoders import load_encoder
+from engine.core.encoders.registry import load_encoder
 from engine.core.encoders.base import IMAGE, TEXT, Encoder
 from engine.core.encoders.registry import entry_for, specs_for
 from engine.errors import EngineError, opt

@@ -14,7 +14,8 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from engine.core.collection import DEFAULT_ROOT
-from engine.core.encoders import DEFAULT_TEXT_SPEC, l2_normalize
+from engine.core.encoders.base import l2_normalize
+from engine.core.encoders.registry import DEFAULT_TEXT_SPEC
 from engine.core.ranking import top_k_rows
 from engine.errors import EngineError
 from engine.eval.metrics import Metric, ndcg, parse_metrics, reciprocal_rank
@@ -125,7 +126,7 @@ def labels() -> dict[str, str]:
 
 
 def embed(texts: Sequence[str], model: str) -> np.ndarray:
-    from engine.core.encoders import load_encoder
+    from engine.core.encoders.registry import load_encoder
     encoder = load_encoder(model)
     info(f"embedding {len(texts)} questions with {encoder.spec}")
     return encoder.encode_texts(list(texts))

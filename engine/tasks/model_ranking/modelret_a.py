@@ -18,7 +18,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from engine.core.collection import DEFAULT_ROOT
-from engine.core.encoders import DEFAULT_TEXT_SPEC, l2_normalize
+from engine.core.encoders.base import l2_normalize
+from engine.core.encoders.registry import DEFAULT_TEXT_SPEC
 from engine.core.ranking import top_k_rows
 from engine.errors import EngineError
 from engine.eval.evaluate import evaluate
@@ -91,7 +92,7 @@ def embed_views(tasks: Sequence[Task], model: str, sample: int,
 
     Stats are z-scored with `stats_reference` (the training tasks' mean and std) when given.
     """
-    from engine.core.encoders import load_encoder
+    from engine.core.encoders.registry import load_encoder
 
     encoder = load_encoder(model)
     samples = [_sample([t for t in task.texts if t], sample, task.task_id) for task in tasks]

@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from engine.core import store
+from engine.core.store import generations
 from engine.core.collection import MANIFEST, Collection, collection_path
 from engine.errors import EngineError, opt
 from engine.progress import info, warn
@@ -47,7 +47,7 @@ class TrainingSide:
 
 def signature(inputs: Mapping[str, str | Path | None], settings: Mapping[str, Any]) -> str:
     """sha256 over the contents of the input files (by role; an absent one counts as absent) and the settings."""
-    digests = {role: store.sha256(Path(p)) if p is not None and Path(p).is_file() else None
+    digests = {role: generations.sha256(Path(p)) if p is not None and Path(p).is_file() else None
                for role, p in inputs.items()}
     record = {"layout": LAYOUT, "settings": dict(settings), "inputs": digests}
     return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()
@@ -73,7 +73,7 @@ def load(task: str, name: str, root: str | Path | None, key: str) -> TrainingSid
     if not (path / MANIFEST).is_file():
         raise _not_ours(path, task, "no collection" if path.is_dir() else "a file")
     hint = f"remove the folder or give another {opt('name')}"
-    col = Collection(path, store.read_manifest(path, hint))
+    col = Collection(path, generations.read_manifest(path, hint))
     stored_task = col.extra.get("task")
     if stored_task != task:
         raise _not_ours(path, task, f"the {stored_task} training set" if stored_task else
@@ -82,7 +82,7 @@ def load(task: str, name: str, root: str | Path | None, key: str) -> TrainingSid
         info(f"the inputs or settings differ from those of the training set stored in {path}: embedding it again")
         return None
     try:
-        store.verify(path, col.manifest, "embedding the training set again")
+        generations.verify(path, col.manifest, "embedding the training set again")
     except EngineError as exc:
         warn(str(exc))
         return None

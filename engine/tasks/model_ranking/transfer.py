@@ -16,7 +16,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from engine.core.encoders import l2_normalize
+from engine.core.encoders.base import l2_normalize
 from engine.core.ranking import top_k_rows
 from engine.errors import EngineError
 from engine.io.ids import first_duplicate

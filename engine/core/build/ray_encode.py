@@ -1,84 +1,27 @@
 """Builds on Ray: the item list read in blocks by Ray Data, images decoded in tasks, embeddings computed
 in an actor pool (one model per actor, one GPU per actor where the cluster has GPUs).
 
-Only the encoding moves: chunks come back to the driver and go through `engine.core.build` exactly as a
+Only the encoding moves: chunks come back to the driver and go through `engine.core.build.chunks` exactly as a
 local build's do (same `.partial/` plan, same chunk files and signatures), so a killed distributed build
 resumes, locally or on Ray, and a distributed build gives the collection a local build gives. Ray restarts
 a killed actor and re-runs its block (`max_restarts`/`max_task_retries` on the pool, `max_retries` on the
 decode tasks); an unreadable image is a failure row, skipped and listed in the manifest as locally.
 
-Ray is imported here only, when a build or a search asks for it (`missing_extra` otherwise).
+Ray comes through `engine.core.cluster`, which imports it only when a build asks for it.
 """
 from __future__ import annotations
 
-import logging
-from contextlib import contextmanager
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 
-from engine.errors import EngineError, missing_extra, opt
+from engine.core.build.chunks import chunk_bounds, chunk_data
+from engine.core.cluster import TASK_RETRIES, cluster_resources, import_ray
 
 if TYPE_CHECKING:
-    from engine.core.build import BuildOptions
+    from engine.core.build.options import BuildOptions
     from engine.core.sources import Item
-
-LOCAL = "local"
-"""`ray` address that starts a Ray on this machine for the run (what a bare `--ray` means)."""
-TASK_RETRIES = 3
-"""How often a failed decode task (a block) is run again before the build stops."""
-
-
-def import_ray():
-    try:
-        import ray
-        import ray.data  # the build needs Ray Data, not just the core
-    except ImportError:
-        raise missing_extra("ray", "ray") from None
-    return ray
-
-
-@contextmanager
-def ray_session(address: str | None) -> Iterator[Any]:
-    """Ray for the length of a build or a search: a running one is used as it is (and left running); else
-    `local` starts one on this machine and `auto`/`ray://host:port`/`host:port` joins a cluster, and it is
-    shut down afterwards."""
-    ray = import_ray()
-    if ray.is_initialized():
-        _quiet_ray_data()
-        yield ray
-        return
-    settings: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR}
-    try:
-        if address in (None, "", LOCAL):
-            ray.init(include_dashboard=False, **settings)
-        else:
-            ray.init(address=address, **settings)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise EngineError(f"cannot reach a Ray cluster at {address!r} ({str(exc).strip().splitlines()[0]}); "
-                          f"start one with `ray start --head`, or give {opt('ray')} local") from None
-    _quiet_ray_data()
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
-
-
-def _quiet_ray_data() -> None:
-    """Ray Data's own bars and execution logs off: the build shows one bar for the whole job."""
-    from ray.data import DataContext
-    logging.getLogger("ray.data").setLevel(logging.ERROR)
-    ctx = DataContext.get_current()
-    ctx.enable_progress_bars = False
-    ctx.print_on_execution_start = False
-
-
-def cluster_resources() -> tuple[int, int]:
-    """(CPUs, GPUs) of the running cluster."""
-    import ray
-    res = ray.cluster_resources()
-    return int(res.get("CPU", 1)), int(res.get("GPU", 0))
 
 
 @lru_cache(maxsize=4)
@@ -115,7 +58,8 @@ class _Encode:
     """Ray Data actor: one model per actor, loaded once, fed batches of texts or decoded images."""
 
     def __init__(self, spec: str, kind: str, threads: int, batch_size: int):
-        from engine.core.encoders import configure_threads, load_encoder
+        from engine.core.encoders.base import configure_threads
+        from engine.core.encoders.registry import load_encoder
         configure_threads(threads)
         self.encoder, self.kind, self.batch_size = load_encoder(spec), kind, batch_size
 
@@ -146,9 +90,8 @@ def _encode_actor(spec: str, kind: str, threads: int, batch_size: int) -> type:
 
 def encode_on_ray(encoder, kind: str, items: Sequence["Item"], todo: Sequence[int], o: "BuildOptions"
                   ) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
-    """`engine.core.build`'s chunk encoder on Ray: (chunk number, chunk data) as each chunk completes.
+    """`engine.core.build.chunks`' chunk encoder on Ray: (chunk number, chunk data) as each chunk completes.
     One Ray Data block per chunk; the driver only regroups rows (in any order) into their chunks."""
-    from engine.core.build import chunk_bounds, chunk_data
     ray = import_ray()
     from ray import cloudpickle
     bounds = chunk_bounds(len(items), o.chunk_size)
@@ -174,10 +117,10 @@ def encode_on_ray(encoder, kind: str, items: Sequence["Item"], todo: Sequence[in
             pending.setdefault(c, []).append({k: batch[k][mask] for k in ("pos", "emb", "error")})
             have[c] = have.get(c, 0) + int(mask.sum())
             if have[c] == bounds[c][1] - bounds[c][0]:
-                yield c, _assemble(pending.pop(c), encoder.dim, chunk_data)
+                yield c, _assemble(pending.pop(c), encoder.dim)
 
 
-def _assemble(parts: list[dict[str, np.ndarray]], dim: int, chunk_data) -> dict[str, np.ndarray]:
+def _assemble(parts: list[dict[str, np.ndarray]], dim: int) -> dict[str, np.ndarray]:
     """A chunk's rows, back in item order, in the local build's chunk format."""
     pos = np.concatenate([p["pos"] for p in parts]).astype(np.int64)
     emb = np.concatenate([p["emb"].reshape(-1, dim) for p in parts])

@@ -22,7 +22,7 @@ from typing import Iterator, Sequence, Union
 
 import numpy as np
 
-from engine.core.store import FileWriter
+from engine.core.store.generations import FileWriter
 
 LAYOUT_FILE = "index.json"
 INDEX_FILE = "index.faiss"
@@ -61,7 +61,7 @@ def source_lengths(sources: Sequence[Source]) -> list[int]:
 
 def training_sample(sources: Sequence[Source], factory: str) -> np.ndarray:
     """The rows `build_index` would train on, gathered shard by shard (so never the whole matrix)."""
-    from engine.core.index import training_rows
+    from engine.core.index.faiss_index import training_rows
     lengths = source_lengths(sources)
     pick = training_rows(sum(lengths), factory)
     parts, start = [], 0
@@ -80,7 +80,7 @@ def training_sample(sources: Sequence[Source], factory: str) -> np.ndarray:
 def trained_empty(factory: str, sources: Sequence[Source]):
     """An empty index of `factory` trained once, on the sample, with the engine's search parameters."""
     import faiss
-    from engine.core.index import build_index
+    from engine.core.index.faiss_index import build_index
     d = int(rows_of(sources[0]).shape[1])
     try:
         untrained = not faiss.index_factory(d, factory, faiss.METRIC_INNER_PRODUCT).is_trained
@@ -113,7 +113,7 @@ def fill_shards(trained, sources: Sequence[Source], on_ray: bool, global_ids: bo
         for s, source in enumerate(sources):
             yield s, fill_shard(blob, source, firsts[s] if global_ids else None)
         return
-    from engine.core.distributed import TASK_RETRIES, import_ray
+    from engine.core.cluster import TASK_RETRIES, import_ray
     ray = import_ray()
     task = ray.remote(max_retries=TASK_RETRIES)(fill_shard)
     blob_ref = ray.put(blob)
@@ -133,7 +133,7 @@ class OnDiskIVF:
     @classmethod
     def load(cls, folder: Path, params: dict[str, int] | None = None) -> "OnDiskIVF":
         import faiss
-        from engine.core.index import apply_search_params
+        from engine.core.index.faiss_index import apply_search_params
         with faiss_notes_silenced():
             index = faiss.read_index(str(Path(folder) / INDEX_FILE), faiss.IO_FLAG_ONDISK_SAME_DIR)
         apply_search_params(index, params or {})
@@ -185,5 +185,5 @@ def build_ivf_on_disk(sources: Sequence[Source], factory: str, folder: str | Pat
     del trained
     for _, path in shard_files:
         os.unlink(path)
-    from engine.core.index import default_search_params
+    from engine.core.index.faiss_index import default_search_params
     return OnDiskIVF.load(folder, default_search_params(factory))

@@ -114,7 +114,7 @@ def check_structure(folder: Path, manifest: dict, rebuild: str) -> None:
 
 def index_parts(index: Path, path: Path, rebuild: str) -> list[Path]:
     """The FAISS files of an `index` role: the file itself, or a folder's shards / on-disk IVF (its
-    index.json names the layout; engine.core.shards)."""
+    index.json names the layout; engine.core.index.shards)."""
     if not index.is_dir():
         return [index]
     import json

@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -224,11 +223,9 @@ def save_index(index, path) -> None:
     faiss.write_index(index, str(path))
 
 
-def load_index(path, params: dict[str, int] | None = None):
+def read_index_file(path, params: dict[str, int] | None = None):
+    """One `.faiss` file with its query-time knobs set (a folder index: `engine.core.index.loading`)."""
     faiss = faiss_module()
-    if Path(path).is_dir():  # sharded or on-disk (engine.core.shards)
-        from engine.core.shards import load_index_folder
-        return load_index_folder(Path(path), params or {})
     index = faiss.read_index(str(path))
     apply_search_params(index, params or {})
     return index

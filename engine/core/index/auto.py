@@ -19,7 +19,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from engine.core.index import build_index, faiss_module, use_blas_for
+from engine.core.index.faiss_index import build_index, faiss_module, use_blas_for
 from engine.errors import EngineError, opt
 
 PILOT = 100_000
@@ -246,7 +246,7 @@ def choose(vectors: np.ndarray, queries: np.ndarray, target: float = 0.95, budge
         for r in table:
             r["speedup"] = r["qps"] / exact_qps
     point = _best(table, target) or max(table, key=lambda r: r["recall@10"])
-    from engine.core.index import apply_search_params
+    from engine.core.index.faiss_index import apply_search_params
     apply_search_params(index, point["params"])
     return index, Choice(best.factory, point["params"], point["recall@10"], point["qps"], exact_qps, table,
                          pilot_rows, target, budget, queries_label)

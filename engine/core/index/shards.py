@@ -5,7 +5,7 @@ into the exact top-k of one index over all rows.
     index-G/index.json        {"layout": "shards", "rows": [n_0, n_1, …]}
     index-G/shard-0000.faiss  rows 0 … n_0-1, then the next shard, …
 
-Also the one place a folder `index` role is opened: sharded, or an IVF merged on disk (`engine.core.ondisk`).
+Also the one place a folder `index` role is opened: sharded, or an IVF merged on disk (`engine.core.index.ondisk`).
 Exactness: a shard returns its own top-k; the best k of all shards' lists (ties by row, as in one index) is
 the top-k of the union. With a shared IVF quantizer each query probes the same lists in every shard, so an
 IVF collection's sharded results are its unsharded ones too.
@@ -20,10 +20,10 @@ from typing import Sequence
 
 import numpy as np
 
-from engine.core.index import build_index
-from engine.core.ondisk import LAYOUT_FILE, OnDiskIVF, build_ivf_on_disk, fill_shards, is_ivf, trained_empty
+from engine.core.index.faiss_index import build_index, read_index_file
+from engine.core.index.ondisk import LAYOUT_FILE, OnDiskIVF, build_ivf_on_disk, fill_shards, is_ivf, trained_empty
 from engine.core.ranking import top_k_rows
-from engine.core.store import FileWriter
+from engine.core.store.generations import FileWriter
 from engine.errors import EngineError, opt
 
 
@@ -56,8 +56,7 @@ class ShardedIndex:
 
     @classmethod
     def load(cls, folder: Path, rows: Sequence[int], params: dict[str, int]) -> "ShardedIndex":
-        from engine.core.index import load_index
-        shards = [load_index(folder / f"shard-{s:04d}.faiss", params) for s in range(len(rows))]
+        shards = [read_index_file(folder / f"shard-{s:04d}.faiss", params) for s in range(len(rows))]
         if [int(x.ntotal) for x in shards] != list(rows):
             raise EngineError(f"{folder}: shard sizes do not match {folder / LAYOUT_FILE}")
         return cls(shards, folder)
@@ -83,7 +82,7 @@ class ShardedIndex:
         """Search from now on fans out to one Ray actor per shard (each loads its shard file once)."""
         if self.folder is None:
             raise EngineError("only a stored sharded collection can be searched on Ray")
-        from engine.core.distributed import import_ray
+        from engine.core.cluster import import_ray
         ray = import_ray()
         actor = ray.remote(_ShardSearcher)
         self._actors = [actor.remote(str(self.folder / f"shard-{n:04d}.faiss"), _params(s))
@@ -114,8 +113,7 @@ class _ShardSearcher:
     """A Ray actor holding one shard."""
 
     def __init__(self, path: str, params: dict[str, int]):
-        from engine.core.index import load_index
-        self.index = load_index(path, params)
+        self.index = read_index_file(path, params)
 
     def search(self, queries: np.ndarray, k: int):
         return self.index.search(queries, k)
@@ -138,7 +136,7 @@ def build_scaled_index(emb: np.ndarray, factory: str, shards: int, on_ray: bool,
     if shards > 1:
         return build_sharded(emb, factory, shards, on_ray)
     if on_ray and is_ivf(factory):
-        from engine.core.distributed import cluster_resources
+        from engine.core.cluster import cluster_resources
         n = max(1, min(cluster_resources()[0], len(emb)))
         return build_ivf_on_disk([emb[lo:hi] for lo, hi in split_rows(len(emb), n)], factory, workdir / "ivf",
                                  on_ray=True)

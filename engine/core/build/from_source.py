@@ -1,0 +1,205 @@
+"""Building a collection from a source (an image folder or table, a text table, or ready items): resumable
+chunked encoding (`chunks`, locally or on Ray), the FAISS index, its recall on the queries users send, the
+commit. `add` appends new items without re-encoding old ones."""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from engine.core.build.chunks import encode_chunked, encode_local
+from engine.core.build.commit import commit_collection, new_manifest
+from engine.core.build.options import BuildOptions, BuildReport, build_options
+from engine.core.index.faiss_index import FlatFile, build_index, is_exact, recall_at_k
+from engine.core.sources import Item, image_items, text_items
+from engine.core.store.stored import IMAGE_FILES, MANIFEST, PARTIAL, StoredCollection, collection_path
+from engine.errors import EngineError, opt
+from engine.io.ids import trec_safe_ids
+from engine.progress import info, warn
+
+
+def build_collection(name: str, *, images: str | Path | None = None, texts: str | Path | None = None,
+                     items: Sequence[Item] | None = None, kind: str | None = None, root: str | Path | None = None,
+                     options: BuildOptions | None = None, report: BuildReport | None = None,
+                     extra: Mapping[str, Any] | None = None, **settings: Any) -> Path:
+    """See `Collection.build`; returns the collection's folder. The whole build holds the collection's writer
+    lock (`engine.core.store.lock`)."""
+    from engine.core.store.lock import writer_lock
+    o = build_options(options, **settings)
+    with writer_lock(collection_path(name, root), wait=o.wait):
+        if o.ray is None:
+            return _build_collection(name, images, texts, items, kind, root, o, report, extra)
+        from engine.core.cluster import ray_session
+        with ray_session(o.ray):
+            return _build_collection(name, images, texts, items, kind, root, o, report, extra)
+
+
+def _build_collection(name: str, images: str | Path | None, texts: str | Path | None, items: Sequence[Item] | None,
+                      kind: str | None, root: str | Path | None, o: BuildOptions, report: BuildReport | None,
+                      extra: Mapping[str, Any] | None) -> Path:
+    from engine.core.encoders.base import configure_threads
+    from engine.core.encoders.registry import DEFAULT_IMAGE_SPEC, DEFAULT_TEXT_SPEC, load_encoder, specs_for
+    from engine.io.ids import check_unique
+    if sum(x is not None for x in (images, texts, items)) != 1:
+        raise EngineError(f"give exactly one source: {opt('images')} or {opt('texts')}")
+    report = report if report is not None else BuildReport()
+    path = collection_path(name, root)
+    fields_used: list[str] | None = None
+    if items is not None:
+        if kind not in ("image", "text"):
+            raise EngineError("items need kind='image' or kind='text'")
+        items = list(items)
+        check_unique([it.id for it in items], "id", name)
+    elif images is not None:
+        kind = "image"
+        items = image_items(images, id_column=o.id_column, path_column=o.path_column)
+    else:
+        kind = "text"
+        items, fields_used = text_items(texts, id_column=o.id_column, fields=o.fields)
+    source_name = str(images or texts or f"{len(items)} items")
+    safe = trec_safe_ids([it.id for it in items], o.id_policy, source_name)
+    items = [it if it.id == s else replace(it, id=s) for it, s in zip(items, safe)]
+
+    model, index = o.model, o.factory()
+    old: StoredCollection | None = None
+    if o.add:
+        old = StoredCollection.open(name, root)
+        if old.kind != kind:
+            raise EngineError(f"collection {name!r} holds {old.kind}s; adding {kind}s needs a collection of {kind}s")
+        if model and load_encoder(model).spec != old.manifest["encoder"]:
+            raise EngineError(f"collection {name!r} was built with {old.manifest['encoder']}; items added to it "
+                              f"must use the same model (leave {opt('model')} out)")
+        model, index = old.manifest["encoder"], old.manifest["index_factory"]
+        o = replace(o, shards=int(old.manifest.get("shards", 1)))
+        have = set(old.ids)
+        report.skipped_existing = sum(1 for it in items if it.id in have)
+        items = [it for it in items if it.id not in have]
+        if report.skipped_existing:
+            info(f"{report.skipped_existing} items already in {name!r} are kept as they are")
+        if not items:
+            info(f"nothing new to add to {name!r}")
+            return path
+    elif (path / MANIFEST).exists() and not o.force:
+        raise EngineError(f"collection {name!r} already exists in {path.parent}/; "
+                          f"use {opt('add')} to append new items or {opt('force')} to rebuild it")
+
+    configure_threads(o.threads)
+    from engine.core.encoders.device import set_device
+    set_device(o.device)
+    encoder = load_encoder(model or (DEFAULT_IMAGE_SPEC if kind == "image" else DEFAULT_TEXT_SPEC))
+    if kind not in encoder.modalities:
+        raise EngineError(f"model {encoder.spec} cannot embed {kind}s; pick one of {', '.join(specs_for(kind))}")
+    if kind == "text":
+        _warn_truncation(encoder, items)
+
+    if o.ray is not None:
+        from engine.core.build.ray_encode import encode_on_ray
+    emb, kept, failed = encode_chunked(path, encoder, kind, items, o, report,
+                                       encode_local if o.ray is None else encode_on_ray)
+    for n, reason in failed:
+        report.failed.append({"id": items[n].id, "path": items[n].source, "reason": reason})
+
+    kept_items = [{"id": items[i].id, **items[i].meta} for i in kept]
+    if old is not None:
+        emb = np.concatenate([np.asarray(old.embeddings), emb]) if len(emb) else np.asarray(old.embeddings)
+        kept_items = old.items + kept_items
+    if len(kept_items) == 0:
+        raise EngineError(f"no item of {source_name} could be encoded; nothing to index")
+
+    choice = None
+    if index == "auto":
+        from engine.core.index.auto import choose, parse_bytes
+        label, queries = query_vectors(emb, encoder, kind, o.recall_queries, n=500)
+        faiss_index, choice = choose(emb, queries, o.recall, parse_bytes(o.memory_budget), label)
+        index, report.recall_at_10 = choice.factory, choice.recall
+        show_choice(choice.manifest())
+    else:
+        info(f"building FAISS index {index!r} over {len(kept_items)} × {encoder.dim}")
+        if o.ray is None and o.shards == 1:
+            faiss_index = FlatFile(emb) if index == "Flat" else build_index(emb, index)
+        else:
+            from engine.core.index.shards import build_scaled_index
+            faiss_index = build_scaled_index(emb, index, o.shards, on_ray=o.ray is not None, workdir=path / PARTIAL)
+        if not is_exact(index):
+            report.recall_at_10 = _sampled_recall(faiss_index, emb, encoder, kind, o.recall_queries)
+            info(f"recall@10 of {index!r} against exact search: {report.recall_at_10:.3f}")
+
+    manifest = new_manifest(name, kind, encoder.spec, int(encoder.dim), index,
+                            (old.manifest.get("sources", []) if old is not None else []) + [source_name],
+                            text_fields=fields_used if kind == "text" else None,
+                            skipped=(old.manifest.get("skipped", []) if old is not None else []) + report.failed,
+                            recall_at_10=report.recall_at_10, **({"shards": o.shards} if o.shards > 1 else {}))
+    if choice is not None:
+        manifest["search_params"], manifest["index_choice"] = choice.params, choice.manifest()
+    elif old is not None and old.manifest.get("search_params"):
+        manifest["search_params"] = old.manifest["search_params"]  # a tuned operating point is kept on --add
+    if old is not None:
+        manifest["created"] = old.manifest["created"]
+    commit_collection(path, manifest, emb, kept_items, faiss_index,
+                            extra={**(old.extra if old is not None else {}), **(extra or {})},
+                            documents=_image_files(old, items, kept) if kind == "image" else None)
+    if report.failed:
+        lines = "\n".join(f"  {f['path']}: {f['reason']}" for f in report.failed[:20])
+        more = f"\n  … and {len(report.failed) - 20} more (listed in {path / MANIFEST})" if len(report.failed) > 20 else ""
+        warn(f"{len(report.failed)} of {len(items)} images skipped:\n{lines}{more}")
+    info(f"collection {name!r}: {len(kept_items)} items in {path}")
+    return path
+
+
+def _image_files(old: StoredCollection | None, items: Sequence[Item], kept: Sequence[int]) -> dict[str, dict]:
+    """The indexed files of an image collection (old ones kept on `add`): the only files a server reads."""
+    files = dict(old.document(IMAGE_FILES)) if old is not None and IMAGE_FILES in old.stored else {}
+    files.update({items[i].id: items[i].source for i in kept})
+    return {IMAGE_FILES: files}
+
+
+def _warn_truncation(encoder, items: Sequence[Item]) -> None:
+    limit = int(encoder.info.get("max_seq_length") or 0)
+    if not limit:
+        return
+    # ~1.3 tokens a word, and at least one per 6 characters: one 20 MB "word" is far past the window too
+    long = sum(1 for it in items if max(len(it.source.split()) * 1.3, len(it.source) / 6) > limit)
+    if long:
+        warn(f"about {long} of {len(items)} texts exceed the model's {limit}-token window; "
+             f"only their beginning is embedded")
+
+def generic_captions(n: int, seed: int = 0) -> list[str]:
+    """Text queries for an image–text collection when the user gave none: "a photo of a <ImageNet class>"."""
+    from engine.core.encoders.conse import imagenet_synonyms
+    names = [s[0] for s in imagenet_synonyms()]
+    rng = np.random.default_rng(seed)
+    return [f"a photo of a {names[i]}" for i in rng.choice(len(names), min(n, len(names)), replace=False)]
+
+
+def query_vectors(emb: np.ndarray, encoder, kind: str, recall_queries: str | Path | None,
+                  n: int = 200) -> tuple[str, np.ndarray]:
+    """Queries of the modality users will really send, as vectors, and what they are: the given text queries,
+    generic captions for an image–text collection, else a sample of the collection's own vectors."""
+    rng = np.random.default_rng(0)
+    if recall_queries is not None:
+        from engine.io.tables import read_queries
+        texts = [t for _, t in read_queries(recall_queries)]
+        picked = texts if len(texts) <= n else [texts[i] for i in rng.choice(len(texts), n, replace=False)]
+        return f"{len(picked)} text queries from {recall_queries}", encoder.encode_texts(picked)
+    if "text" in encoder.modalities and kind == "image":
+        return f"{min(n, 1000)} generic text captions", encoder.encode_texts(generic_captions(n))
+    rows = rng.choice(len(emb), min(n, len(emb)), replace=False)
+    return f"{len(rows)} of the collection's own vectors", np.ascontiguousarray(emb[rows], dtype=np.float32)
+
+
+def _sampled_recall(index, emb: np.ndarray, encoder, kind: str, recall_queries: str | Path | None,
+                    n: int = 200) -> float:
+    """Recall@10 vs exact on queries of the modality users will really send (text for image-text collections)."""
+    return float(recall_at_k(index, emb, query_vectors(emb, encoder, kind, recall_queries, n)[1], k=10))
+
+
+def show_choice(choice: dict) -> None:
+    """Print `--index auto`'s measurements and the operating point it chose."""
+    from engine.core.index.auto import choice_table
+    from engine.display import format_table
+    params = ", ".join(f"{k}={v:g}" for k, v in choice["params"].items()) or "no knobs"
+    info(f"auto index on {choice['queries']}:\n{format_table(*choice_table(choice))}\n"
+         f"chosen: {choice['factory']} ({params}): recall@10 {choice['recall@10']:.3f}, "
+         f"{choice['speedup'] or 0:.1f}× exact QPS")

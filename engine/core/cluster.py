@@ -1,0 +1,66 @@
+"""A Ray session for a build or a search, and what the running cluster offers. Ray is imported here only,
+when a build or a search asks for it (`missing_extra` otherwise); the index (shards, on-disk IVF) and the
+build both use it, so it sits below both."""
+from __future__ import annotations
+
+import logging
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from engine.errors import EngineError, missing_extra, opt
+
+LOCAL = "local"
+"""`ray` address that starts a Ray on this machine for the run (what a bare `--ray` means)."""
+TASK_RETRIES = 3
+"""How often a failed decode task (a block) is run again before the build stops."""
+
+
+def import_ray():
+    try:
+        import ray
+        import ray.data  # the build needs Ray Data, not just the core
+    except ImportError:
+        raise missing_extra("ray", "ray") from None
+    return ray
+
+
+@contextmanager
+def ray_session(address: str | None) -> Iterator[Any]:
+    """Ray for the length of a build or a search: a running one is used as it is (and left running); else
+    `local` starts one on this machine and `auto`/`ray://host:port`/`host:port` joins a cluster, and it is
+    shut down afterwards."""
+    ray = import_ray()
+    if ray.is_initialized():
+        _quiet_ray_data()
+        yield ray
+        return
+    settings: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR}
+    try:
+        if address in (None, "", LOCAL):
+            ray.init(include_dashboard=False, **settings)
+        else:
+            ray.init(address=address, **settings)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise EngineError(f"cannot reach a Ray cluster at {address!r} ({str(exc).strip().splitlines()[0]}); "
+                          f"start one with `ray start --head`, or give {opt('ray')} local") from None
+    _quiet_ray_data()
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def _quiet_ray_data() -> None:
+    """Ray Data's own bars and execution logs off: the build shows one bar for the whole job."""
+    from ray.data import DataContext
+    logging.getLogger("ray.data").setLevel(logging.ERROR)
+    ctx = DataContext.get_current()
+    ctx.enable_progress_bars = False
+    ctx.print_on_execution_start = False
+
+
+def cluster_resources() -> tuple[int, int]:
+    """(CPUs, GPUs) of the running cluster."""
+    import ray
+    res = ray.cluster_resources()
+    return int(res.get("CPU", 1)), int(res.get("GPU", 0))

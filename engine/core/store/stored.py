@@ -1,0 +1,232 @@
+"""An opened collection folder at the store's level: its manifest checked on open (sizes and structure, no
+data read), its files by role, its arrays, JSON documents and item rows. No encoder, no index: the collection
+facade (`engine.core.collection`) adds those; a build reads an existing collection through this class."""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import re
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from engine.core.store import generations
+from engine.core.store.structure import check_structure
+from engine.errors import EngineError, opt
+from engine.progress import make_progress
+
+MANIFEST = generations.MANIFEST
+PARTIAL = ".partial"
+DEFAULT_ROOT = Path("indexes")
+CORE_ROLES = ("embeddings", "items", "item_offsets", "index")
+IMAGE_FILES = "image_files"
+"""JSON document of an image collection: item id → the file that was encoded (what thumbnails are read from)."""
+_ROLE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def collection_path(name: str, root: str | Path | None = None) -> Path:
+    if not name or any(c in name for c in "/\\") or name.startswith("."):
+        raise EngineError(f"collection name {name!r} must be a plain folder name (no slashes, not hidden)")
+    return Path(root if root is not None else DEFAULT_ROOT) / name
+
+
+def list_collections(root: str | Path | None = None) -> list[str]:
+    root = Path(root if root is not None else DEFAULT_ROOT)
+    return sorted(p.name for p in root.iterdir() if (p / MANIFEST).is_file()) if root.is_dir() else []
+
+
+def rebuild_hint(name: str) -> str:
+    return f"rebuild collection {name!r} ({opt('force')})"
+
+
+def now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def check_role_names(names: Sequence[str]) -> None:
+    for name in names:
+        if not _ROLE_NAME.match(name) or name in CORE_ROLES:
+            raise EngineError(f"stored array or file name {name!r} must be lower-case letters, digits and '_' "
+                              f"and not one of {', '.join(CORE_ROLES)}")
+
+
+class StoredCollection:
+    """A collection's folder and manifest; every read goes through `file(role)`, which tells a generation
+    replaced under an open reader from a damaged folder."""
+
+    def __init__(self, path: Path, manifest: dict):
+        self.path = path
+        self.manifest = manifest
+        self._items: list[dict] | None = None
+        self._offsets: np.ndarray | None = None
+
+    # ------------------------------------------------------------------ opening
+    @classmethod
+    def open(cls, name: str, root: str | Path | None = None, verify: bool | None = None) -> "StoredCollection":
+        """Read the manifest and `check` the files' presence and sizes (cheap at any size); `verify=True`
+        also reads every byte against its checksum (`verify`); `verify=False` checks nothing (a caller that
+        has just written the files, or that names an older layout itself before checking)."""
+        path = collection_path(name, root)
+        if not (path / MANIFEST).is_file():
+            known = list_collections(root)
+            hint = f"known: {', '.join(known)}" if known else "there are none yet"
+            partial = " (an interrupted build is there: run the same build again to resume)" \
+                if (path / PARTIAL).is_dir() else ""
+            raise EngineError(f"no collection {name!r} in {path.parent}/{partial}; build it first (with "
+                              f"{opt('images')} DIR or {opt('texts')} FILE) ({hint})")
+        for attempt in range(3):  # a writer may publish a new generation between our reads: read it again
+            manifest = generations.read_manifest(path, rebuild_hint(name))
+            col = cls(path, manifest)
+            try:
+                if verify:
+                    col.verify()
+                elif verify is None:
+                    col.check()
+                if verify is not False:
+                    check_structure(path, manifest, rebuild_hint(name))
+                return col
+            except (EngineError, FileNotFoundError) as exc:
+                if attempt == 2 or not col._rebuilt():
+                    if isinstance(exc, FileNotFoundError):
+                        raise EngineError(f"{exc.filename} is missing; {rebuild_hint(name)}") from None
+                    raise
+        raise AssertionError("unreachable")
+
+    def _rebuilt(self) -> bool:
+        """Whether a writer has published another generation since this manifest was read."""
+        try:
+            return generations.read_manifest(self.path, "").get("generation") != self.manifest.get("generation")
+        except EngineError:
+            return False
+
+    def check(self) -> None:
+        """Structural checks that read no data (run by every open): the manifest's files exist at their sizes."""
+        generations.check(self.path, self.manifest, rebuild_hint(self.name))
+
+    def verify(self) -> None:
+        """`check`, then every byte of every file against its sha256 (`engine verify NAME`)."""
+        files = self.manifest.get("files") or {}
+        total = sum(int((m or {}).get("bytes") or 0) for m in files.values()) if isinstance(files, dict) else 0
+        with make_progress() as bar:
+            task = bar.add_task(f"verifying {self.name}", total=total)
+            generations.verify(self.path, self.manifest, rebuild_hint(self.name), lambda n: bar.advance(task, n))
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def name(self) -> str:
+        return self.manifest.get("name", self.path.name)
+
+    @property
+    def kind(self) -> str:
+        return self.manifest["kind"]
+
+    @property
+    def dim(self) -> int:
+        return int(self.manifest["dim"])
+
+    def __len__(self) -> int:
+        return int(self.manifest["count"])
+
+    def file(self, role: str) -> Path:
+        """Where a role's file (or folder) lies; an unknown role is an error naming the ones there are."""
+        roles = self.manifest.get("roles", {})
+        if role not in roles:
+            raise EngineError(f"collection {self.name!r} in {self.path} stores no {role!r} "
+                              f"(it has {', '.join(roles) or 'nothing'}); {rebuild_hint(self.name)}")
+        path = self.path / roles[role]
+        if not path.exists() and self._rebuilt():
+            raise self._gone()
+        return path
+
+    def _gone(self) -> EngineError:
+        return EngineError(f"collection {self.name!r} was rebuilt while it was open; open it again")
+
+    @property
+    def extra(self) -> dict:
+        """The settings a task stored with the collection (empty for plain collections)."""
+        return dict(self.manifest.get("extra") or {})
+
+    @property
+    def stored(self) -> list[str]:
+        """Names of the arrays, JSON documents and folders stored beside the core files."""
+        return [r for r in self.manifest.get("roles", {}) if r not in CORE_ROLES]
+
+    def array(self, name: str) -> np.ndarray:
+        """A named array, memory-mapped (read-only)."""
+        return np.load(self.file(name), mmap_mode="r")
+
+    def document(self, name: str) -> Any:
+        """A named JSON document."""
+        return json.loads(self.file(name).read_text(encoding="utf-8"))
+
+    @property
+    def embeddings(self) -> np.ndarray:
+        return np.load(self.file("embeddings"), mmap_mode="r")
+
+    @property
+    def items(self) -> list[dict]:
+        if self._items is None:
+            try:
+                with open(self.file("items"), encoding="utf-8") as fh:
+                    self._items = [json.loads(line) for line in fh if line.strip()]
+            except FileNotFoundError:
+                raise self._gone() if self._rebuilt() else EngineError(
+                    f"{self.file('items')} is missing; {rebuild_hint(self.name)}") from None
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise EngineError(f"{self.file('items')}: damaged ({exc}); {rebuild_hint(self.name)}") from None
+        return self._items
+
+    @property
+    def ids(self) -> list[str]:
+        return [it["id"] for it in self.items]
+
+    def items_at(self, rows: Sequence[int]) -> list[dict]:
+        """The items rows at these positions, reading only their lines (all rows parsed once already: from memory)."""
+        if self._items is not None:
+            return [self._items[int(r)] for r in rows]
+        if self._offsets is None:
+            roles = self.manifest.get("roles", {})
+            offsets = np.load(self.file("item_offsets"), mmap_mode="r") if "item_offsets" in roles \
+                else generations.line_offsets(self.file("items"))
+            if len(offsets) != len(self) + 1:
+                raise EngineError(f"{self.file('items')} holds {len(offsets) - 1} rows, the manifest says "
+                                  f"{len(self)}; {rebuild_hint(self.name)}")
+            self._offsets = offsets
+        return generations.read_lines(self.file("items"), self._offsets, rows)
+
+    def info(self) -> dict[str, Any]:
+        m = self.manifest
+        out = {k: m[k] for k in ("name", "kind", "encoder", "dim", "metric", "count", "index_factory",
+                                 "search_params", "engine_version", "created", "updated") if k in m}
+        if m.get("index_choice"):
+            c = m["index_choice"]
+            out["index_choice"] = {k: c.get(k) for k in ("recall@10", "speedup", "target_recall", "memory_budget",
+                                                         "queries")}
+        out["format"] = m.get("format", 1)
+        if m.get("recall_at_10") is not None:
+            out["recall_at_10"] = m["recall_at_10"]
+        out["skipped"] = len(m.get("skipped", []))
+        if self.stored:
+            out["stored"] = self.stored
+        out["files"] = {f: v["bytes"] for f, v in m.get("files", {}).items()}
+        out["path"] = str(self.path)
+        return out
+
+
+def role_writers(arrays: Mapping[str, np.ndarray] | None, files: Mapping[str, generations.FileWriter] | None,
+                 documents: Mapping[str, Any] | None = None) -> dict[str, generations.FileWriter]:
+    """Writers for named arrays, JSON documents and folders, their role names checked."""
+    writers = {**{n: generations.npy(a) for n, a in (arrays or {}).items()},
+               **{n: generations.json_document(d) for n, d in (documents or {}).items()}, **(files or {})}
+    check_role_names(list(writers))
+    return writers
+
+
+def attach_roles(stored: StoredCollection, writers: Mapping[str, generations.FileWriter],
+                 extra: Mapping[str, Any] | None = None) -> None:
+    """Commit more roles (and merge `extra`) as a new generation that keeps every existing file."""
+    keep = {r: f for r, f in stored.manifest.get("roles", {}).items() if r not in writers}
+    manifest = {**stored.manifest, "updated": now(),
+                "extra": {**(stored.manifest.get("extra") or {}), **(extra or {})}}
+    generations.commit(stored.path, manifest, dict(writers), keep=keep)
