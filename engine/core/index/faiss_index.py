@@ -117,13 +117,16 @@ def search_index(index, queries: np.ndarray, k: int, stored: dict | None = None,
     use_blas_for(index)
     if not override:
         return index.search(queries, k)
+    parts = getattr(index, "shards", None) or [getattr(index, "index", index)]  # a folder index: its FAISS parts
     with _lock:
-        apply_search_params(index, override)
+        for part in parts:
+            apply_search_params(part, override)
         try:
             return index.search(queries, k)
         finally:
             back = {name: (stored or {}).get(name) for name in override}
-            apply_search_params(index, {n: v for n, v in back.items() if v is not None})
+            for part in parts:
+                apply_search_params(part, {n: v for n, v in back.items() if v is not None})
 
 
 def _min_training_points(factory: str) -> int:
