@@ -23,7 +23,7 @@ from typing import Iterator, Sequence, Union
 import numpy as np
 
 from engine.core.store.generations import FileWriter
-from engine.core.store.npy_rows import BLOCK, NpyRows
+from engine.core.store.npy_rows import BLOCK, NpyRows, pwrite_all
 
 LAYOUT_FILE = "index.json"
 INDEX_FILE = "index.faiss"
@@ -242,8 +242,8 @@ def build_ivf_blocks(rows: NpyRows | np.ndarray, factory: str, folder: str | Pat
             heads = np.flatnonzero(np.r_[True, own[1:] != own[:-1]])
             for a, b in zip(heads, np.r_[heads[1:], len(own)]):
                 li = int(own[a])
-                _pwrite(fd, codes[a:b], int(starts[li]) + int(fill[li]) * code_size)
-                _pwrite(fd, ids[a:b], int(starts[li]) + int(sizes[li]) * code_size + int(fill[li]) * 8)
+                pwrite_all(fd, codes[a:b], int(starts[li]) + int(fill[li]) * code_size)
+                pwrite_all(fd, ids[a:b], int(starts[li]) + int(sizes[li]) * code_size + int(fill[li]) * 8)
                 fill[li] += b - a
     finally:
         os.close(fd)
@@ -279,10 +279,3 @@ def _codes(ivf, x: np.ndarray, lists: np.ndarray) -> np.ndarray:
     if len(x):
         ivf.encode_vectors(len(x), faiss.swig_ptr(x), faiss.swig_ptr(lists.astype(np.int64)), faiss.swig_ptr(codes))
     return codes
-
-
-def _pwrite(fd: int, array: np.ndarray, pos: int) -> None:
-    view = memoryview(np.ascontiguousarray(array)).cast("B")
-    while view:
-        done = os.pwrite(fd, view, pos)
-        view, pos = view[done:], pos + done

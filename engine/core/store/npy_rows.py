@@ -173,16 +173,20 @@ class NpyFile:
             raise ValueError(f"rows {lo}..{lo + len(data)} of width {data.shape[1:]} do not fit {self.path}")
         fd = os.open(self.path, os.O_WRONLY)
         try:
-            view, pos = memoryview(data).cast("B"), self.offset + lo * self.dim * 4
-            while view:
-                done = os.pwrite(fd, view, pos)
-                view, pos = view[done:], pos + done
-            os.fsync(fd)
+            pwrite_all(fd, data, self.offset + lo * self.dim * 4)
         finally:
             os.close(fd)
 
     def rows(self) -> NpyRows:
         return NpyRows.open([self.path])
+
+
+def pwrite_all(fd: int, array: np.ndarray, pos: int) -> None:
+    """An array's bytes written at `pos` of an open file (through the page cache: no mapping of the file)."""
+    view = memoryview(np.ascontiguousarray(array)).cast("B")
+    while view:
+        done = os.pwrite(fd, view, pos)
+        view, pos = view[done:], pos + done
 
 
 def _header(n: int, dim: int) -> bytes:
