@@ -113,7 +113,7 @@ def normalized_copy(vectors, partial: Path, block: int, report: BuildReport) -> 
     (marked in `blocks.bin`) are kept."""
     n, dim = int(vectors.shape[0]), int(vectors.shape[1])
     out = NpyFile(partial / "embeddings.npy", n, dim)
-    marks = _Marks(partial / "blocks.bin", -(-n // block))
+    marks = _Marks(partial / "blocks.bin", -(-n // block), reset=out.fresh)
     with make_progress() as bar:
         task = bar.add_task("normalizing vectors", total=n)
         for b, lo in enumerate(range(0, n, block)):
@@ -133,9 +133,9 @@ def normalized_copy(vectors, partial: Path, block: int, report: BuildReport) -> 
 class _Marks:
     """One byte per block, set once the block's rows are written (a killed build's progress)."""
 
-    def __init__(self, path: Path, blocks: int):
+    def __init__(self, path: Path, blocks: int, reset: bool = False):
         self.path = path
-        if not path.is_file() or path.stat().st_size != blocks:
+        if reset or not path.is_file() or path.stat().st_size != blocks:
             path.write_bytes(bytes(blocks))
         self.state = bytearray(path.read_bytes())
 

@@ -162,7 +162,10 @@ class NpyFile:
         header = _header(n, dim)
         self.offset = len(header)
         size = self.offset + n * dim * 4
-        if not (self.path.is_file() and self.path.stat().st_size == size and _same_header(self.path, header)):
+        if self.path.is_file() and self.path.stat().st_nlink > 1:
+            self.path.unlink()  # also a committed generation's file (a build killed after its commit): never write it
+        self.fresh = not (self.path.is_file() and self.path.stat().st_size == size and _same_header(self.path, header))
+        if self.fresh:  # started now: whatever a caller recorded as written before is not there
             with open(self.path, "wb") as fh:
                 fh.write(header)
                 fh.truncate(size)
