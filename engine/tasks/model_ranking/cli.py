@@ -138,9 +138,11 @@ def mllm_cmd(
     out: Annotated[Optional[Path], typer.Option("--out", help="TREC run to write (every LLM for every question).")]
     = None,
     cv: Annotated[bool, typer.Option("--cv", help="Cross-validate on the dev questions: nDCG@10 and MRR of the "
-                                     "prior, transfer (fixed and tuned per fold) and LTR, mean ± std over --repeats, "
+                                     "prior, transfer (fixed and tuned per fold), LTR and the guarded blend, mean ± std over --repeats, "
                                      "paired p against the prior.")] = False,
-    method: Annotated[str, typer.Option("--method", help="ltr: LightGBM LambdaRank over transfer features; transfer: "
+    method: Annotated[str, typer.Option("--method", help="guarded: LTR blended with the popularity prior, weight by "
+                      "CV inside the dev questions and 0 unless nDCG@10 and MRR both hold; ltr: LightGBM LambdaRank "
+                      "over transfer features; transfer: "
                       f"fixed k={mllm.FIXED.k} T={mllm.FIXED.temperature:g} prior weight "
                       f"{mllm.FIXED.prior_weight:g}; tuned: params by leave-one-out nDCG@10 on the dev questions (the "
                       "first version's default).")] = MLLM.method,
