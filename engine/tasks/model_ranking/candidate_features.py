@@ -48,8 +48,8 @@ class FeatureOptions:
     """which stored features the scores use (both are stored)."""
 
     def __post_init__(self) -> None:
-        for flag, value, (lo, hi) in (("max-texts", self.max_texts, MAX_TEXTS),
-                                      ("max-length", self.max_length, MAX_LENGTH)):
+        for flag, value, (lo, hi) in (("max_texts", self.max_texts, MAX_TEXTS),
+                                      ("max_length", self.max_length, MAX_LENGTH)):
             if not lo <= value <= hi:
                 raise EngineError(f"{opt(flag)} must be within {lo}..{hi}, not {value}")
         check_device(self.device)
@@ -116,6 +116,7 @@ def _store(root: Path, name: str, key: str, task_id: str, model: str, mean: np.n
 
 def load_model(source: str, device: str):
     """A candidate's tokenizer and encoder (fp16 on CUDA), or one line naming it when it cannot be loaded."""
+    from engine.core.encoders import torchvision_patch  # noqa: F401  (before transformers)
     from transformers import AutoModel, AutoTokenizer
 
     try:

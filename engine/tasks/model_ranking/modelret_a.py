@@ -20,7 +20,7 @@ from engine.core.collection import DEFAULT_ROOT
 from engine.core.encoders.base import l2_normalize
 from engine.core.encoders.registry import DEFAULT_TEXT_SPEC
 from engine.core.ranking import top_k_rows
-from engine.errors import EngineError
+from engine.errors import EngineError, opt
 from engine.eval.evaluate import evaluate
 from engine.eval.metrics import Judged, parse_metrics
 from engine.eval.profiles import PROFILES
@@ -78,8 +78,8 @@ class ModelretAOptions:
         if self.method not in METHODS:
             raise EngineError(f"unknown method {self.method!r}; methods: {', '.join(METHODS)}")
         if self.method in FEATURE_METHODS and self.features.candidates is None:
-            raise EngineError(f"--method {self.method} scores the candidates' own features: give --candidates "
-                              "models.csv (and --checkpoints DIR offline)")
+            raise EngineError(f"{opt('method')} {self.method} scores the candidates' own features: give "
+                              f"{opt('candidates')} models.csv (and {opt('checkpoints')} DIR offline)")
 
 
 # ---------------------------------------------------------------- views
@@ -244,8 +244,12 @@ def model_descriptors(train_dir: str | Path, model_ids: Sequence[str]) -> np.nda
 # ---------------------------------------------------------------- candidate features
 
 
-def candidate_models(options: ModelretAOptions, model_ids: Sequence[str]) -> dict[str, str]:
-    """`--candidates` (id → name) in the training set's column order; an id it does not know is an error."""
+def candidate_models(options: ModelretAOptions, train_dir: str | Path) -> dict[str, str] | None:
+    """`--candidates` (id → name) in the column order of the training set's models.csv; an id it does not list
+    is an error; None without `--candidates`."""
+    if options.features.candidates is None:
+        return None
+    model_ids = list(read_models(Path(train_dir) / "models.csv"))
     models = candidate_features.read_candidates(options.features)
     unknown = [m for m in models if m not in model_ids]
     if unknown:
@@ -331,8 +335,8 @@ def cross_validate_tasks(train_dir: str | Path, tasks_csv: str | Path | None = N
     """`engine modelret-a --cv`: every method on the same `repeats` × k-fold splits, nDCG@1/3/5 overall and
     per criticality tier, mean ± std over repeats, paired p against the average-rank baseline. With
     `--candidates`, also each transferability score and LTR over them (features computed once, then cached)."""
+    models = candidate_models(options, train_dir)  # before anything is embedded: bad input fails fast
     side = training_side(train_dir, tasks_csv, options)
-    models = candidate_models(options, side.candidate_ids) if options.features.candidates is not None else None
     n, m = side.scores.shape
     nf1, grades, views = side.scores, side.grades, unit_views(side.embeddings)
     names = parse_views(options.views)
@@ -430,8 +434,7 @@ def rank_tasks(train_dir: str | Path, queries_dir: str | Path, out: str | Path,
     side = training_store.load(TASK, options.name, options.root, key)
     training = read_training(train_dir, tasks_csv) if side is None else None
     queries = read_query_tasks(queries_dir, tasks_csv)  # before embedding: a bad query folder fails fast
-    model_ids = side.candidate_ids if side is not None else training.model_ids
-    models = candidate_models(options, model_ids) if options.features.candidates is not None else None
+    models = candidate_models(options, train_dir)
     if side is None:
         side = store_training(training, options, key)
     reference = (side.arrays["stats_mean"], side.arrays["stats_std"])
