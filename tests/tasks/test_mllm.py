@@ -87,12 +87,12 @@ def test_cv_transfer_and_ltr_beat_the_prior(track, tmp_path: Path, encoder):
                                       "--llm-ids", str(track["ids"]), "--cv", "--folds", "4", "--repeats", "2", "--full",
                                       "--report", str(report), "--root", str(tmp_path / "idx"), "--quiet"])
     assert result.exit_code == 0, result.output
-    assert "| LTR (LambdaRank) (default) |" in result.output and "| nDCG@10 | p nDCG@10 | MRR | p MRR |" in result.output
+    assert "| guarded: LTR ⊕ prior (default) |" in result.output and "| nDCG@10 | p nDCG@10 | MRR | p MRR |" in result.output
     cv = json.loads(report.read_text())
     assert cv["repeats"] == 2 and cv["baseline"] == "prior (mean target)"
     rows = cv["all"]
     prior = rows["prior (mean target)"]
-    for variant in ("transfer", "transfer, params tuned per fold", "LTR (LambdaRank) (default)"):
+    for variant in ("transfer", "transfer, params tuned per fold", "LTR (LambdaRank)", "guarded: LTR ⊕ prior (default)"):
         assert rows[variant]["ndcg@10"]["mean"] > prior["ndcg@10"]["mean"] + 0.3, variant
         assert rows[variant]["mrr"]["mean"] > 0.9 > prior["mrr"]["mean"], variant
         assert rows[variant]["ndcg@10"]["p"] < 0.01

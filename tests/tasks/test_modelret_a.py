@@ -149,10 +149,13 @@ def test_cv_transfer_ensemble_and_ltr_beat_average_rank(release: Path, tmp_path:
         return next(v for name, v in cv["all"].items() if name.startswith(prefix))["ndcg_exp@1"]
 
     base = at1("average rank")["mean"]
-    for variant in ("transfer: text", "transfer: instruction", "view ensemble: text+instruction+labels+stats (default)",
-                    "LTR"):
+    for variant in ("transfer: text", "transfer: instruction", "view ensemble: text+instruction+labels+stats",
+                    "LTR", "guarded: view ensemble"):
         assert at1(variant)["mean"] > base + 0.3, variant
-    assert at1("view ensemble: text+instruction+labels+stats (default)")["p"] < 0.01
+    assert at1("view ensemble: text+instruction+labels+stats")["p"] < 0.01
+    # the default is the guarded blend; where the signal is this strong its weight leaves the baseline
+    assert "guarded: view ensemble text+instruction+labels+stats ⊕ average rank (default)" in cv["all"]
+    assert at1("guarded")["p"] < 0.01
 
 
 def test_ltr_run_beats_the_prior_and_is_byte_identical(release: Path, tmp_path: Path, encoder):

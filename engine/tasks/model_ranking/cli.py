@@ -6,11 +6,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from engine.core.cli import Quiet, Root
+from engine.core.cli import Device, Quiet, Root
 from engine.errors import EngineError, opt
 from engine.io.atomic import write_json
 from engine.progress import info, set_quiet
 from engine.tasks.model_ranking import data, mllm, modelret_a
+from engine.tasks.model_ranking.candidate_features import MAX_LENGTH, MAX_TEXTS, FeatureOptions
 from engine.tasks.model_ranking.mllm import MllmOptions
 from engine.tasks.model_ranking.modelret_a import ModelretAOptions
 from engine.tasks.model_ranking.study import Study
@@ -19,6 +20,7 @@ from engine.tasks.model_ranking.transfer import TransferOptions
 MODELRET_A = ModelretAOptions()
 MLLM = MllmOptions()
 TRANSFER = TransferOptions()
+FEATURES = FeatureOptions()
 
 
 def _values(values: tuple) -> str:
@@ -69,11 +71,26 @@ def modelret_a_cmd(
                                      "overall and per criticality, for the average-rank baseline, the prior, each "
                                      "view's transfer, the view ensemble and LTR, mean ± std over --repeats, "
                                      "paired p against the baseline.")] = False,
-    method: Annotated[str, typer.Option("--method", help="ensemble: mean of the views' transferred predictions at "
+    method: Annotated[str, typer.Option("--method", help="guarded: the view ensemble (with --candidates: LTR over "
+                      "the candidate features) blended with the average rank, weight by CV inside the training tasks "
+                      "and 0 unless it gains; ensemble: mean of the views' transferred predictions at "
                       f"fixed k={modelret_a.FIXED.k} T={modelret_a.FIXED.temperature:g} prior weight "
-                      f"{modelret_a.FIXED.prior_weight:g}; ltr: LightGBM LambdaRank over transfer features; blend: the "
-                      "view blend and params with the best leave-one-out score (the first version's default; it "
-                      "over-fits 79 tasks).")] = MODELRET_A.method,
+                      f"{modelret_a.FIXED.prior_weight:g}; ltr: LightGBM LambdaRank over transfer features (and "
+                      "candidate features); blend: the view blend and params with the best leave-one-out score (the "
+                      "first version's default; it over-fits 79 tasks); logme, hscore, knn, linear: the candidates' "
+                      "transferability scores on the task's labelled texts (needs --candidates).")]
+    = MODELRET_A.method,
+    candidates: Annotated[Optional[Path], typer.Option("--candidates", help="models.csv (model_id, model_name) of the "
+                          "candidates to load and embed each task's labelled training texts with (cached per task "
+                          "and model under ROOT/NAME-features).", show_default=False)] = None,
+    checkpoints: Annotated[Optional[Path], typer.Option("--checkpoints", help="Folder holding each candidate as "
+                           "DIR/<model_name> (offline; default: load by Hugging Face name).", show_default=False)]
+    = None,
+    device: Device = FEATURES.device,
+    max_texts: Annotated[int, typer.Option("--max-texts", help="Labelled training texts per task the candidates "
+                         f"embed ({MAX_TEXTS[0]}..{MAX_TEXTS[1]}; a fixed sample).")] = FEATURES.max_texts,
+    max_length: Annotated[int, typer.Option("--max-length", help="Tokens per text for the candidates "
+                          f"({MAX_LENGTH[0]}..{MAX_LENGTH[1]}).")] = FEATURES.max_length,
     views: Annotated[Optional[str], typer.Option("--views", help="Views to use (comma-separated: text, instruction, "
                      "labels, stats) (default: all four); with --method blend, exactly this blend.",
                      show_default=False)] = MODELRET_A.views,
@@ -97,8 +114,11 @@ def modelret_a_cmd(
     """NTCIR-19 ModelRetrieval A: rank candidate models for a task by the normalized F1 they reached on similar
     training tasks."""
     set_quiet(quiet)
+    features = FeatureOptions(candidates=candidates, checkpoints=checkpoints, device=device, max_texts=max_texts,
+                              max_length=max_length)
     options = ModelretAOptions(model=model, sample=sample, method=method, views=views, full_cv=full, run_id=run_id,
-                               name=name, root=root, transfer=_transfer(k, temperature, prior_weight, folds))
+                               name=name, root=root, transfer=_transfer(k, temperature, prior_weight, folds),
+                               features=features)
     if cv:
         _print_cv(modelret_a.cross_validate_tasks(train, tasks_csv, options, repeats), modelret_a.labels(), report)
         return
@@ -118,9 +138,11 @@ def mllm_cmd(
     out: Annotated[Optional[Path], typer.Option("--out", help="TREC run to write (every LLM for every question).")]
     = None,
     cv: Annotated[bool, typer.Option("--cv", help="Cross-validate on the dev questions: nDCG@10 and MRR of the "
-                                     "prior, transfer (fixed and tuned per fold) and LTR, mean ± std over --repeats, "
+                                     "prior, transfer (fixed and tuned per fold), LTR and the guarded blend, mean ± std over --repeats, "
                                      "paired p against the prior.")] = False,
-    method: Annotated[str, typer.Option("--method", help="ltr: LightGBM LambdaRank over transfer features; transfer: "
+    method: Annotated[str, typer.Option("--method", help="guarded: LTR blended with the popularity prior, weight by "
+                      "CV inside the dev questions and 0 unless nDCG@10 and MRR both hold; ltr: LightGBM LambdaRank "
+                      "over transfer features; transfer: "
                       f"fixed k={mllm.FIXED.k} T={mllm.FIXED.temperature:g} prior weight "
                       f"{mllm.FIXED.prior_weight:g}; tuned: params by leave-one-out nDCG@10 on the dev questions (the "
                       "first version's default).")] = MLLM.method,

@@ -4,6 +4,7 @@ Million LLMs (dev questions, qrels, LLM ids, the grade → target map), read in 
 from __future__ import annotations
 
 import math
+import zlib
 import os
 import re
 from collections import Counter
@@ -26,6 +27,14 @@ LABEL_COLUMNS = ("labels", "label", "label_text", "class", "intent", "category",
                  "target", "type")
 
 
+def sample_indices(n: int, size: int, key: str) -> list[int]:
+    """At most `size` of range(n), in order, the same for the same `key` (a task id) on every run."""
+    if n <= size:
+        return list(range(n))
+    rng = np.random.default_rng(zlib.crc32(key.encode()))
+    return sorted(int(i) for i in rng.choice(n, size, replace=False))
+
+
 def relevance_grade(normalized_f1: float) -> int:
     """The organizers' grade: > 0.99 → 3, > 0.95 → 2, > 0.90 → 1, else 0."""
     return 3 if normalized_f1 > 0.99 else 2 if normalized_f1 > 0.95 else 1 if normalized_f1 > 0.90 else 0
@@ -39,6 +48,8 @@ class Task:
     label_counts: Counter
     instruction: str = ""
     criticality: str = ""
+    labelled: list[tuple[str, str]] = field(default_factory=list)
+    """train.jsonl's (text, label) rows, what candidate features are fitted to (several labels: joined by |)."""
 
     @property
     def label_names(self) -> list[str]:
@@ -214,6 +225,7 @@ def read_task(folder: str | Path, meta: dict[str, Any] | None = None, task_id: s
     files = [train] + ([folder / "val.jsonl"] if (folder / "val.jsonl").exists() else [])
     texts: list[str] = []
     labels: Counter = Counter()
+    labelled: list[tuple[str, str]] = []
     for path in files:
         rows = read_rows(path)
         if not rows:
@@ -226,9 +238,11 @@ def read_task(folder: str | Path, meta: dict[str, Any] | None = None, task_id: s
         for row in rows:
             texts.append(_row_text(path, row.line, row.data, text_cols))
             if path == train:
-                for label in _row_labels(path, row.line, row.data, label_cols):
+                row_labels = _row_labels(path, row.line, row.data, label_cols)
+                for label in row_labels:
                     labels[label] += 1
-    return Task(task_id=task_id, texts=texts, label_counts=labels,
+                labelled.append((texts[-1], "|".join(sorted(row_labels))))
+    return Task(task_id=task_id, texts=texts, label_counts=labels, labelled=labelled,
                 instruction=str(meta.get("task_instruction", "") or "").strip(),
                 criticality=str(meta.get("task_criticalness", "") or "").strip())
 

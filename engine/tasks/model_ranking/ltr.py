@@ -69,10 +69,12 @@ def _neighbour_stats(sim: np.ndarray, k: int) -> np.ndarray:
 
 
 def features(sims: Mapping[str, np.ndarray], scores: np.ndarray, params: TransferParams,
-             query_stats: np.ndarray | None, descriptors: np.ndarray, loo: bool) -> np.ndarray:
+             query_stats: np.ndarray | None, descriptors: np.ndarray, loo: bool,
+             extra: np.ndarray | None = None) -> np.ndarray:
     """Feature rows (queries × candidates, F) for queries with similarities `sims` (name → queries × training
     queries) to training queries with `scores`. `loo`: the queries ARE the training queries (square sims);
-    each one's neighbours are the others only."""
+    each one's neighbours are the others only. `extra` (queries × candidates × E; NaN = missing) is appended:
+    e.g. the candidates' transferability scores on the query (`query_candidate_block`)."""
     m = scores.shape[1]
     plain = TransferParams(params.k, params.temperature, 0.0)
     ranks = rank_targets(scores)
@@ -97,7 +99,25 @@ def features(sims: Mapping[str, np.ndarray], scores: np.ndarray, params: Transfe
     for stats in per_query + ([query_stats] if query_stats is not None else []):
         cols.append(np.broadcast_to(np.asarray(stats, np.float64)[:, None, :], (q, m, stats.shape[1])))
     cols.append(np.broadcast_to(descriptors[None, :, :], (q, m, descriptors.shape[1])))
+    if extra is not None:
+        cols.append(np.asarray(extra, np.float64))
     return np.concatenate(cols, axis=2).reshape(q * m, -1)
+
+
+def query_candidate_block(score_mats: Sequence[np.ndarray]) -> np.ndarray:
+    """(queries × candidates × 2·S) from S score matrices (queries × candidates, NaN = missing): each score
+    z-scored within its query and its rank position among the candidates (1 best … 0 worst); scores of one
+    task are comparable across candidates, not across tasks, so only within-query forms are features."""
+    cols = []
+    for mat in score_mats:
+        mat = np.asarray(mat, np.float64)
+        ok = np.isfinite(mat)
+        count = np.maximum(ok.sum(axis=1, keepdims=True), 1)
+        mean = np.where(ok, mat, 0.0).sum(axis=1, keepdims=True) / count
+        std = np.sqrt(np.where(ok, (mat - mean) ** 2, 0.0).sum(axis=1, keepdims=True) / count)
+        z = np.where(ok, (mat - mean) / np.where(std > 1e-12, std, 1.0), np.nan)
+        cols += [z, rank_targets(mat)]
+    return np.stack(cols, axis=2)
 
 
 def _lightgbm():
@@ -128,11 +148,12 @@ def fit_predict(train_x: np.ndarray, train_labels: np.ndarray, n_train: int, tes
 def predict(train_sims: Mapping[str, np.ndarray], query_sims: Mapping[str, np.ndarray], scores: np.ndarray,
             labels: np.ndarray, label_gain: Sequence[float], transfer_params: TransferParams,
             descriptors: np.ndarray, train_stats: np.ndarray | None = None, query_stats: np.ndarray | None = None,
-            params: LTRParams | None = None) -> np.ndarray:
+            params: LTRParams | None = None, train_extra: np.ndarray | None = None,
+            query_extra: np.ndarray | None = None) -> np.ndarray:
     """LTR predictions (queries × candidates) for new queries from the training queries (square `train_sims`,
     their `scores` and integer `labels`, -1 = unknown → label 0) and the new queries' `query_sims` to them."""
     n = scores.shape[0]
-    train_x = features(train_sims, scores, transfer_params, train_stats, descriptors, loo=True)
-    test_x = features(query_sims, scores, transfer_params, query_stats, descriptors, loo=False)
+    train_x = features(train_sims, scores, transfer_params, train_stats, descriptors, loo=True, extra=train_extra)
+    test_x = features(query_sims, scores, transfer_params, query_stats, descriptors, loo=False, extra=query_extra)
     q = next(iter(query_sims.values())).shape[0]
     return fit_predict(train_x, np.maximum(labels, 0).reshape(-1), n, test_x, q, label_gain, params)

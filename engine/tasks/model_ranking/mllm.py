@@ -24,7 +24,7 @@ from engine.eval.runs import write_run
 from engine.eval.validate import check_written
 from engine.io.tables import read_queries
 from engine.progress import info
-from engine.tasks.model_ranking import ltr, training_store
+from engine.tasks.model_ranking import baseline_blend, ltr, training_store
 from engine.tasks.model_ranking.data import DEFAULT_TARGETS, DevSet, grade_gains, parse_targets, read_dev
 from engine.tasks.model_ranking.study import Study, run_variant
 from engine.tasks.model_ranking.training_store import TrainingSide
@@ -38,7 +38,7 @@ TUNED = next(m for m in METRICS if m.family == "ndcg")
 """What tuning maximizes: nDCG@10."""
 LABELS = {"ndcg": "nDCG", "mrr": "MRR"}
 EMBEDDING = "question"
-METHODS = ("ltr", "transfer", "tuned")
+METHODS = ("guarded", "ltr", "transfer", "tuned")
 FIXED = TransferParams(k=10, temperature=0.1, prior_weight=0.5)
 """Transfer's params, fixed before the repeated-CV study (docs/model-ranking.md): never re-tuned per run."""
 REPEATS = 5
@@ -51,9 +51,10 @@ class MllmOptions:
     targets: str = DEFAULT_TARGETS
     """grade → target map; also the nDCG gains."""
     model: str = DEFAULT_TEXT_SPEC
-    method: str = "ltr"
-    """ltr: LambdaRank over transfer features (chosen by the rule of the repeated-CV study, docs/model-ranking.md);
-    transfer: FIXED params; tuned: params by leave-one-out nDCG@10 (the first version's default)."""
+    method: str = "guarded"
+    """guarded: LTR blended with the prior, the weight by CV inside the dev questions and 0 unless both nDCG@10
+    and MRR hold (`baseline_blend`); ltr: LambdaRank over transfer features; transfer: FIXED params; tuned:
+    params by leave-one-out nDCG@10 (the first version's default)."""
     full_cv: bool = False
     """--cv also runs transfer with params tuned per fold (nested; minutes at the real size)."""
     run_id: str = DEFAULT_RUN_ID
@@ -196,19 +197,40 @@ def cross_validate_dev(dev_queries: str | Path, qrels: str | Path, llm_ids: str 
         best, _ = tune(emb[tr] @ emb[tr].T, scores[tr], objective, grid, rows=tr)
         return transfer(emb[te] @ emb[tr].T, scores[tr], column_prior(scores[tr]), best)
 
+    def ltr_fold(tr, te):
+        return ltr_predict(emb[tr], emb[te], scores[tr], grades[tr], gain, side.candidate_ids, params)
+
+    chosen: list[float] = []
+
     variants: list[tuple[str, Callable, str]] = [
         (BASELINE, lambda tr, te: np.tile(column_prior(scores[tr]), (len(te), 1)), "mean target per LLM"),
         ("transfer" + (" (default)" if options.method == "transfer" else ""),
          lambda tr, te: transfer(emb[te] @ emb[tr].T, scores[tr], column_prior(scores[tr]), params), str(params)),
         ("transfer, params tuned per fold" + (" (default)" if options.method == "tuned" else ""), tuned,
          "k/T/w by inner leave-one-out nDCG@10 (the first version's default)"),
-        ("LTR (LambdaRank)" + (" (default)" if options.method == "ltr" else ""),
-         lambda tr, te: ltr_predict(emb[tr], emb[te], scores[tr], grades[tr], gain, side.candidate_ids, params),
-         f"LightGBM {ltr.LTRParams()}; transfer features at {params}")]
+        ("LTR (LambdaRank)" + (" (default)" if options.method == "ltr" else ""), ltr_fold,
+         f"LightGBM {ltr.LTRParams()}; transfer features at {params}"),
+        ("guarded: LTR ⊕ prior" + (" (default)" if options.method == "guarded" else ""),
+         guarded(ltr_fold, scores, grades, gain, m, chosen),
+         f"weight of LTR by inner {baseline_blend.INNER_FOLDS}-fold CV on the training folds, 0 unless the mean "
+         f"gain of nDCG@10 and MRR is ≥ {baseline_blend.MARGIN:g} SE and neither drops (nested)")]
     if not options.full_cv:
         variants = [v for v in variants if "per fold" not in v[0] or "(default)" in v[0]]
-    return Study([run_variant(name, fn, lambda p: per_query_scores(grades, gain, p), n, m, folds, repeats, note)
-                  for name, fn, note in variants], [metric.name for metric in METRICS], BASELINE, folds, repeats)
+    scored = [run_variant(name, fn, lambda p: per_query_scores(grades, gain, p), n, m, folds, repeats, note)
+              for name, fn, note in variants]
+    values, counts = np.unique(np.asarray(chosen), return_counts=True)
+    scored[-1].note += "; weights chosen: " + ", ".join(f"{v:g} ×{c}" for v, c in zip(values, counts))
+    return Study(scored, [metric.name for metric in METRICS], BASELINE, folds, repeats)
+
+
+def guarded(method: Callable, scores: np.ndarray, grades: np.ndarray, gain: Mapping[int, float], m: int,
+            chosen: list[float] | None = None) -> Callable:
+    """`method` blended with the prior (mean target), the weight fitted inside the training rows on nDCG@10 and
+    MRR, both guarded (`baseline_blend`)."""
+    metrics = [metric.name for metric in METRICS]
+    return baseline_blend.guarded(method, lambda tr, te: np.tile(column_prior(scores[tr]), (len(te), 1)),
+                                  lambda p, rows: per_query_scores(grades[rows], gain, p), metrics, metrics, m,
+                                  chosen)
 
 
 def rank_questions(dev_queries: str | Path, qrels: str | Path, queries: str | Path, out: str | Path,
@@ -230,7 +252,15 @@ def rank_questions(dev_queries: str | Path, qrels: str | Path, queries: str | Pa
     new_emb = embeddings["queries"] if embeddings is not None else embed([t for _, t in new], options.model)
     gain = grade_gains(options.targets)
     params = options.transfer.fixed(FIXED)
-    if options.method == "ltr":
+    if options.method == "guarded":
+        emb = np.concatenate([side.embeddings[EMBEDDING], new_emb])
+        n, chosen = len(side.query_ids), []
+        fold = lambda tr, te: ltr_predict(emb[tr], emb[te], side.scores[tr], side.grades[tr], gain,  # noqa: E731
+                                          side.candidate_ids, params)
+        predictions = guarded(fold, side.scores, side.grades, gain, len(side.candidate_ids), chosen)(
+            np.arange(n), np.arange(n, len(emb)))
+        how = f"weight {chosen[0]:g} on LambdaRank at {params}, the rest on the prior (inner 5-fold CV on dev)"
+    elif options.method == "ltr":
         predictions = ltr_predict(side.embeddings[EMBEDDING], new_emb, side.scores, side.grades, gain,
                                   side.candidate_ids, params)
         how = f"LambdaRank over transfer features at {params}"

