@@ -35,7 +35,24 @@ def build_app(tasks: Sequence[str] = TASKS) -> typer.Typer:
     serve_cli.register(app)
     for task in tasks:
         importlib.import_module(f"{task}.cli").register(app, validate, convert)
+    check_options_first(app)
     return app
+
+
+def check_options_first(app: typer.Typer, path: str = "") -> None:
+    """Every command checks its numeric options and output paths (`engine.io.options`) before its work."""
+    import functools
+    from engine.io.options import check_options
+    for info in app.registered_commands:
+        command = f"{path} {info.name or info.callback.__name__}".strip()
+        if getattr(info.callback, "__wrapped__", None) is not None:
+            continue
+
+        def checked(*args, __f=info.callback, __name=command, **kwargs):
+            return __f(*args, **check_options(__name, kwargs))
+        info.callback = functools.wraps(info.callback)(checked)
+    for group in app.registered_groups:
+        check_options_first(group.typer_instance, f"{path} {group.name}".strip())
 
 
 def _show_version(value: bool) -> None:
