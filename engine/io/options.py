@@ -45,8 +45,11 @@ class Range:
             return None
         if self.listed:
             for part in str(value).split(","):
-                if part.strip():
-                    self._one(name, part.strip(), raw=value)
+                try:
+                    float(part)
+                except ValueError:
+                    continue  # the command's own parser names what is not a number
+                self._one(name, part.strip(), raw=value)
             return value
         return self._one(name, value)
 
@@ -63,6 +66,9 @@ class Range:
         if isinstance(number, bool) or not isinstance(number, (int, float)):
             raise EngineError(f"{opt(name)} must be {self.describe()}, not {value!r}")
         shown = raw if raw is not None else value
+        if (not self.integer and not self.open_lo and self.lo is not None and self.hi is not None
+                and not self.lo <= number <= self.hi):
+            raise EngineError(f"{opt(name)} must be between {_num(self.lo)} and {_num(self.hi)}, not {shown}")
         if not math.isfinite(number):
             raise EngineError(f"{opt(name)} must be {self.describe()}, not {shown}")
         if self.lo is not None and (number <= self.lo if self.open_lo else number < self.lo):
@@ -112,7 +118,7 @@ RANGES: dict[str, Range] = {
     "prior_weight": Float(0, 1_000),
     "folds": Int(2, 1_000),
     "repeats": Int(1, 1_000),
-    "passage_words": Int(1, 100_000),
+    "passage_words": Int(16, 100_000),      # the passage splitter's floor (engine.tasks.eventa.build)
     "dense_weight": Float(0, 1_000),
     "bm25_weight": Float(0, 1_000),
     "top_articles": Int(1, MAX_K),
@@ -147,7 +153,7 @@ def check_options(command: str, values: dict[str, Any]) -> dict[str, Any]:
         return out
     for name, value in values.items():
         declared = range_for(command, name)
-        if declared is not None:
+        if declared is not None and not isinstance(value, Path):  # `dse --folds` is a folder of splits
             out[name] = declared.check(name, value)
         elif name in OUTPUTS and isinstance(value, Path):
             check_writable(value, folder=name == "out_dir")
