@@ -12,7 +12,7 @@ Ray comes through `engine.core.cluster`, which imports it only when a build asks
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 import numpy as np
 
