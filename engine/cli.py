@@ -117,8 +117,9 @@ def main() -> None:
     try:
         command()
     except EngineError as exc:
+        from rich.markup import escape
         from engine.progress import console
-        console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True, markup=True)
+        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True, markup=True)
         sys.exit(2)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
