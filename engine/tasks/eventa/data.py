@@ -145,14 +145,14 @@ def read_labeled(path: str | os.PathLike, id_column: str | None = None, text_col
     out: list[Labeled] = []
     seen: dict[str, int] = {}
     for row in rows:
-        qid = str(row.data.get(id_col, "") or "").strip()
-        text = str(row.data.get(text_col, "") or "").strip()
-        image = str(row.data.get(image_col, "") or "").strip()
+        qid = id_text(row.data.get(id_col), path, row.line, id_col)
+        text = cell_text(row.data.get(text_col), path, row.line, text_col)
+        image = id_text(row.data.get(image_col), path, row.line, image_col)
         if not qid or not text or not image:
             raise EngineError(f"{where(path, row.line)}: empty query id, caption or image id")
         if qid in seen:
             raise EngineError(f"{where(path, row.line)}: duplicate query id {qid!r} (first on line {seen[qid]})")
         seen[qid] = row.line
-        article = (str(row.data.get(art_col, "") or "").strip() or None) if art_col else None
+        article = (id_text(row.data.get(art_col), path, row.line, art_col) or None) if art_col else None
         out.append(Labeled(qid, text, image, article, row.line))
     return out
