@@ -229,6 +229,13 @@ class EventaIndex:
 def rank_in_batches(index: EventaIndex, texts: Sequence[str], params: RankParams, stages: Sequence[str],
                     batch_size: int = BATCH_SIZE, timer: Timer | None = None, sweep: Sequence[float] = ()) -> RankResult:
     """`EventaIndex.rank` over many captions, a batch at a time, with a progress bar."""
+    from engine.io.limits import LIMITS, truncate_query
+    cut = [truncate_query(t) for t in texts]
+    long = sum(len(a) != len(b) for a, b in zip(texts, cut))
+    if long:
+        warn(f"{long} caption(s) longer than {LIMITS['max_query_chars'].value():,.0f} characters were cut there "
+             f"({LIMITS['max_query_chars'].env} raises the bound)")
+    texts = cut
     names = list(stages) + [sweep_stage(w) for w in sweep]
     result = RankResult({s: [] for s in names}, {s: [] for s in ARTICLE_STAGES})
     starts = range(0, len(texts), batch_size)
