@@ -31,13 +31,14 @@ class Range:
     auto: bool = False
     listed: bool = False
     integer: bool = False
+    zero: bool = False  # 0 is allowed besides the range: it has a meaning the option's help states
 
     def describe(self) -> str:
         lo = "" if self.lo is None else (f"greater than {_num(self.lo)}" if self.open_lo else f"at least {_num(self.lo)}")
         hi = "" if self.hi is None else f"at most {_num(self.hi)}"
         what = " and ".join(x for x in (lo, hi) if x) or "finite"
         kind = "a whole number" if self.integer else "a finite number"
-        return f"{kind} {what}" + (" (or auto)" if self.auto else "")
+        return f"{kind} {what}" + (" (or auto)" if self.auto else "") + (" (or 0)" if self.zero else "")
 
     def check(self, name: str, value: Any) -> Any:
         """`value` converted (a numeric string to a number; "auto" kept), or an EngineError naming the option."""
@@ -66,6 +67,8 @@ class Range:
         if isinstance(number, bool) or not isinstance(number, (int, float)):
             raise EngineError(f"{opt(name)} must be {self.describe()}, not {value!r}")
         shown = raw if raw is not None else value
+        if self.zero and number == 0:
+            return number
         if (not self.integer and not self.open_lo and self.lo is not None and self.hi is not None
                 and not self.lo <= number <= self.hi):
             raise EngineError(f"{opt(name)} must be between {_num(self.lo)} and {_num(self.hi)}, not {shown}")
@@ -130,8 +133,11 @@ RANGES: dict[str, Range] = {
     "text_weights": Float(0, 1_000, listed=True),
     "weights": Float(0, 1_000, listed=True),
 }
+LEAVE_ONE_OUT = Range(2, 1_000, integer=True, zero=True)  # --folds 0: leave-one-out (the help says so)
 PER_COMMAND: dict[tuple[str, str], Range] = {
     ("fuse", "k"): Int(0, 1_000_000),        # the RRF constant, not a result count
+    ("mllm", "folds"): LEAVE_ONE_OUT,
+    ("modelret-a", "folds"): LEAVE_ONE_OUT,
 }
 UNCHECKED_COMMANDS = ("serve",)
 """Commands whose options another module checks with its own ranges (`engine.serve.options.ServeOptions`)."""
