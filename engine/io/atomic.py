@@ -38,8 +38,6 @@ def check_writable(path: str | os.PathLike, folder: bool = False) -> Path:
         raise EngineError(f"{path}: is a folder; give a file name to write")
     if folder and path.exists() and not path.is_dir():
         raise EngineError(f"{path}: is a file; give a folder to write into")
-    if path.exists() and not os.access(path, os.W_OK):
-        raise EngineError(f"{path}: not writable (permission denied)")
     parent = path.parent if not folder or not path.exists() else path
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
