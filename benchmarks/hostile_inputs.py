@@ -266,8 +266,11 @@ def issue21_cases(w: Path, file) -> list[tuple[str, str, str, list]]:
     cases.append(("mllm", "--llm-ids with 'bad id'", ERROR, ["mllm", "--dev-queries", dev, "--qrels", dq,
                                                              "--llm-ids", llm, "--cv", "--root", w / "idx21"]))
     col = "flip"
+    from hardening import fake
+
     from engine.core.collection import Collection
-    c = Collection.from_vectors(col, ["a1", "b2"], np.eye(2, 8, dtype=np.float32), None, "text", root=w / "idx21")
+    fake.install()  # this process builds with the children's fake encoder
+    c = Collection.build(col, texts=file("flip.csv", "id,text\na1,one text\nb2,another text\n"), root=w / "idx21")
     c.file("items").write_bytes(c.file("items").read_bytes().replace(b'"id"', b'"ie"', 1))
     cases.append(("search", "items file with one flipped byte", ERROR, ["search", col, "words", "--root",
                                                                         w / "idx21"]))
