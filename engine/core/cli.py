@@ -99,13 +99,34 @@ def build_cmd(
     ray: RayAddress = BUILD.ray,
     shards: Annotated[int, typer.Option("--shards", help="Split the index into N shards searched side by side "
                       "(results equal one index's, except HNSW); filled in parallel with --ray.")] = BUILD.shards,
+    vectors: Annotated[Optional[Path], typer.Option("--vectors", help="Embeddings computed elsewhere: one .npy "
+                       "(float32/float16) or a folder of .npy shards in name order (clip-retrieval's layout), "
+                       "read block by block.")] = None,
+    ids: Annotated[Optional[Path], typer.Option("--ids", help="With --vectors: one id per line, in row order "
+                   "(default: row numbers 0..N-1).")] = None,
+    meta: Annotated[Optional[Path], typer.Option("--meta", help="With --vectors: item metadata, one row per vector "
+                    "(JSONL or parquet, or a folder of them in name order).")] = None,
+    encoder: Annotated[Optional[str], typer.Option("--encoder", help="With --vectors: the model spec that made "
+                       "them, so text/image queries work (default: vectors-only search).")] = None,
     root: Root = DEFAULT_ROOT,
     quiet: Quiet = False,
 ) -> None:
-    """Embed images or texts into a collection with a FAISS index. Interrupted builds resume when run again,
-    locally or with --ray (encoding in a Ray actor pool; IVF lists merged on disk)."""
+    """Embed images or texts into a collection with a FAISS index, or index vectors computed elsewhere
+    (--vectors). Interrupted builds resume when run again, locally or with --ray (encoding in a Ray actor pool;
+    IVF lists merged on disk)."""
     set_quiet(quiet)
     from engine.core.collection import Collection
+    if vectors is not None:
+        from engine.core.build.vector_files import check_vector_flags
+        check_vector_flags(images=images, texts=texts, model=model, add=add, fields=fields, id_column=id_column,
+                           path_column=path_column, recall_queries=recall_queries)
+        Collection.from_vector_files(name, vectors, ids=ids, meta=meta, encoder_spec=encoder, root=root,
+                                     index=index, store=store, memory_budget=memory_budget, recall=recall,
+                                     force=force, chunk_size=chunk_size, id_policy=id_policy, wait=wait, ray=ray,
+                                     shards=shards)
+        return
+    if ids is not None or meta is not None or encoder is not None:
+        raise EngineError(f"{opt('ids')}, {opt('meta')} and {opt('encoder')} go with {opt('vectors')} PATH")
     Collection.build(name, images=images, texts=texts, root=root, model=model, index=index, batch_size=batch_size,
                      workers=workers, threads=threads, chunk_size=chunk_size, add=add, force=force,
                      fields=split_list(fields), id_column=id_column, path_column=path_column,

@@ -50,6 +50,17 @@ def ray_session(address: str | None) -> Iterator[Any]:
         ray.shutdown()
 
 
+@contextmanager
+def ray_or_here(address: str | None) -> Iterator[Any]:
+    """`ray_session(address)` when a command was given `--ray`, else nothing: a task command that runs several
+    builds holds one Ray session across them (each build finds it running and uses it)."""
+    if address is None:
+        yield None
+        return
+    with ray_session(address) as ray:
+        yield ray
+
+
 def _quiet_ray_data() -> None:
     """Ray Data's own bars and execution logs off: the build shows one bar for the whole job."""
     from ray.data import DataContext
@@ -57,6 +68,18 @@ def _quiet_ray_data() -> None:
     ctx = DataContext.get_current()
     ctx.enable_progress_bars = False
     ctx.print_on_execution_start = False
+
+
+def ray_map(fn, args: list[tuple], num_cpus: float = 1) -> Iterator[tuple[int, Any]]:
+    """(position, fn(*args[position])) as each Ray task finishes (Ray must be running): a task pool for work that
+    is not rows of a Ray dataset (a task's own feature extractor). A failed task is run again `TASK_RETRIES`
+    times."""
+    ray = import_ray()
+    task = ray.remote(num_cpus=num_cpus, max_retries=TASK_RETRIES)(fn)
+    refs = {task.remote(*a): n for n, a in enumerate(args)}
+    while refs:
+        ready, _ = ray.wait(list(refs), num_returns=1)
+        yield refs.pop(ready[0]), ray.get(ready[0])
 
 
 def cluster_resources() -> tuple[int, int]:

@@ -235,6 +235,18 @@ class Collection(StoredCollection):
                               documents, queries, recall, memory_budget)
         return cls.open(path.name, path.parent, verify=False)
 
+    @classmethod
+    def from_vector_files(cls, name: str, vectors: str | Path, ids: str | Path | None = None,
+                          meta: str | Path | None = None, encoder_spec: str | None = None,
+                          root: str | Path | None = None, options: "BuildOptions | None" = None,
+                          report: "BuildReport | None" = None, **settings: Any) -> "Collection":
+        """`engine build --vectors`: a collection over `.npy` vectors computed elsewhere (one file or a folder of
+        shards), read block by block; see `engine.core.build.from_vectors`. `settings` are `BuildOptions` fields
+        (index, memory_budget, chunk_size, shards, ray, …)."""
+        from engine.core.build.from_vectors import build_from_vector_files
+        path = build_from_vector_files(name, vectors, ids, meta, encoder_spec, root, options, report, **settings)
+        return cls.open(path.name, path.parent, verify=False)
+
     def attach(self, arrays: Mapping[str, np.ndarray] | None = None,
                files: Mapping[str, generations.FileWriter] | None = None, extra: Mapping[str, Any] | None = None,
                documents: Mapping[str, Any] | None = None) -> "Collection":

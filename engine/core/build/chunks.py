@@ -13,6 +13,7 @@ import numpy as np
 from engine.core.build.options import BuildOptions, BuildReport
 from engine.core.encoders.device import batch_size_for
 from engine.core.sources import Item
+from engine.core.store.npy_rows import NpyFile, NpyRows
 from engine.core.store.stored import PARTIAL
 from engine.io.atomic import atomic_open, write_json
 from engine.progress import info, make_progress, warn
@@ -31,21 +32,29 @@ def _plan_signature(encoder_spec: str, kind: str, items: Sequence[Item], chunk_s
 
 def open_partial(path: Path, encoder_spec: str, kind: str, items: Sequence[Item], chunk_size: int) -> Path:
     """`NAME/.partial/` for this plan: kept when it holds chunks of the same input, else started over."""
+    return open_plan(path, _plan_signature(encoder_spec, kind, items, chunk_size),
+                     {"count": len(items), "chunk_size": chunk_size, "encoder": encoder_spec})
+
+
+def open_plan(path: Path, signature: str | None, fields: dict) -> Path:
+    """`NAME/.partial/` for the input `signature` names (with `fields`, which also must match): kept when an
+    interrupted build of the same input left it, else started over. None: an input that cannot be named
+    (an array in memory): always started over."""
     partial = path / PARTIAL
-    signature = _plan_signature(encoder_spec, kind, items, chunk_size)
     plan_file = partial / "plan.json"
+    plan = {"signature": signature, **fields}
     if partial.is_dir():
         try:
-            same = json.loads(plan_file.read_text())["signature"] == signature
-        except (OSError, ValueError, KeyError):
+            same = signature is not None and json.loads(plan_file.read_text()) == plan
+        except (OSError, ValueError):
             same = False
         if not same:
-            warn(f"{partial} holds an interrupted build of different input; starting over")
+            if signature is not None:
+                warn(f"{partial} holds an interrupted build of different input; starting over")
             shutil.rmtree(partial)
     if not partial.is_dir():
         partial.mkdir(parents=True)
-        write_json(plan_file, {"signature": signature, "count": len(items), "chunk_size": chunk_size,
-                               "encoder": encoder_spec})
+        write_json(plan_file, plan)
     return partial
 
 
@@ -101,14 +110,14 @@ def _joined(parts: list, step: int) -> dict[str, np.ndarray]:
 
 
 def encode_chunked(path: Path, encoder, kind: str, items: Sequence[Item], o: BuildOptions,
-                    report: BuildReport, encode_chunks=encode_local
-                    ) -> tuple[np.ndarray, list[int], list[tuple[int, str]]]:
+                    report: BuildReport, encode_chunks=encode_local, prefix: NpyRows | None = None
+                    ) -> tuple[NpyRows, list[int], list[tuple[int, str]]]:
     """Encode in chunks flushed to `.partial/`; chunks already there from an interrupted run are reused.
     `encode_chunks(encoder, kind, items, todo, o)` yields (chunk, data) for the missing ones in any order
-    (`engine.core.build.ray_encode` runs them on Ray)."""
+    (`engine.core.build.ray_encode` runs them on Ray). Returns the embeddings assembled on disk (`assemble`:
+    `prefix`'s rows first), the positions of the items kept and the failures."""
     partial = open_partial(path, encoder.spec, kind, items, o.chunk_size)
     bounds = chunk_bounds(len(items), o.chunk_size)
-    done: dict[int, dict[str, np.ndarray]] = {}
     with make_progress() as bar:
         task = bar.add_task(f"encoding {kind}s", total=len(items))
         ticked: dict[int, int] = {}
@@ -116,10 +125,10 @@ def encode_chunked(path: Path, encoder, kind: str, items: Sequence[Item], o: Bui
         def tick(c: int, n: int) -> None:
             ticked[c] = ticked.get(c, 0) + n
             bar.advance(task, n)
+        done = set()
         for c, (lo, hi) in enumerate(bounds):
-            data = _read_chunk(partial / f"chunk-{c:06d}.npz")
-            if data is not None:
-                done[c] = data
+            if _read_chunk(partial / f"chunk-{c:06d}.npz") is not None:
+                done.add(c)
                 report.resumed += hi - lo
                 bar.advance(task, hi - lo)
         todo = [c for c in range(len(bounds)) if c not in done]
@@ -127,16 +136,32 @@ def encode_chunked(path: Path, encoder, kind: str, items: Sequence[Item], o: Bui
         for c, data in encode_chunks(encoder, kind, items, todo, o, **extra):
             with atomic_open(partial / f"chunk-{c:06d}.npz", "wb") as fh:
                 np.savez(fh, **data)
-            done[c] = data
             report.encoded += bounds[c][1] - bounds[c][0]
             bar.advance(task, bounds[c][1] - bounds[c][0] - ticked.pop(c, 0))
+            del data
     if report.resumed:
         info(f"resumed: {report.resumed} items were already encoded by an interrupted build")
-    embs, kept, failed = [], [], []
+    return assemble(partial, bounds, encoder.dim, prefix)
+
+
+def assemble(partial: Path, bounds: Sequence[tuple[int, int]], dim: int, prefix: NpyRows | None = None
+             ) -> tuple[NpyRows, list[int], list[tuple[int, str]]]:
+    """`partial/embeddings.npy` from the chunk files, one chunk in memory at a time (after `prefix`'s rows,
+    copied block by block: the old rows of `--add`); the kept item positions and the failures."""
+    kept: list[int] = []
+    failed: list[tuple[int, str]] = []
     for c, (lo, _) in enumerate(bounds):
-        data = done[c]
-        embs.append(data["emb"].reshape(-1, encoder.dim))
-        kept.extend(int(i) + lo for i in data["ok"])
-        failed.extend((int(p) + lo, str(r)) for p, r in zip(data["bad_pos"], data["bad_reason"]))
-    emb = np.concatenate(embs) if embs else np.zeros((0, encoder.dim), np.float32)
-    return emb, kept, failed
+        with np.load(partial / f"chunk-{c:06d}.npz") as z:  # an npz reads only the arrays asked for
+            kept.extend(int(i) + lo for i in z["ok"])
+            failed.extend((int(p) + lo, str(r)) for p, r in zip(z["bad_pos"], z["bad_reason"]))
+    start = len(prefix) if prefix is not None else 0
+    out = NpyFile(partial / "embeddings.npy", start + len(kept), dim)
+    for lo, rows in (prefix.blocks() if prefix is not None else ()):
+        out.write(lo, rows)
+    at = start
+    for c in range(len(bounds)):
+        with np.load(partial / f"chunk-{c:06d}.npz") as z:
+            emb = z["emb"].reshape(-1, dim)
+        out.write(at, emb)
+        at += len(emb)
+    return out.rows(), kept, failed

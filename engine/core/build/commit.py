@@ -2,6 +2,7 @@
 manifest: the last step of every build path (from a source, from vectors)."""
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -11,6 +12,7 @@ import numpy as np
 from engine.core.encoders.base import l2_normalize
 from engine.core.index.faiss_index import default_search_params, save_index
 from engine.core.store import generations
+from engine.core.store.npy_rows import NpyRows
 from engine.core.store.stored import PARTIAL, now, role_writers
 from engine.version import __version__
 
@@ -46,8 +48,35 @@ def commit_collection(path: Path, manifest: dict, embeddings: np.ndarray, items:
         manifest["index_bytes"] = int(faiss_index.memory_bytes())
     else:
         index_writer = generations.FileWriter(".faiss", write_index)
-    writers = {"embeddings": generations.npy_blocks(embeddings, l2_normalize if normalize else None),
+    writers = {"embeddings": embeddings_writer(embeddings, normalize, path / PARTIAL),
                "items": generations.jsonl(items, offsets), "item_offsets": generations.offsets_npy(offsets),
                "index": index_writer, **role_writers(arrays, files, documents)}
     generations.commit(path, manifest, writers)
     shutil.rmtree(path / PARTIAL, ignore_errors=True)
+
+
+def embeddings_writer(embeddings, normalize: bool, partial: Path) -> generations.FileWriter:
+    """The embeddings role: a float32 `.npy` the build assembled in `partial` (`NpyRows` over one whole file)
+    is linked into the generation, not copied; anything else is written block by block (`normalize`:
+    L2-normalized on the way)."""
+    src = _whole_file(embeddings) if not normalize else None
+    if src is not None and Path(src).parent.resolve() != partial.resolve():
+        src = None  # a user's own file is copied: the collection must not change when it does
+    if src is None:
+        return generations.npy_blocks(embeddings, l2_normalize if normalize else None)
+
+    def link(target: Path) -> None:
+        os.unlink(target)
+        try:
+            os.link(src, target)
+        except OSError:  # another file system or no hard links: copy
+            shutil.copyfile(src, target)
+    return generations.FileWriter(".npy", link)
+
+
+def _whole_file(embeddings) -> str | None:
+    if not isinstance(embeddings, NpyRows) or len(embeddings.parts) != 1:
+        return None
+    part = embeddings.parts[0]
+    whole = embeddings.lo == 0 and embeddings.hi == part.rows and part.dtype == np.dtype(np.float32).str
+    return part.path if whole else None

@@ -1,55 +1,211 @@
-"""A collection over vectors computed elsewhere: normalized block by block as they are written, indexed by
-any factory string or `--index auto` (measured on the queries users will send)."""
+"""A collection over vectors computed elsewhere: `Collection.from_vectors` (an array in memory) and
+`engine build NAME --vectors PATH` (`.npy` files read block by block) take this one path.
+
+1. The vectors are L2-normalized block by block into `NAME/.partial/embeddings.npy`, a float32 file written
+   at row offsets; `blocks.bin` marks each block done, so a killed build of the same input resumes there.
+2. The index is built from that file, a block at a time: Flat streamed into FAISS's layout; IVF trained on
+   a capped sample (kept in `.partial/` for a resume) and filled in blocks, on disk (lists written in place)
+   when it would not fit `memory_budget`; `--index auto` measured on a sample; `shards`/Ray as any build.
+3. A non-exact index's recall@10 against exact search is measured (exact truth computed block by block).
+4. The commit links the file into the new generation (no copy) and hashes it block by block.
+
+Memory: one block, the training sample and whatever index is built in memory; never all the vectors."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from engine.core.build.chunks import open_plan
 from engine.core.build.commit import commit_collection, new_manifest
+from engine.core.build.options import BuildReport
 from engine.core.encoders.base import l2_normalize
-from engine.core.index.auto import choose, parse_bytes
-from engine.core.index.faiss_index import FlatFile, build_index
+from engine.core.index.auto import choose, memory_bytes, parse_bytes
+from engine.core.index.faiss_index import FlatFile, build_index, is_exact, recall_at_k
 from engine.core.store import generations
 from engine.core.store.lock import writer_lock
+from engine.core.store.npy_rows import BLOCK, NpyFile, NpyRows
 from engine.core.store.stored import MANIFEST, collection_path
 from engine.errors import EngineError, opt
 from engine.io.ids import check_unique
+from engine.progress import info, make_progress
+
+RECALL_QUERIES = 200
+"""Own vectors sampled as queries to measure a non-exact index's recall@10."""
 
 
-def commit_vectors(name: str, ids: Sequence[str], vectors: np.ndarray, encoder_spec: str | None, kind: str,
-                   root: str | Path | None = None, index: str = "Flat", meta: Sequence[dict] | None = None,
-                   force: bool = False, arrays: Mapping[str, np.ndarray] | None = None,
+def commit_vectors(name: str, ids: Sequence[str] | None, vectors: np.ndarray | NpyRows, encoder_spec: str | None,
+                   kind: str, root: str | Path | None = None, index: str = "Flat",
+                   meta: Sequence[dict] | Iterable[dict] | None = None, force: bool = False,
+                   arrays: Mapping[str, np.ndarray] | None = None,
                    files: Mapping[str, generations.FileWriter] | None = None, extra: Mapping[str, Any] | None = None,
                    documents: Mapping[str, Any] | None = None, queries: np.ndarray | None = None,
-                   recall: float = 0.95, memory_budget: str | int | None = None) -> Path:
-    """See `Collection.from_vectors`; returns the collection's folder."""
+                   recall: float = 0.95, memory_budget: str | int | None = None, *,
+                   sources: Sequence[str] = ("vectors",), signature: str | None = None, block: int = BLOCK,
+                   shards: int = 1, on_ray: bool = False, wait: float = 0.0,
+                   report: BuildReport | None = None) -> Path:
+    """See `Collection.from_vectors`; returns the collection's folder. `ids` None: the row numbers.
+    `signature` identifies the input (`vector_files.source_signature`): with one, a killed build resumes."""
     path = collection_path(name, root)
-    if (path / MANIFEST).exists() and not force:
-        raise EngineError(f"collection {name!r} already exists in {path.parent}/; rebuild it with "
-                          f"{opt('force')}")
-    vectors = np.asarray(vectors)  # normalized block by block below: no full-size copy (build memory)
-    if vectors.ndim != 2 or len(ids) != len(vectors) or (meta is not None and len(meta) != len(ids)):
-        raise EngineError(f"{len(ids)} ids, {len(vectors)} vectors and {len(meta or ids)} metadata rows must match")
-    check_unique([str(i) for i in ids], "id", name)
-    items = ({"id": str(i), **(meta[n] if meta is not None else {})} for n, i in enumerate(ids))
-    if index == "auto":
-        label = "the vectors users send"
-        if queries is None:
-            rows = np.sort(np.random.default_rng(0).choice(len(vectors), min(500, len(vectors)), replace=False))
-            queries, label = vectors[rows], f"{len(rows)} of the collection's own vectors"
-        faiss_index, choice = choose(vectors, l2_normalize(np.atleast_2d(queries)), recall,
-                                     parse_bytes(None if memory_budget is None else str(memory_budget)), label,
-                                     normalize=True)
-        manifest = new_manifest(name, kind, encoder_spec, int(vectors.shape[1]), choice.factory, ["vectors"],
-                                recall_at_10=choice.recall, index_choice=choice.manifest())
-        manifest["search_params"] = choice.params
-    else:
-        manifest = new_manifest(name, kind, encoder_spec, int(vectors.shape[1]), index, ["vectors"])
-        faiss_index = FlatFile(vectors, normalize=True) if index == "Flat" else \
-            build_index(vectors, index, normalize=True)
-    with writer_lock(path):
-        commit_collection(path, manifest, vectors, items, faiss_index, arrays, files, extra, documents,
-                          count=len(ids), normalize=True)
+    report = report if report is not None else BuildReport()
+    n, dim = _check_shapes(vectors, ids, meta)
+    if ids is not None:
+        check_unique([str(i) for i in ids], "id", name)
+    budget = parse_bytes(None if memory_budget is None else str(memory_budget))
+    with writer_lock(path, wait=wait):
+        if (path / MANIFEST).exists() and not force:
+            raise EngineError(f"collection {name!r} already exists in {path.parent}/; rebuild it with "
+                              f"{opt('force')}")
+        partial = open_plan(path, signature, {"count": n, "dim": dim, "block": block, "index": index,
+                                              "shards": shards})
+        rows = normalized_copy(vectors, partial, block, report)
+        fields: dict[str, Any] = {}
+        if index == "auto":
+            label = "the vectors users send"
+            if queries is None:
+                queries, label = _own_queries(rows, 500), f"{min(500, n)} of the collection's own vectors"
+            faiss_index, choice = choose(rows, l2_normalize(np.atleast_2d(queries)), recall, budget, label)
+            factory = choice.factory
+            fields = {"recall_at_10": choice.recall, "index_choice": choice.manifest(),
+                      "search_params": choice.params}
+        else:
+            factory = index
+            faiss_index = vector_index(rows, index, partial, budget, shards, on_ray)
+            if not is_exact(index):
+                report.recall_at_10 = float(recall_at_k(faiss_index, rows, _own_queries(rows, RECALL_QUERIES)))
+                fields["recall_at_10"] = report.recall_at_10
+                info(f"recall@10 of {index!r} against exact search on {min(n, RECALL_QUERIES)} own vectors: "
+                     f"{report.recall_at_10:.3f}")
+        manifest = new_manifest(name, kind, encoder_spec, dim, factory, list(sources),
+                                **({"shards": shards} if shards > 1 else {}))
+        manifest.update(fields)
+        commit_collection(path, manifest, rows, _items(ids, meta, n), faiss_index, arrays, files, extra,
+                          documents, count=n)
+    return path
+
+
+def _check_shapes(vectors, ids, meta) -> tuple[int, int]:
+    shape = getattr(vectors, "shape", None)
+    if shape is None or len(shape) != 2:
+        raise EngineError(f"vectors must be a 2-D (rows, dim) array, not shape {shape}")
+    n, dim = int(shape[0]), int(shape[1])
+    counts = [c for c in (None if ids is None else len(ids),
+                          len(meta) if isinstance(meta, Sequence) else None) if c is not None]
+    if any(c != n for c in counts):
+        raise EngineError(f"{len(ids) if ids is not None else n} ids, {n} vectors and "
+                          f"{len(meta) if isinstance(meta, Sequence) else n} metadata rows must match")
+    if n == 0 or dim == 0:
+        raise EngineError(f"no vectors to index (shape {shape})")
+    return n, dim
+
+
+def _items(ids: Sequence[str] | None, meta, n: int) -> Iterator[dict]:
+    rows = iter(meta) if meta is not None else None
+    for i in range(n):
+        row = next(rows) if rows is not None else {}
+        yield {"id": str(ids[i]) if ids is not None else str(i), **row}
+
+
+def normalized_copy(vectors, partial: Path, block: int, report: BuildReport) -> NpyRows:
+    """`partial/embeddings.npy`: the vectors L2-normalized, block by block; blocks a killed run finished
+    (marked in `blocks.bin`) are kept."""
+    n, dim = int(vectors.shape[0]), int(vectors.shape[1])
+    out = NpyFile(partial / "embeddings.npy", n, dim)
+    marks = _Marks(partial / "blocks.bin", -(-n // block), reset=out.fresh)
+    with make_progress() as bar:
+        task = bar.add_task("normalizing vectors", total=n)
+        for b, lo in enumerate(range(0, n, block)):
+            hi = min(n, lo + block)
+            if marks.done(b):
+                report.resumed += hi - lo
+            else:
+                out.write(lo, l2_normalize(vectors[lo:hi]))
+                marks.mark(b)
+                report.encoded += hi - lo
+            bar.advance(task, hi - lo)
+    if report.resumed:
+        info(f"resumed: {report.resumed} vectors were already written by an interrupted build")
+    return out.rows()
+
+
+class _Marks:
+    """One byte per block, set once the block's rows are written (a killed build's progress)."""
+
+    def __init__(self, path: Path, blocks: int, reset: bool = False):
+        self.path = path
+        if reset or not path.is_file() or path.stat().st_size != blocks:
+            path.write_bytes(bytes(blocks))
+        self.state = bytearray(path.read_bytes())
+
+    def done(self, b: int) -> bool:
+        return bool(self.state[b])
+
+    def mark(self, b: int) -> None:
+        fd = os.open(self.path, os.O_WRONLY)
+        try:
+            os.pwrite(fd, b"\1", b)
+        finally:
+            os.close(fd)
+        self.state[b] = 1
+
+
+def vector_index(rows: NpyRows, factory: str, partial: Path, budget: int | None, shards: int, on_ray: bool):
+    """The index over normalized rows on disk: Flat streamed, sharded / Ray as any build, IVF on disk when it
+    would not fit `budget`, else built in memory block by block."""
+    from engine.core.index.ondisk import build_ivf_blocks, is_ivf
+    n, dim = rows.shape
+    info(f"building FAISS index {factory!r} over {n:,} × {dim}")
+    if shards > 1 or (on_ray and is_ivf(factory)):
+        from engine.core.index.shards import build_scaled_index
+        return build_scaled_index(rows, factory, shards, on_ray=on_ray, workdir=partial)
+    if factory == "Flat":
+        return FlatFile(rows)
+    if budget is not None and is_ivf(factory) and memory_bytes(factory, n, dim) > budget:
+        info(f"{factory} over {n:,} × {dim} needs ≈ {memory_bytes(factory, n, dim) / 2**20:,.0f} MiB, more than "
+             f"{opt('memory_budget')}: its lists are written on disk")
+        return build_ivf_blocks(rows, factory, partial / "ivf", trained_file=partial / "trained.faiss")
+    return build_index(rows, factory)
+
+
+def _own_queries(rows, n: int) -> np.ndarray:
+    pick = np.sort(np.random.default_rng(0).choice(len(rows), min(n, len(rows)), replace=False))
+    return np.asarray(rows[pick], dtype=np.float32)
+
+
+def build_from_vector_files(name: str, vectors: str | Path, ids: str | Path | None = None,
+                            meta: str | Path | None = None, encoder_spec: str | None = None,
+                            root: str | Path | None = None, options=None, report: BuildReport | None = None,
+                            **settings: Any) -> Path:
+    """`engine build NAME --vectors PATH [--ids FILE] [--meta FILE] [--encoder SPEC]`: every input checked
+    (headers, widths, counts, the spec's spelling) before a vector is read, then `commit_vectors`."""
+    from engine.core.build.options import build_options
+    from engine.core.build.vector_files import open_meta, open_vectors, read_ids, source_signature
+    from engine.io.ids import trec_safe_ids
+    o = build_options(options, **settings)
+    if o.add:
+        raise EngineError(f"{opt('vectors')} builds a whole collection; {opt('add')} is for encoded sources "
+                          f"(rebuild with {opt('force')} and all the vectors)")
+    kind = "vectors"
+    if encoder_spec:
+        from engine.core.encoders.registry import entry_for
+        kind = "image" if "image" in entry_for(encoder_spec)[0].modalities else "text"
+    rows = open_vectors(vectors)
+    id_list = read_ids(ids, len(rows)) if ids is not None else None
+    if id_list is not None:
+        id_list = trec_safe_ids(id_list, o.id_policy, ids)
+    rows_meta = open_meta(meta, len(rows)) if meta is not None else None
+    signature = source_signature(rows)
+    info(f"{len(rows):,} vectors of {rows.dim} dimensions in {len(rows.parts)} file(s) from {vectors}")
+
+    def run(on_ray: bool) -> Path:
+        return commit_vectors(name, id_list, rows, encoder_spec, kind, root, o.factory(), rows_meta, o.force,
+                              recall=o.recall, memory_budget=o.memory_budget, sources=[str(vectors)],
+                              signature=signature, block=o.chunk_size, shards=o.shards, on_ray=on_ray,
+                              wait=o.wait, report=report)
+    from engine.core.cluster import ray_or_here
+    with ray_or_here(o.ray):
+        path = run(o.ray is not None)
+    info(f"collection {name!r}: {len(rows):,} vectors in {path}")
     return path

@@ -104,15 +104,23 @@ def _blocks(vectors: np.ndarray, normalize: bool, block: int = 65536):
 
 def _truth(vectors: np.ndarray, queries: np.ndarray, normalize: bool = False) -> np.ndarray:
     """Exact top-10 rows, block by block (no copy of the vectors)."""
-    faiss = faiss_module()
-    best_d = np.full((len(queries), K), -np.inf, np.float32)
-    best_i = np.full((len(queries), K), -1, np.int64)
-    for lo, part in _blocks(vectors, normalize):
-        d, i = faiss.knn(queries, part, min(K, len(part)), metric=faiss.METRIC_INNER_PRODUCT)
-        d_all, i_all = np.hstack([best_d, d]), np.hstack([best_i, i + lo])
-        top = np.argsort(-d_all, axis=1, kind="stable")[:, :K]
-        best_d, best_i = np.take_along_axis(d_all, top, 1), np.take_along_axis(i_all, top, 1)
-    return best_i
+    from engine.core.index.faiss_index import exact_top_k
+    rows = _Normalized(vectors) if normalize else vectors
+    return exact_top_k(rows, queries, K)[1] if len(rows) else np.full((len(queries), K), -1, np.int64)
+
+
+class _Normalized:
+    """Rows L2-normalized as they are sliced."""
+
+    def __init__(self, vectors):
+        self.vectors = vectors
+
+    def __len__(self) -> int:
+        return len(self.vectors)
+
+    def __getitem__(self, key):
+        from engine.core.encoders.base import l2_normalize
+        return l2_normalize(self.vectors[key])
 
 
 def _exact_qps(vectors: np.ndarray, queries: np.ndarray, normalize: bool = False, rounds: int = 3) -> float:

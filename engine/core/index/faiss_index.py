@@ -117,13 +117,16 @@ def search_index(index, queries: np.ndarray, k: int, stored: dict | None = None,
     use_blas_for(index)
     if not override:
         return index.search(queries, k)
+    parts = getattr(index, "shards", None) or [getattr(index, "index", index)]  # a folder index: its FAISS parts
     with _lock:
-        apply_search_params(index, override)
+        for part in parts:
+            apply_search_params(part, override)
         try:
             return index.search(queries, k)
         finally:
             back = {name: (stored or {}).get(name) for name in override}
-            apply_search_params(index, {n: v for n, v in back.items() if v is not None})
+            for part in parts:
+                apply_search_params(part, {n: v for n, v in back.items() if v is not None})
 
 
 def _min_training_points(factory: str) -> int:
@@ -231,24 +234,43 @@ def read_index_file(path, params: dict[str, int] | None = None):
     return index
 
 
-def recall_at_k(index, vectors: np.ndarray, queries: np.ndarray, k: int = 10) -> float:
-    """Share of the exact top-k that the index also returns in its top-k (ties at the cut tolerated)."""
+def exact_top_k(vectors, queries: np.ndarray, k: int, block: int = 65536) -> tuple[np.ndarray, np.ndarray]:
+    """Exact inner-product top-k (scores, rows) of `queries` over `vectors` (an array or anything sliced by
+    rows, such as `NpyRows`), block by block: memory is one block, never a copy of the vectors."""
     faiss = faiss_module()
     queries = np.ascontiguousarray(queries, dtype=np.float32)
-    k = min(k, vectors.shape[0])
+    best_d = np.full((len(queries), k), -np.inf, np.float32)
+    best_i = np.full((len(queries), k), -1, np.int64)
+    for lo in range(0, len(vectors), block):
+        part = np.ascontiguousarray(vectors[lo:lo + block], dtype=np.float32)
+        d, i = faiss.knn(queries, part, min(k, len(part)), metric=faiss.METRIC_INNER_PRODUCT)
+        d_all, i_all = np.hstack([best_d, d]), np.hstack([best_i, i + lo])
+        top = np.argsort(-d_all, axis=1, kind="stable")[:, :k]
+        best_d, best_i = np.take_along_axis(d_all, top, 1), np.take_along_axis(i_all, top, 1)
+    return best_d, best_i
+
+
+def recall_at_k(index, vectors, queries: np.ndarray, k: int = 10, batch: int = 16) -> float:
+    """Share of the exact top-k that the index also returns in its top-k (ties at the cut tolerated). The
+    truth is computed block by block; the index is searched `batch` queries at a time, and an index that can
+    `release()` its mapped pages (an on-disk IVF) does so between batches, so its lists never all stay resident."""
+    queries = np.ascontiguousarray(queries, dtype=np.float32)
+    k = min(k, len(vectors))
     if k == 0 or len(queries) == 0:
         return 1.0
-    flat = faiss.IndexFlatIP(vectors.shape[1])
-    flat.add(np.ascontiguousarray(vectors, dtype=np.float32))
-    d_true, i_true = flat.search(queries, k)
-    _, i_got = index.search(queries, k)
+    d_true, i_true = exact_top_k(vectors, queries, k)
     hits = 0
-    for q in range(len(queries)):
-        got = set(i_got[q][i_got[q] >= 0].tolist())
-        cut = d_true[q, -1]
-        # a returned doc whose exact score ties the k-th exact score is as good as the one it displaced
-        tied = set(np.nonzero(vectors @ queries[q] >= cut - 1e-6)[0].tolist()) if len(got - set(i_true[q])) else set()
-        hits += sum(1 for i in i_true[q] if i in got) + len((got - set(i_true[q].tolist())) & tied)
+    for lo in range(0, len(queries), batch):
+        _, i_got = index.search(queries[lo:lo + batch], k)
+        if hasattr(index, "release"):
+            index.release()
+        for q, got_row in zip(range(lo, lo + batch), i_got):
+            got, true = set(got_row[got_row >= 0].tolist()), set(i_true[q].tolist())
+            extra = sorted(got - true)
+            hits += len(got & true)
+            if extra:  # a returned row whose exact score ties the k-th is as good as the one it displaced
+                scores = np.asarray(vectors[np.asarray(extra)], dtype=np.float32) @ queries[q]
+                hits += int((scores >= d_true[q, -1] - 1e-6).sum())
     return hits / (len(queries) * k)
 
 

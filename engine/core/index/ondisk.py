@@ -23,12 +23,14 @@ from typing import Iterator, Sequence, Union
 import numpy as np
 
 from engine.core.store.generations import FileWriter
+from engine.core.store.npy_rows import BLOCK, NpyRows, pwrite_all
 
 LAYOUT_FILE = "index.json"
 INDEX_FILE = "index.faiss"
 LISTS_FILE = "lists.ivfdata"
-Source = Union[np.ndarray, str, Path]
-"""A shard's rows: an array, or a `.npy` file read with mmap where the shard is filled."""
+Source = Union[np.ndarray, NpyRows, str, Path]
+"""A shard's rows: an array, rows of `.npy` files (`NpyRows`: read where the shard is filled, a Ray task
+included), or a `.npy` file read with mmap where the shard is filled."""
 
 
 @contextmanager
@@ -117,7 +119,7 @@ def fill_shards(trained, sources: Sequence[Source], on_ray: bool, global_ids: bo
     ray = import_ray()
     task = ray.remote(max_retries=TASK_RETRIES)(fill_shard)
     blob_ref = ray.put(blob)
-    refs = {task.remote(blob_ref, s if isinstance(s, (str, Path)) else ray.put(np.asarray(s)),
+    refs = {task.remote(blob_ref, s if isinstance(s, (str, Path, NpyRows)) else ray.put(np.asarray(s)),
                         f if global_ids else None): n for n, (s, f) in enumerate(zip(sources, firsts))}
     while refs:
         ready, _ = ray.wait(list(refs), num_returns=1)
@@ -149,6 +151,13 @@ class OnDiskIVF:
 
     def search(self, queries: np.ndarray, k: int):
         return self.index.search(queries, k)
+
+    def release(self) -> None:
+        """Drop the mapped pages searches touched (the index is opened again): a build that searches a large
+        on-disk index, to measure its recall, keeps its memory bounded."""
+        params = {"nprobe": int(faiss_ivf(self.index).nprobe)}
+        del self.index
+        self.index = OnDiskIVF.load(self.folder, params).index
 
     def memory_bytes(self) -> int:
         """What search keeps resident besides the mapped lists: the quantizer and the list headers."""
@@ -187,3 +196,86 @@ def build_ivf_on_disk(sources: Sequence[Source], factory: str, folder: str | Pat
         os.unlink(path)
     from engine.core.index.faiss_index import default_search_params
     return OnDiskIVF.load(folder, default_search_params(factory))
+
+
+def faiss_ivf(index):
+    import faiss
+    return faiss.extract_index_ivf(index)
+
+
+def build_ivf_blocks(rows: NpyRows | np.ndarray, factory: str, folder: str | Path, trained_file: Path | None = None,
+                     block: int = BLOCK) -> OnDiskIVF:
+    """An on-disk IVF over rows read block by block, in this process, never holding its lists: trained on the
+    capped sample (saved to `trained_file`, reused by a resumed build), every row's list found (pass 1), the
+    lists' file laid out at their final sizes, then each block's codes and ids written in place (`pwrite`,
+    pass 2). Memory: a block, the quantizer, 4 bytes a row for its list. Factories with a transform before
+    the IVF (OPQ, PCA) take `build_ivf_on_disk`'s shard-and-merge way."""
+    import faiss
+    folder = Path(folder)
+    trained = _trained(rows, factory, trained_file)
+    if not isinstance(faiss.downcast_index(trained), faiss.IndexIVF):
+        return build_ivf_on_disk([rows], factory, folder, on_ray=False)
+    ivf = faiss.extract_index_ivf(trained)
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    n, nlist, code_size = len(rows), int(ivf.nlist), int(ivf.code_size)
+    lists = np.empty(n, np.int32)
+    for lo in range(0, n, block):
+        lists[lo:lo + block] = _assign(ivf, np.ascontiguousarray(rows[lo:lo + block], dtype=np.float32))
+    sizes = np.bincount(lists, minlength=nlist).astype(np.uint64)
+    starts = np.concatenate([[0], np.cumsum(sizes * (code_size + 8))[:-1]]).astype(np.int64)
+    path = folder / LISTS_FILE
+    invlists = faiss.OnDiskInvertedLists(nlist, code_size, str(path))
+    with faiss_notes_silenced():
+        invlists.update_totsize(int(max(1, sizes.sum() * (code_size + 8))))
+    invlists.set_all_lists_sizes(faiss.swig_ptr(sizes))  # contiguous lists, capacity = size: `starts`
+    fill = np.zeros(nlist, np.int64)
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        for lo in range(0, n, block):
+            x = np.ascontiguousarray(rows[lo:lo + block], dtype=np.float32)
+            own = lists[lo:lo + len(x)]
+            codes = _codes(ivf, x, own)
+            order = np.argsort(own, kind="stable")
+            codes, ids, own = codes[order], (lo + order).astype(np.int64), own[order]
+            heads = np.flatnonzero(np.r_[True, own[1:] != own[:-1]])
+            for a, b in zip(heads, np.r_[heads[1:], len(own)]):
+                li = int(own[a])
+                pwrite_all(fd, codes[a:b], int(starts[li]) + int(fill[li]) * code_size)
+                pwrite_all(fd, ids[a:b], int(starts[li]) + int(sizes[li]) * code_size + int(fill[li]) * 8)
+                fill[li] += b - a
+    finally:
+        os.close(fd)
+    ivf.replace_invlists(invlists, True)
+    invlists.this.disown()
+    ivf.ntotal = trained.ntotal = n
+    faiss.write_index(trained, str(folder / INDEX_FILE))
+    del trained, invlists
+    from engine.core.index.faiss_index import default_search_params
+    return OnDiskIVF.load(folder, default_search_params(factory))
+
+
+def _trained(rows, factory: str, trained_file: Path | None):
+    import faiss
+    if trained_file is not None and trained_file.is_file():
+        return faiss.read_index(str(trained_file))
+    trained = trained_empty(factory, [rows])
+    if trained_file is not None:
+        from engine.io.atomic import atomic_path
+        with atomic_path(trained_file) as tmp:
+            faiss.write_index(trained, str(tmp))
+    return trained
+
+
+def _assign(ivf, x: np.ndarray) -> np.ndarray:
+    return ivf.quantizer.search(x, 1)[1][:, 0].astype(np.int32)
+
+
+def _codes(ivf, x: np.ndarray, lists: np.ndarray) -> np.ndarray:
+    """The codes an IVF stores for rows of `x` in `lists` (IVF-Flat: the floats themselves)."""
+    import faiss
+    codes = np.empty((len(x), int(ivf.code_size)), np.uint8)
+    if len(x):
+        ivf.encode_vectors(len(x), faiss.swig_ptr(x), faiss.swig_ptr(lists.astype(np.int64)), faiss.swig_ptr(codes))
+    return codes

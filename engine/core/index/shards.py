@@ -24,6 +24,7 @@ from engine.core.index.faiss_index import build_index, read_index_file
 from engine.core.index.ondisk import LAYOUT_FILE, OnDiskIVF, build_ivf_on_disk, fill_shards, is_ivf, trained_empty
 from engine.core.ranking import top_k_rows
 from engine.core.store.generations import FileWriter
+from engine.core.store.npy_rows import NpyRows
 from engine.errors import EngineError, opt
 
 
@@ -119,11 +120,16 @@ class _ShardSearcher:
         return self.index.search(queries, k)
 
 
+def row_range(emb, lo: int, hi: int):
+    """Rows [lo, hi): a view (rows on disk stay unread until the shard is filled, in a Ray task or here)."""
+    return emb.view(lo, hi) if isinstance(emb, NpyRows) else emb[lo:hi]
+
+
 def build_sharded(emb: np.ndarray, factory: str, shards: int, on_ray: bool) -> ShardedIndex:
     """Train once (untrained factories: nothing to train), then fill each shard (in Ray tasks if asked)."""
     import faiss
     bounds = split_rows(len(emb), min(shards, max(1, len(emb))))
-    sources = [emb[lo:hi] for lo, hi in bounds]
+    sources = [row_range(emb, lo, hi) for lo, hi in bounds]
     trained = trained_empty(factory, sources)
     filled = dict(fill_shards(trained, sources, on_ray, global_ids=False))
     return ShardedIndex([faiss.deserialize_index(filled[s]) for s in range(len(sources))])
@@ -138,7 +144,7 @@ def build_scaled_index(emb: np.ndarray, factory: str, shards: int, on_ray: bool,
     if on_ray and is_ivf(factory):
         from engine.core.cluster import cluster_resources
         n = max(1, min(cluster_resources()[0], len(emb)))
-        return build_ivf_on_disk([emb[lo:hi] for lo, hi in split_rows(len(emb), n)], factory, workdir / "ivf",
+        return build_ivf_on_disk([row_range(emb, lo, hi) for lo, hi in split_rows(len(emb), n)], factory, workdir / "ivf",
                                  on_ray=True)
     return build_index(emb, factory)
 

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from engine.core.cli import Quiet, Root
+from engine.core.cli import Device, Quiet, RayAddress, Root
 from engine.core.collection import DEFAULT_ROOT
 from engine.progress import info, set_quiet
 from engine.tasks.dse.data import dsebench_qrels, dsebench_run
@@ -33,6 +33,8 @@ def dse_build_cmd(
     name: DseName = DEFAULT_NAME,
     model: Annotated[str, typer.Option("--model", help="Sentence model spec (offline).")] = BUILD.model,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Texts per encoder batch.")] = BUILD.batch_size,
+    device: Device = BUILD.device,
+    ray: RayAddress = BUILD.ray,
     root: Root = DEFAULT_ROOT,
     quiet: Quiet = False,
 ) -> None:
@@ -40,7 +42,7 @@ def dse_build_cmd(
 
     The index is the collection NAME; building again replaces a DSEBench index of that name."""
     set_quiet(quiet)
-    build_dse(datasets, name, root, BuildOptions(model=model, batch_size=batch_size))
+    build_dse(datasets, name, root, BuildOptions(model=model, batch_size=batch_size, device=device, ray=ray))
 
 
 @dse_app.command("submit")

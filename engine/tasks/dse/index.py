@@ -23,7 +23,7 @@ from engine.core.encoders.registry import DEFAULT_TEXT_SPEC, load_encoder
 from engine.core.encoders.base import Encoder
 from engine.errors import EngineError, opt
 from engine.io.tables import read_json
-from engine.progress import info, track
+from engine.progress import info
 from engine.tasks.dse.data import FIELDS, read_datasets, record_text
 
 TASK = "dsebench"                     # extra["task"] of a DSEBench collection
@@ -40,8 +40,12 @@ class BuildOptions:
     """How `engine dse build` embeds a catalogue; the CLI's option defaults are these."""
     model: str = DEFAULT_TEXT_SPEC    # sentence model spec (queries are encoded with the same model)
     batch_size: int = 64              # texts per encoder batch
+    device: str = "auto"              # where the encoder runs (engine.core.encoders.device)
+    ray: str | None = None            # encode on Ray: "local", "auto", "ray://…"
 
     def check(self) -> "BuildOptions":
+        from engine.core.encoders.device import check_device
+        check_device(self.device)
         if self.batch_size < 1:
             raise EngineError(f"{opt('batch_size')} must be at least 1, not {self.batch_size}")
         return self
@@ -54,16 +58,21 @@ def field_array(field: str) -> str:
 
 # ---------------------------------------------------------------- build
 
-def _embed_fields(encoder: Encoder, texts: dict[str, list[str]], batch_size: int) -> dict[str, np.ndarray]:
-    """Every non-empty field text in one stream; an empty field keeps a zero vector (similar to nothing)."""
+def _embed_fields(folder: Path, encoder: Encoder, texts: dict[str, list[str]], options: "BuildOptions"
+                  ) -> dict[str, np.ndarray]:
+    """Every non-empty field text in one stream, through the core's chunked encoder (on Ray with `--ray`);
+    an empty field keeps a zero vector (similar to nothing)."""
+    from engine.core.build.encode import encode_texts_chunked
+    from engine.core.build.options import BuildOptions as CoreOptions
     n = len(texts["all"])
     emb = {f: np.zeros((n, encoder.dim), dtype=np.float32) for f in EMBEDDED}
     todo = [(f, i) for f in EMBEDDED for i, t in enumerate(texts[f]) if t]
-    chunks = [todo[i:i + ENCODE_CHUNK] for i in range(0, len(todo), ENCODE_CHUNK)]
-    for chunk in track(chunks, len(chunks), f"embedding {len(todo)} field texts"):
-        vecs = encoder.encode_texts([texts[f][i] for f, i in chunk], batch_size=batch_size)
-        for (f, i), v in zip(chunk, vecs):
-            emb[f][i] = v
+    info(f"embedding {len(todo)} field texts")
+    core = CoreOptions(batch_size=options.batch_size, chunk_size=ENCODE_CHUNK, device=options.device,
+                       ray=options.ray)
+    vecs = encode_texts_chunked(folder, encoder, [texts[f][i] for f, i in todo], core)
+    for (f, i), v in zip(todo, vecs):
+        emb[f][i] = v
     return emb
 
 
@@ -94,11 +103,19 @@ def build_dse(datasets: str | os.PathLike, name: str = DEFAULT_NAME, root: str |
         raise EngineError(f"{folder} holds a collection that is not a DSEBench index; give another "
                           f"{opt('name')} or remove that folder")
     records = read_datasets(datasets)
+    from engine.core.cluster import ray_or_here
+    from engine.core.encoders.device import set_device
+    set_device(options.device)
+    with ray_or_here(options.ray):
+        return _build(folder, name, root, datasets, records, options)
+
+
+def _build(folder: Path, name: str, root, datasets, records: list[dict], options: BuildOptions) -> Collection:
     encoder = load_encoder(options.model)
     info(f"dse build: {len(records)} records → {folder} ({encoder.spec})")
     texts = {f: [r[f] for r in records] for f in FIELDS}
     texts["all"] = [record_text(r) for r in records]
-    emb = _embed_fields(encoder, texts, options.batch_size)
+    emb = _embed_fields(folder, encoder, texts, options)
     ids = [r["id"] for r in records]
     source = Path(datasets)
     col = Collection.from_vectors(

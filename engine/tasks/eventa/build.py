@@ -49,8 +49,12 @@ class BuildOptions:
     batch_size: int = _CORE.batch_size  # images per forward pass (passages: at least 64)
     workers: int = _CORE.workers    # image-decoding threads
     force: bool = False             # rebuild an index that exists
+    device: str = _CORE.device      # where the encoders run (engine.core.encoders.device)
+    ray: str | None = _CORE.ray     # encode on Ray: "local", "auto", "ray://…" (the image stage gains most)
 
     def check(self) -> "BuildOptions":
+        from engine.core.encoders.device import check_device
+        check_device(self.device)
         if self.passage_words < MIN_PASSAGE_WORDS:
             raise EngineError(f"{opt('passage_words')} must be at least {MIN_PASSAGE_WORDS}, not {self.passage_words}")
         return self
@@ -111,7 +115,6 @@ def build_eventa(database: str | os.PathLike, images: str | os.PathLike, name: s
                  root: str | os.PathLike | None = None, options: BuildOptions = BuildOptions()) -> dict:
     """Build the image collection, then the article-passage collection with BM25 and the article → image map;
     returns the settings and counts stored with it."""
-    from engine.core.encoders.registry import DEFAULT_IMAGE_SPEC, DEFAULT_TEXT_SPEC, load_encoder
     from engine.core.sources import image_items
 
     o = options
@@ -137,6 +140,16 @@ def build_eventa(database: str | os.PathLike, images: str | os.PathLike, name: s
     if orphans:
         info(f"{orphans} images in {images} belong to no article: only the global text→image search finds them")
 
+    from engine.core.cluster import ray_or_here
+    from engine.core.encoders.device import set_device
+    set_device(o.device)
+    with ray_or_here(o.ray):  # one Ray session for both stages
+        return _build(folder, name, database, images, o, articles, img_items, in_folder, missing, orphans)
+
+
+def _build(folder: Path, name: str, database, images, o: BuildOptions, articles, img_items, in_folder: set[str],
+           missing: list[str], orphans: int) -> dict:
+    from engine.core.encoders.registry import DEFAULT_IMAGE_SPEC, DEFAULT_TEXT_SPEC, load_encoder
     image_spec = load_encoder(o.model or DEFAULT_IMAGE_SPEC).spec
     text_spec = load_encoder(o.text_model or DEFAULT_TEXT_SPEC).spec
     started = time.perf_counter()
@@ -145,11 +158,13 @@ def build_eventa(database: str | os.PathLike, images: str | os.PathLike, name: s
         info(f"image collection of {name!r} is already built: kept")
     else:
         image_col = Collection.build(IMAGES, items=img_items, kind="image", root=folder, model=image_spec,
-                                     index=o.index, batch_size=o.batch_size, workers=o.workers, force=True)
+                                     index=o.index, batch_size=o.batch_size, workers=o.workers, force=True,
+                                     device=o.device, ray=o.ray)
     image_seconds = time.perf_counter() - started
 
     started = time.perf_counter()
-    passages = encode_passages(folder, articles, text_spec, o.passage_words, o.index, max(o.batch_size, 64))
+    passages = encode_passages(folder, articles, text_spec, o.passage_words, o.index, max(o.batch_size, 64),
+                               device=o.device, ray=o.ray)
     bm25 = BM25Index.build([a.id for a in articles], [a.text for a in articles])
     settings = {"database": str(database), "images": str(images), "fields": asdict(o.fields),
                 "passage_words": o.passage_words,
@@ -195,7 +210,8 @@ def _reusable(folder: Path, name: str, spec: str, ids: set[str] | None = None,
 
 
 def encode_passages(folder: Path, articles: Sequence[Article], text_spec: str, passage_words: int = 150,
-                    index: str = _CORE.index, batch_size: int = 64) -> Collection:
+                    index: str = _CORE.index, batch_size: int = 64, device: str = _CORE.device,
+                    ray: str | None = None) -> Collection:
     """The passage collection of the articles; one of the same passages and model is kept as it is."""
     passages = passage_items(articles, passage_words)
     digest = _passages_digest(passages)
@@ -204,7 +220,7 @@ def encode_passages(folder: Path, articles: Sequence[Article], text_spec: str, p
         info(f"article collection in {folder} is already built: kept")
         return col
     return Collection.build(ARTICLES, items=passages, kind="text", root=folder, model=text_spec, index=index,
-                            batch_size=batch_size, force=True, extra={"passages": digest})
+                            batch_size=batch_size, force=True, extra={"passages": digest}, device=device, ray=ray)
 
 
 def commit_articles(passages: Collection, articles: Sequence[Article], bm25: BM25Index, images: Collection,

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from engine.core.cli import Quiet, Root, split_list
+from engine.core.cli import Device, Quiet, RayAddress, Root, split_list
 from engine.core.collection import DEFAULT_ROOT
 from engine.eval.cli import DocsOpt, QueriesOpt
 from engine.progress import set_quiet
@@ -66,6 +66,8 @@ def eventa_build_cmd(
     workers: Annotated[int, typer.Option("--workers", help="Image-decoding threads.")] = BUILD.workers,
     force: Annotated[bool, typer.Option("--force", help="Rebuild an index that already exists (its image "
                      "embeddings are reused when the images and model are the same).")] = BUILD.force,
+    device: Device = BUILD.device,
+    ray: RayAddress = BUILD.ray,
     root: Root = DEFAULT_ROOT,
     quiet: Quiet = False,
 ) -> None:
@@ -75,7 +77,8 @@ def eventa_build_cmd(
     build_eventa(database, images, name, root, BuildOptions(
         model=model, text_model=text_model,
         fields=Fields(title=title_field, content=content_field, images=images_field, id=id_field),
-        passage_words=passage_words, index=index, batch_size=batch_size, workers=workers, force=force))
+        passage_words=passage_words, index=index, batch_size=batch_size, workers=workers, force=force,
+        device=device, ray=ray))
 
 
 EventaIdColumn = Annotated[Optional[str], typer.Option("--id-column", help="Query id column (default: query_id, "

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from engine.core.cli import Quiet, Root, split_list
+from engine.core.cli import Device, Quiet, RayAddress, Root, split_list
 from engine.core.collection import DEFAULT_ROOT
 from engine.progress import set_quiet
 from engine.tasks.lora.cv import EvalOptions
@@ -53,6 +53,8 @@ def lora_build_cmd(
     batch_size: LoraBatch = EXTRACT.batch_size,
     workers: LoraWorkers = EXTRACT.workers,
     force: Annotated[bool, typer.Option("--force", help="Rebuild an adapter that already exists.")] = False,
+    device: Device = EXTRACT.device,
+    ray: RayAddress = EXTRACT.ray,
     root: Root = DEFAULT_ROOT,
     quiet: Quiet = False,
 ) -> None:
@@ -61,7 +63,7 @@ def lora_build_cmd(
     from engine.tasks.lora.pipeline import build_adapter
     build_adapter(train, images, models, name, root,
                   LoraConfig(rep=rep, scorer=scorer, content_removal=content_removal, text_weight=text_weight, k=k),
-                  ExtractOptions(image_model, text_model, batch_size, workers), force=force)
+                  ExtractOptions(image_model, text_model, batch_size, workers, device, ray), force=force)
 
 
 @lora_app.command("submit")

@@ -91,6 +91,17 @@ class ExtractOptions:
     text_model: str = "conse"  # the image–text model of the LoRA-name prior, or "none"
     batch_size: int = 32
     workers: int = 2
+    device: str = "auto"  # where the models run (engine.core.encoders.device)
+    ray: str | None = None  # `engine lora build --ray`: the image pass in Ray tasks, a chunk of images each
+
+    def check(self) -> "ExtractOptions":
+        from engine.core.encoders.device import check_device
+        check_device(self.device)
+        return self
+
+
+RAY_CHUNK = 256
+"""Images per Ray task of `extract_features_on_ray` (each worker keeps its models loaded between tasks)."""
 
 
 @dataclass
@@ -188,6 +199,53 @@ def extract_features(extractor: Extractor, paths: Sequence[Path | None], batch_s
             ok.extend(present[i] for i in pos)
     arrays = {k: np.concatenate(v) for k, v in chunks.items()}
     return Features(arrays, ok, sorted(failed))
+
+
+def extract_features_on_ray(extractor: Extractor, paths: Sequence[Path | None],
+                            batch_size: int = ExtractOptions.batch_size, workers: int = ExtractOptions.workers,
+                            description: str = "images", chunk: int = RAY_CHUNK) -> Features:
+    """`extract_features` with the image pass split into Ray tasks of `chunk` images (the caller holds the Ray
+    session): each worker builds the extractor from its specs once and runs the same code; the features
+    come back in input order, as a local pass gives them."""
+    from engine.core.cluster import ray_map
+    from engine.core.encoders.device import device_setting
+    bounds = [(lo, min(len(paths), lo + chunk)) for lo in range(0, len(paths), chunk)]
+    args = [(extractor.image_spec, extractor.joint_spec, device_setting(), [None if p is None else str(p)
+             for p in paths[lo:hi]], batch_size, workers) for lo, hi in bounds]
+    parts: dict[int, Features] = {}
+    for n, feats in track(ray_map(_extract_chunk, args), len(bounds), f"embedding {description} on Ray"):
+        parts[n] = feats
+    arrays: dict[str, list[np.ndarray]] = {}
+    ok: list[int] = []
+    failed: list[tuple[int, str]] = []
+    for n, (lo, _) in enumerate(bounds):
+        f = parts.pop(n)
+        for key, arr in f.arrays.items():
+            arrays.setdefault(key, []).append(arr)
+        ok.extend(lo + i for i in f.ok)
+        failed.extend((lo + i, reason) for i, reason in f.failed)
+    return Features({k: np.concatenate(v) for k, v in arrays.items()}, ok, sorted(failed))
+
+
+def _extract_chunk(image_spec: str, joint_spec: str, device: str, paths: list[str | None], batch_size: int,
+                   workers: int) -> Features:
+    """A Ray task: one chunk's features, with the worker's cached extractor."""
+    from engine.core.encoders.device import set_device
+    from engine.progress import set_quiet
+    set_quiet(True)
+    set_device(device)
+    return extract_features(_worker_extractor(image_spec, joint_spec), [None if p is None else Path(p) for p in paths],
+                            batch_size, workers)
+
+
+_EXTRACTORS: dict[tuple[str, str], Extractor] = {}
+
+
+def _worker_extractor(image_spec: str, joint_spec: str) -> Extractor:
+    key = (image_spec, joint_spec)
+    if key not in _EXTRACTORS:
+        _EXTRACTORS[key] = make_extractor(image_spec, joint_spec)
+    return _EXTRACTORS[key]
 
 
 def report_failures(failed: list[tuple[int, str]], describe: Callable[[int], str], total: int, what: str) -> None:

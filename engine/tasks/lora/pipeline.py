@@ -24,7 +24,8 @@ from engine.errors import EngineError, opt, where
 from engine.progress import info, warn
 from engine.tasks.lora.data import (Lora, TrainImage, check_image_folder, content_of, find_query_images, loras_of,
                                     read_models, read_train, resolve_image)
-from engine.tasks.lora.features import (ExtractOptions, Extractor, Features, extract_features, make_extractor,
+from engine.tasks.lora.features import (ExtractOptions, Extractor, Features, extract_features,
+                                        extract_features_on_ray, make_extractor,
                                         report_failures)
 from engine.tasks.lora.model import KIND, LoraConfig, LoraModel, open_adapter, text_scorer_needs_a_model
 
@@ -53,7 +54,7 @@ class TrainingSet:
 
 def load_training_set(train: str | Path, images: str | Path, models: str | Path | None, extractor: Extractor,
                       batch_size: int = ExtractOptions.batch_size,
-                      workers: int = ExtractOptions.workers) -> TrainingSet:
+                      workers: int = ExtractOptions.workers, on_ray: bool = False) -> TrainingSet:
     """Read the labels, embed the images (missing or corrupt ones are reported and skipped)."""
     images = check_image_folder(images)
     loras = read_models(models) if models else None
@@ -62,7 +63,8 @@ def load_training_set(train: str | Path, images: str | Path, models: str | Path 
         loras = loras_of(rows)
     paths = [resolve_image(images, r.image_id) for r in rows]
     info(f"{len(rows)} training images of {len({r.lora for r in rows})} LoRAs from {train}")
-    feats = extract_features(extractor, paths, batch_size, workers, "training images")
+    extract = extract_features_on_ray if on_ray else extract_features
+    feats = extract(extractor, paths, batch_size, workers, "training images")
     report_failures(feats.failed, lambda i: f"{where(train, rows[i].line)}: image {images / rows[i].image_id}",
                     len(rows), "training images")
     kept = [rows[i] for i in feats.ok]
@@ -88,6 +90,7 @@ def build_adapter(train: str | Path, images: str | Path, models: str | Path | No
                   extract: ExtractOptions = ExtractOptions(), force: bool = False) -> Collection:
     """Embed the training images, fit prototypes (and the probe), store all as the collection `root/name`."""
     config.check()
+    extract.check()
     folder = collection_path(name, root)
     if (folder / MANIFEST).exists() and not force:
         kind = replaced_kind(folder)
@@ -98,10 +101,20 @@ def build_adapter(train: str | Path, images: str | Path, models: str | Path | No
                           f"replace it with {opt('force')} or pick another {opt('name')}")
     if force:
         announce_replacement(folder, KIND)
+    from engine.core.cluster import ray_or_here
+    from engine.core.encoders.device import set_device
+    set_device(extract.device)
+    with ray_or_here(extract.ray):
+        return _build(train, images, models, name, root, config, extract, force, folder)
+
+
+def _build(train, images, models, name: str, root, config: LoraConfig, extract: ExtractOptions, force: bool,
+           folder: Path) -> Collection:
     extractor = make_extractor(extract.image_model, extract.text_model)
     if config.scorer == "text" and extractor.text is None:
         raise EngineError(text_scorer_needs_a_model())
-    ts = load_training_set(train, images, models, extractor, extract.batch_size, extract.workers)
+    ts = load_training_set(train, images, models, extractor, extract.batch_size, extract.workers,
+                           on_ray=extract.ray is not None)
     model = LoraModel.fit(ts.features.arrays, ts.labels, ts.groups, list(ts.loras), config,
                           text_vectors(extractor, ts.loras))
     col = model.save(name, root, [{"name": lora.name, "trigger_words": lora.trigger_words}
