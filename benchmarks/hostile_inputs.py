@@ -225,7 +225,130 @@ def corpus(work: Path) -> list[tuple[str, str, str, list]]:
         cases.append(("convert ntcir-a-qrels", name, ERROR,
                       ["convert", "ntcir-a-qrels", file(f"gt-{len(cases)}.csv", content), w / "out.txt"]))
     cases.append(("cli", "--version", OK, ["--version"]))
+    return cases + issue21_cases(w, file)
+
+
+def issue21_cases(w: Path, file) -> list[tuple[str, str, str, list]]:
+    """Issue 21's inputs: task files and output paths (the option values run in-process: `option_cases`)."""
+    cases: list[tuple[str, str, str, list]] = []
+    good_run = w / "run.txt"
+    folder = w / "a-folder"
+    folder.mkdir(exist_ok=True)
+    plain = file("plain-file", "x")
+    for name, out in (("out is a folder", folder), ("out under a file", plain / "x.run"),
+                      ("out in a missing folder (created)", w / "new" / "fused.run")):
+        cases.append(("output paths", f"fuse: {name}", OK if "created" in name else ERROR,
+                      ["fuse", good_run, good_run, "--out", out]))
+        cases.append(("output paths", f"convert dsebench-run: {name}", OK if "created" in name else ERROR,
+                      ["convert", "dsebench-run", file("ok-run.json", '{"1": {"d1": 0.5}}'), out]))
+    judgment = {"case_id": "1", "candidate_dataset_id": "d1", "query_rel": 1, "target_sim": 2}
+    for name, change in (("null case id", {"case_id": None}), ("grade 7", {"query_rel": 7}),
+                         ("object case id", {"case_id": {"o": 1}}), ("tab in candidate", {"candidate_dataset_id": "d\t1"}),
+                         ("valid", {})):
+        cases.append(("convert dsebench-qrels", f"issue 21: {name}", OK if name == "valid" else ERROR,
+                      ["convert", "dsebench-qrels", file(f"j21-{len(cases)}.json", json.dumps([{**judgment, **change}])),
+                       w / "q.txt"]))
+    for name, content in (("tab inside an id", 'task_id,task_criticalness\n"t\t1",high\n'),
+                          ("space inside an id", "task_id,task_criticalness\nt 1,high\n"),
+                          ("valid", "task_id,task_criticalness\nt1,high\n")):
+        cases.append(("convert ntcir-a-groups", name, OK if name == "valid" else ERROR,
+                      ["convert", "ntcir-a-groups", file(f"tasks-{len(cases)}.csv", content), w / "g.tsv"]))
+    datasets = file("datasets-obj.json", json.dumps([{"id": "d1", "title": {"o": 1}, "description": "x"}]))
+    cases.append(("dse build", "object-valued title", ERROR, ["dse", "build", "--datasets", datasets,
+                                                              "--root", w / "idx21"]))
+    database = file("db-obj.json", json.dumps({"a1": {"title": "T", "content": {"o": 1}, "images": ["i1"]}}))
+    (w / "ev-images").mkdir(exist_ok=True)
+    cases.append(("eventa build", "object content", ERROR, ["eventa", "build", "--database", database, "--images",
+                                                           w / "ev-images", "--root", w / "idx21"]))
+    llm = file("llm_ids.txt", "good\nbad id\n")
+    dev = file("dev.tsv", "q1\twhat is love\nq2\twhat is life\n")
+    dq = file("dev.qrels", "q1 0 good 1\nq2 0 good 1\n")
+    cases.append(("mllm", "--llm-ids with 'bad id'", ERROR, ["mllm", "--dev-queries", dev, "--qrels", dq,
+                                                             "--llm-ids", llm, "--cv", "--root", w / "idx21"]))
+    col = "flip"
+    from hardening import fake
+
+    from engine.core.collection import Collection
+    fake.install()  # this process builds with the children's fake encoder
+    c = Collection.build(col, texts=file("flip.csv", "id,text\na1,one text\nb2,another text\n"), root=w / "idx21")
+    c.file("items").write_bytes(c.file("items").read_bytes().replace(b'"id"', b'"ie"', 1))
+    cases.append(("search", "items file with one flipped byte", ERROR, ["search", col, "words", "--root",
+                                                                        w / "idx21"]))
     return cases
+
+
+def option_cases(work: Path) -> list[tuple[str, str, list[str]]]:
+    """(command, option, argv) for every numeric option of every command with each value outside its declared
+    range: -1, 0, nan, inf, 1e309, 10^30 and a word; required arguments get existing dummy files."""
+    import typer
+
+    from engine.cli import app
+    from engine.io.options import UNCHECKED_COMMANDS, range_for
+    dummy = work / "dummy.csv"
+    dummy.write_text("id,text\nx,y\n")
+    folder = work / "dummy-folder"
+    folder.mkdir(exist_ok=True)
+    out = []
+
+    def walk(command, path):
+        for name, sub in getattr(command, "commands", {}).items():
+            walk(sub, [*path, name])
+        params = getattr(command, "params", [])
+        if not path or path[0] in UNCHECKED_COMMANDS or not params:
+            return
+        base = []
+        for p in params:
+            if p.required:
+                ann = str(getattr(getattr(p, "type_descriptor", None), "annotation", ""))
+                value = str(folder if p.name in ("images", "out_dir") else dummy if "Path" in ann else "x")
+                base += [value] if not getattr(p, "opts", [""])[0].startswith("-") else [max(p.opts, key=len), value]
+        for p in params:
+            r = range_for(" ".join(path), p.name)
+            ann = str(getattr(getattr(p, "type_descriptor", None), "annotation", ""))
+            if r is None or not getattr(p, "opts", None) or "Path" in ann:  # `dse --folds` is a folder
+                continue
+            flag = max(p.opts, key=len)
+            for value in ("-1", "0", "nan", "inf", "1e309", str(10**30), "abc"):
+                try:
+                    r.check(p.name, value)
+                    continue  # in range: not a hostile value for this option
+                except Exception:
+                    pass
+                out.append((" ".join(path), flag, [*path, *base, flag, value, "--root", str(work / "idx-opt")]
+                            if any(q.name == "root" for q in params) else [*path, *base, flag, value]))
+    walk(typer.main.get_command(app), [])
+    return out
+
+
+def run_in_process(argv: list[str]) -> dict:
+    """`engine ARGV` in this process (option values are refused before any work): rc, stderr."""
+    import contextlib
+    import engine.cli as cli
+    err, out = io.StringIO(), io.StringIO()
+    sys.argv = ["engine", *argv]
+    rc = 0
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+            cli.main()
+    except SystemExit as exc:
+        rc = exc.code if isinstance(exc.code, int) else 1
+    except Exception as exc:  # noqa: BLE001 - a traceback is an outcome to count
+        return {"rc": 1, "err": f"Traceback: {type(exc).__name__}: {exc}"}
+    return {"rc": rc, "err": err.getvalue()}
+
+
+def option_tally(work: Path) -> list[dict]:
+    """Every out-of-range value of every numeric option: refused in one line naming the flag, or not."""
+    results = []
+    for command, flag, argv in option_cases(work):
+        res = run_in_process(argv)
+        err = res["err"]
+        outcome = ("traceback" if "Traceback" in err else "silent" if res["rc"] == 0 else
+                   "clear error" if res["rc"] == 2 and err.count("error:") == 1 and flag in err else "other")
+        results.append({"group": f"options: {command}", "input": f"{flag} {argv[-1] if argv[-2] != '--root' else argv[-3]}",
+                        "expected": ERROR, "outcome": outcome, "rc": res["rc"], "seconds": 0,
+                        "peak_rss_mib": None, "message": (err.strip().splitlines() or [""])[-1][:300]})
+    return results
 
 
 def damage(w: Path, how: str) -> str:
@@ -275,11 +398,20 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "hostile_inputs.json")
     ap.add_argument("--memory", type=float, default=3.0, help="address-space cap per input, GiB")
     ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument("--group", action="append", help="only the groups starting with this (repeatable)")
+    ap.add_argument("--options", action="store_true", help="also every out-of-range value of every numeric "
+                    "option, in this process (issue 21)")
+    ap.add_argument("--only-options", action="store_true", help="only those")
     args = ap.parse_args()
+    args.options = args.options or args.only_options
     work = Path(tempfile.mkdtemp(prefix="hostile-"))
     results = []
     try:
-        for group, name, expect, cmd in corpus(work):
+        if args.options:
+            results += option_tally(work)
+        for group, name, expect, cmd in ([] if args.only_options else corpus(work)):
+            if args.group and not group.startswith(tuple(args.group)):
+                continue
             res = run(cmd, args.memory, args.timeout)
             outcome = classify(expect, res)
             results.append({"group": group, "input": name, "expected": expect, "outcome": outcome,

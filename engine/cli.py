@@ -35,7 +35,24 @@ def build_app(tasks: Sequence[str] = TASKS) -> typer.Typer:
     serve_cli.register(app)
     for task in tasks:
         importlib.import_module(f"{task}.cli").register(app, validate, convert)
+    check_options_first(app)
     return app
+
+
+def check_options_first(app: typer.Typer, path: str = "") -> None:
+    """Every command checks its numeric options and output paths (`engine.io.options`) before its work."""
+    import functools
+    from engine.io.options import check_options
+    for info in app.registered_commands:
+        command = f"{path} {info.name or info.callback.__name__}".strip()
+        if getattr(info.callback, "__wrapped__", None) is not None:
+            continue
+
+        def checked(*args, __f=info.callback, __name=command, **kwargs) -> None:
+            __f(*args, **check_options(__name, kwargs))  # nothing returned: main() exits 0
+        info.callback = functools.wraps(info.callback)(checked)
+    for group in app.registered_groups:
+        check_options_first(group.typer_instance, f"{path} {group.name}".strip())
 
 
 def _show_version(value: bool) -> None:
@@ -98,10 +115,25 @@ def main() -> None:
     show_flags_as_flags(command)
     set_option_names(flag_names(command, argv))
     try:
-        command()
-    except EngineError as exc:
+        sys.exit(command(standalone_mode=False) or 0)  # commands return None; click's Exit returns its code
+    except typer.TyperException as exc:  # click's own refusals (a word for a number, a missing option): one line
+        if type(exc).__name__ == "NoArgsIsHelpError" or not hasattr(exc, "format_message"):
+            exc.show()  # `engine eventa` alone: the group's help
+            sys.exit(exc.exit_code)
+        from rich.markup import escape
         from engine.progress import console
-        console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True, markup=True)
+        ctx = getattr(exc, "ctx", None)
+        where = f" (`{ctx.command_path} --help` lists the options)" if ctx is not None else ""
+        console.print(f"[red]error:[/red] {escape(exc.format_message())}{escape(where)}", highlight=False,
+                      soft_wrap=True, markup=True)
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
+    except EngineError as exc:
+        from rich.markup import escape
+        from engine.progress import console
+        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True, markup=True)
         sys.exit(2)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -53,6 +53,9 @@ def preview(items: Sequence[object], n: int = 5) -> str:
 
 
 def missing_extra(package: str, extra: str) -> EngineError:
-    """The error for an optional dependency that is not installed, naming the extra that brings it."""
-    return EngineError(f"{package} is not installed; it comes with the `{extra}` extra: "
-                       f"pip install 'engine[{extra}]'")
+    """The error for an optional dependency that is not installed, naming the extra that brings it and the
+    command for an installed package and for a checkout of the repository."""
+    many = "," in package or " and " in package
+    return EngineError(f"{package} {'are' if many else 'is'} not installed; {'they come' if many else 'it comes'} "
+                       f"with the `{extra}` extra: pip install 'engine[{extra}]' (in a checkout of the repository: "
+                       f"pip install -e \".[{extra}]\")")

@@ -5,6 +5,7 @@ import sys
 from typing import Iterable, Iterator, TypeVar
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                            TimeRemainingColumn)
 
@@ -23,12 +24,12 @@ def set_quiet(quiet: bool) -> None:
 def info(message: str) -> None:
     """A status line on stderr (stdout is kept for results)."""
     if not _state["quiet"]:
-        console.print(render_options(message), soft_wrap=True)  # tables keep their lines
+        console.print(escape(render_options(message)), soft_wrap=True)  # tables keep their lines
 
 
 def warn(message: str) -> None:
     """Warnings show even with --quiet."""
-    console.print(f"[yellow]warning:[/yellow] {render_options(message)}")
+    console.print(f"[yellow]warning:[/yellow] {escape(render_options(message))}")
 
 
 def make_progress() -> Progress:

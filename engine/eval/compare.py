@@ -10,6 +10,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from engine.io.options import RANGES
 from engine.errors import EngineError, opt
 from engine.eval.evaluate import Evaluation, evaluate, load_profile_runs
 from engine.eval.metrics import Metric, parse_metrics
@@ -40,8 +41,8 @@ class CompareOptions:
             raise EngineError(f"{opt('alpha')} must be between 0 and 1, not {self.alpha}")
         if self.correction not in CORRECTIONS:
             raise EngineError(f"unknown correction {self.correction!r}; use one of {', '.join(CORRECTIONS)}")
-        if self.resamples < 1:
-            raise EngineError(f"{opt('resamples')} must be at least 1, not {self.resamples}")
+        RANGES["resamples"].check("resamples", self.resamples)  # bounded: memory grows with resamples × queries
+        RANGES["seed"].check("seed", self.seed)
 
 
 @dataclass

@@ -30,11 +30,32 @@ def _full(folder: Path, slack: int = 1 << 20) -> bool:
         return False
 
 
+def check_writable(path: str | os.PathLike, folder: bool = False) -> Path:
+    """`path` if a file (or, with `folder`, a folder) can be written there, else one line saying why: called
+    before a command's work, so a bad output path costs nothing (and never a traceback after the work)."""
+    path = Path(path)
+    if not folder and path.is_dir():
+        raise EngineError(f"{path}: is a folder; give a file name to write")
+    if folder and path.exists() and not path.is_dir():
+        raise EngineError(f"{path}: is a file; give a folder to write into")
+    parent = path.parent if not folder or not path.exists() else path
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise EngineError(f"{path}: cannot be written: {parent} is a file, not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise EngineError(f"{path}: cannot be written: {parent} is not writable (permission denied)")
+    return path
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path in the target's folder; on success it replaces `path` atomically."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = check_writable(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise EngineError(f"{path}: cannot create its folder: {exc.strerror}") from None
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would surprise users who share collections

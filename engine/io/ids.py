@@ -43,9 +43,11 @@ def check_unique(ids: Sequence[object], what: str = "id", origin: object | None 
                       f"{what}s must be unique")
 
 
-def read_id_list(path: str | os.PathLike, unique: bool = False) -> dict[str, int]:
+def read_id_list(path: str | os.PathLike, unique: bool = False, whole_line: bool = False) -> dict[str, int]:
     """Ids → line: one id per line (first field; a header like `id` is skipped), or a CSV/TSV-with-header/
-    JSON(L) table with an id column. With `unique`, a repeated id is an error naming both lines."""
+    JSON(L) table with an id column. With `unique`, a repeated id is an error naming both lines. With
+    `whole_line` (a plain list of ids, nothing after them), a line with white space inside is an error, not
+    its first word."""
     path = Path(path)
     pairs: list[tuple[int, str]] = []
     if path.suffix.lower() in (".csv", ".json", ".jsonl", ".ndjson"):
@@ -60,6 +62,8 @@ def read_id_list(path: str | os.PathLike, unique: bool = False) -> dict[str, int
             if not fields or not fields[0].strip():
                 continue
             token = fields[0].strip()
+            if whole_line and len(fields) > 1:
+                raise EngineError(f"{where(path, n)}: id {text.strip()!r} holds white space; one id per line")
             if n == 1 and token.lower() in LIST_ID_COLUMNS:
                 continue
             pairs.append((n, token))

@@ -94,3 +94,17 @@ def finite(obj: Any) -> Any:
 def dumps(obj: Any, **kwargs: Any) -> str:
     """`json.dumps` that never writes NaN or Infinity (they become null)."""
     return json.dumps(finite(obj), allow_nan=False, **kwargs)
+
+
+def check_finite(obj: Any, what: str, path: str = "") -> None:
+    """EngineError naming the key of the first NaN or infinity in `obj` (dicts, lists, numbers): what a store
+    writes must read back (`json` would write NaN, which no JSON reader, ours included, accepts)."""
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            check_finite(value, what, f"{path}.{key}" if path else str(key))
+    elif isinstance(obj, (list, tuple)):
+        for n, value in enumerate(obj):
+            check_finite(value, what, f"{path}[{n}]")
+    elif isinstance(obj, (float, np.floating)) and not math.isfinite(obj):
+        raise EngineError(f"{what}: refusing to write {obj} at {path or 'the top'} (not a finite number); "
+                          "nothing was written")

@@ -56,6 +56,9 @@ LIMITS: dict[str, Limit] = {lim.name: lim for lim in (
     Limit("max_line_bytes", 16 << 20, "bytes",
           "one line of a text or table file (one row, one text); encoders read only its first few hundred "
           "tokens anyway"),
+    Limit("max_query_chars", 20_000, "characters",
+          "a query text is cut here (at a word) before BM25 and sentence pooling, with a warning: a caption is a "
+          "few hundred words, and a 1 MB one kept `eventa submit` busy for minutes"),
     Limit("max_grade", 100, "absolute value",
           "a relevance grade; ndcg_exp's gain is 2^grade − 1, and a float holds 2^1023 at most"),
     Limit("max_score", 1e15, "absolute value",
@@ -66,6 +69,16 @@ LIMITS: dict[str, Limit] = {lim.name: lim for lim in (
 def limit(name: str) -> float:
     """The current value of the limit `name` (a key of `LIMITS`)."""
     return LIMITS[name].value()
+
+
+def truncate_query(text: str) -> str:
+    """`text` cut to `max_query_chars` at the last white space before the limit (see LIMITS)."""
+    most = int(limit("max_query_chars"))
+    if len(text) <= most:
+        return text
+    cut = text[:most]
+    space = cut.rfind(" ")
+    return cut[:space] if space > most // 2 else cut
 
 
 def over(name: str, found: object, origin: object = "") -> EngineError:

@@ -218,13 +218,14 @@ def pick_column(path: str | Path, columns: Iterable[str], wanted: str | None, ca
                       f"(columns: {', '.join(cols)}; expected one of {', '.join(candidates)})")
 
 
-def read_queries(path: str | Path, id_column: str | None = None,
-                 text_column: str | None = None) -> list[tuple[str, str]]:
-    """`(qid, text)` pairs from TSV `qid<TAB>text`, CSV or JSONL; duplicate or empty ids are errors."""
+def read_queries(path: str | Path, id_column: str | None = None, text_column: str | None = None,
+                 id_columns: Sequence[str] = ()) -> list[tuple[str, str]]:
+    """`(qid, text)` pairs from TSV `qid<TAB>text`, CSV or JSONL; duplicate or empty ids are errors.
+    `id_columns`: a task's own id column names, tried before the usual ones."""
     rows = read_rows(path)
     if not rows:
         raise EngineError(f"{path}: no queries in file")
-    id_col = pick_column(path, rows[0].data.keys(), id_column, ID_COLUMNS, "query id")
+    id_col = pick_column(path, rows[0].data.keys(), id_column, (*id_columns, *ID_COLUMNS), "query id")
     text_col = pick_column(path, rows[0].data.keys(), text_column, TEXT_COLUMNS, "query text")
     seen: dict[str, int] = {}
     out = []

@@ -79,7 +79,7 @@ def test_messages_name_flags_on_the_command_line_and_parameters_in_python(tmp_pa
     src = tmp_path / "d.tsv"
     src.write_text("id\ttext\na\tbread\n")
     r = engine("build", "d", "--texts", str(src), "--root", str(tmp_path), "--chunk-size", "0")
-    assert r.returncode == 2 and "--chunk-size must be at least 1, not 0" in r.stderr
+    assert r.returncode == 2 and "--chunk-size must be a whole number of at least 1, not 0" in r.stderr
     with pytest.raises(EngineError, match="^chunk_size must be at least 1, not 0$"):
         Collection.build("d", texts=src, root=tmp_path, chunk_size=0)
     with pytest.raises(EngineError, match="unknown build setting"):

@@ -189,7 +189,7 @@ def test_bad_inputs_are_one_line(data, monkeypatch, capsys):
         (["--vectors", tmp / "one.npy", "--add"], "--add does not go with --vectors"),
         (["--vectors", tmp / "one.npy", "--encoder", "nosuch:model"], "unknown model spec 'nosuch:model'"),
         (["--vectors", tmp / "one.npy", "--index", "IVF16,Flat", "--memory-budget", "lots"], "--memory-budget"),
-        (["--vectors", tmp / "one.npy", "--chunk-size", "0"], "--chunk-size must be at least 1"),
+        (["--vectors", tmp / "one.npy", "--chunk-size", "0"], "--chunk-size must be a whole number of at least 1"),
         (["--texts", tmp / "meta.jsonl", "--ids", tmp / "ids.txt"], "--ids, --meta and --encoder go with --vectors"),
     ]
     for args, expected in cases:

@@ -45,7 +45,8 @@ def install(monkeypatch=None) -> None:
     from engine.core.encoders import registry
     if monkeypatch is not None:
         monkeypatch.setattr(registry, "load_encoder", load)
+        monkeypatch.setattr(registry, "load_text_query_encoder", load)
     else:
-        registry.load_encoder = load
+        registry.load_encoder = registry.load_text_query_encoder = load
     for k in CALLS:
         CALLS[k] = 0

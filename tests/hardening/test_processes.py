@@ -62,13 +62,30 @@ def _state(tmp: Path) -> tuple[list[str], np.ndarray]:
     return col.ids, np.asarray(col.embeddings).copy()
 
 
+_RUN_SECONDS: dict[str, float] = {}
+
+
+def uninterrupted_seconds(scenario: str, tmp: Path) -> float:
+    """How long the writer takes on this machine when nobody kills it (measured once per scenario): kill
+    delays are drawn as fractions of it, so the campaign kills writers mid-work on a fast or a slow machine."""
+    if scenario not in _RUN_SECONDS:
+        _prepare(scenario, tmp)
+        start = time.perf_counter()
+        subprocess.run([sys.executable, str(WRITER), *_args(scenario, tmp)], env=_env(), check=True,
+                       capture_output=True, timeout=300)
+        _RUN_SECONDS[scenario] = time.perf_counter() - start
+    return _RUN_SECONDS[scenario]
+
+
 def kill_once(scenario: str, tmp: Path, rng: random.Random, reference: tuple) -> dict:
-    """One campaign step: start the writer, SIGKILL it after a random delay, check, resume, compare."""
+    """One campaign step: start the writer, SIGKILL it after a random fraction of an uninterrupted run,
+    check, resume, compare."""
+    run = uninterrupted_seconds(scenario, tmp)
     _prepare(scenario, tmp)
     before = _state(tmp) if scenario != "build" else None
     proc = subprocess.Popen([sys.executable, str(WRITER), *_args(scenario, tmp)], env=_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    time.sleep(rng.uniform(0.3, 2.5))
+    time.sleep(rng.uniform(0.1, 0.9) * run)
     proc.send_signal(signal.SIGKILL)
     proc.wait(30)
     killed = proc.returncode == -signal.SIGKILL

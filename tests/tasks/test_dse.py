@@ -185,7 +185,7 @@ def test_user_errors_are_engine_errors(corpus, tmp_path):
                             "datasets.json --name missing --root ROOT`"),
     (["--method", "tuned"], "--method tuned needs --folds (DSEBench's Data/Splits/5-Fold_split, weights tuned per "
                             "fold on its train cases) or --weights FILE"),
-    (["--depth", "0"], "--depth must be at least 1, not 0"),
+    (["--depth", "0"], "--depth must be a whole number of at least 1, not 0"),
     (["--split", "nonsense"], "--split 'nonsense': use test, train, all, or a split file"),
 ])
 def test_submit_errors_name_the_flags_on_the_command_line(corpus, tmp_path, monkeypatch, capsys, args, message):

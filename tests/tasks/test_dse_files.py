@@ -30,7 +30,7 @@ def test_dsebench_gain_is_query_rel_times_target_sim(tmp_path):
 @pytest.mark.parametrize("records,message", [
     ([{"case_id": "1", "candidate_dataset_id": "a", "query_rel": 1}], "record 1 lacks target_sim"),
     ([judgment("1", "a", 1, 1), judgment("1", "a", 2, 2)], "record 2: case 1 judges candidate a twice"),
-    ([judgment("1", "a", "x", 1)], "must be non-negative integers"),
+    ([judgment("1", "a", "x", 1)], "must be whole numbers from 0 to 2"),
     ({"not": "a list"}, "expected a JSON list"),
 ])
 def test_dsebench_judgments_errors(tmp_path, records, message):

@@ -184,12 +184,12 @@ def test_messages_name_the_command_line_flags_through_the_cli(built, monkeypatch
     assert code == 2 and "no article has a 'title' field" in err and "--title-field" in err
     code, _, err = run_cli(monkeypatch, capsys, "eventa", "build", "--database", paths.database, "--images",
                            paths.images, "--name", "x", "--root", tmp_path / "idx", "--passage-words", "8")
-    assert code == 2 and "--passage-words must be at least 16, not 8" in err
+    assert code == 2 and "--passage-words must be a whole number of at least 16, not 8" in err
     code, _, err = run_cli(monkeypatch, capsys, "eventa", "eval", "--queries", paths.labeled, "--name", "fix",
                            "--root", root, "--sweep", "heavy")
     assert code == 2 and "--sweep takes comma-separated article weights" in err
     code, _, err = run_cli(monkeypatch, capsys, "eventa", "submit", "--queries", paths.queries, "--out",
-                           tmp_path / "sub.csv", "--name", "fix", "--root", root, "--article-weight", "2")
+                           tmp_path / "sub.csv", "--name", "fix", "--root", root)
     assert code == 2 and "sub.csv: the submission to write is a zip" in err
     code, _, err = run_cli(monkeypatch, capsys, "eventa", "submit", "--queries", paths.queries, "--out",
                            tmp_path / "submission.zip", "--name", "fix", "--root", root, "--article-weight", "2")

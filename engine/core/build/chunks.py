@@ -6,16 +6,21 @@ import hashlib
 import json
 import shutil
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
 from engine.core.build.options import BuildOptions, BuildReport
+from engine.core.encoders.device import batch_size_for
 from engine.core.sources import Item
 from engine.core.store.npy_rows import NpyFile, NpyRows
 from engine.core.store.stored import PARTIAL
 from engine.io.atomic import atomic_open, write_json
 from engine.progress import info, make_progress, warn
+
+
+PROGRESS_STEP = 256
+"""Items encoded between two moves of the progress bar (at least four batches)."""
 
 
 def _plan_signature(encoder_spec: str, kind: str, items: Sequence[Item], chunk_size: int) -> str:
@@ -75,18 +80,33 @@ def _read_chunk(cfile: Path) -> dict[str, np.ndarray] | None:
         return None  # unreadable chunk: encode it again
 
 
-def encode_local(encoder, kind: str, items: Sequence[Item], todo: Sequence[int], o: BuildOptions
-                  ) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
-    """(chunk number, chunk data) for each chunk in `todo`, encoded in this process."""
+def encode_local(encoder, kind: str, items: Sequence[Item], todo: Sequence[int], o: BuildOptions,
+                 tick: Callable[[int, int], None] | None = None) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+    """(chunk number, chunk data) for each chunk in `todo`, encoded in this process; `tick(chunk, n)` after
+    each slice of a chunk, so a progress bar moves within a chunk (a small build is one chunk)."""
     bounds = chunk_bounds(len(items), o.chunk_size)
     for c in todo:
         chunk = items[bounds[c][0]:bounds[c][1]]
-        if kind == "text":
-            yield c, chunk_data(encoder.encode_texts([it.source for it in chunk], batch_size=o.batch_size),
-                                range(len(chunk)), [])
-        else:
-            res = encoder.encode_images([it.source for it in chunk], batch_size=o.batch_size, workers=o.workers)
-            yield c, chunk_data(res.embeddings, res.ok, res.failed)
+        step = max(PROGRESS_STEP, batch_size_for(o.batch_size, kind, o.device) * 4)
+        parts = []
+        for lo in range(0, len(chunk), step):
+            part = [it.source for it in chunk[lo:lo + step]]
+            if kind == "text":
+                parts.append((encoder.encode_texts(part, batch_size=o.batch_size), range(len(part)), []))
+            else:
+                res = encoder.encode_images(part, batch_size=o.batch_size, workers=o.workers)
+                parts.append((res.embeddings, res.ok, res.failed))
+            if tick is not None:
+                tick(c, len(part))
+        yield c, _joined(parts, step)
+
+
+def _joined(parts: list, step: int) -> dict[str, np.ndarray]:
+    """One chunk's data from its slices' (embeddings, ok positions, failures), positions made chunk-wide."""
+    emb = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, 0), np.float32)
+    ok = [n * step + i for n, p in enumerate(parts) for i in p[1]]
+    bad = [(n * step + i, r) for n, p in enumerate(parts) for i, r in p[2]]
+    return chunk_data(emb, ok, bad)
 
 
 def encode_chunked(path: Path, encoder, kind: str, items: Sequence[Item], o: BuildOptions,
@@ -100,6 +120,11 @@ def encode_chunked(path: Path, encoder, kind: str, items: Sequence[Item], o: Bui
     bounds = chunk_bounds(len(items), o.chunk_size)
     with make_progress() as bar:
         task = bar.add_task(f"encoding {kind}s", total=len(items))
+        ticked: dict[int, int] = {}
+
+        def tick(c: int, n: int) -> None:
+            ticked[c] = ticked.get(c, 0) + n
+            bar.advance(task, n)
         done = set()
         for c, (lo, hi) in enumerate(bounds):
             if _read_chunk(partial / f"chunk-{c:06d}.npz") is not None:
@@ -107,11 +132,12 @@ def encode_chunked(path: Path, encoder, kind: str, items: Sequence[Item], o: Bui
                 report.resumed += hi - lo
                 bar.advance(task, hi - lo)
         todo = [c for c in range(len(bounds)) if c not in done]
-        for c, data in encode_chunks(encoder, kind, items, todo, o):
+        extra = {"tick": tick} if encode_chunks is encode_local else {}
+        for c, data in encode_chunks(encoder, kind, items, todo, o, **extra):
             with atomic_open(partial / f"chunk-{c:06d}.npz", "wb") as fh:
                 np.savez(fh, **data)
             report.encoded += bounds[c][1] - bounds[c][0]
-            bar.advance(task, bounds[c][1] - bounds[c][0])
+            bar.advance(task, bounds[c][1] - bounds[c][0] - ticked.pop(c, 0))
             del data
     if report.resumed:
         info(f"resumed: {report.resumed} items were already encoded by an interrupted build")

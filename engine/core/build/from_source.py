@@ -14,6 +14,7 @@ from engine.core.build.commit import commit_collection, new_manifest
 from engine.core.build.options import BuildOptions, BuildReport, build_options
 from engine.core.index.faiss_index import FlatFile, build_index, is_exact, recall_at_k
 from engine.core.sources import Item, image_items, text_items
+from engine.core.store.replaced import announce_replacement
 from engine.core.store.npy_rows import NpyRows
 from engine.core.store.stored import IMAGE_FILES, MANIFEST, PARTIAL, StoredCollection, collection_path
 from engine.errors import EngineError, opt
@@ -85,6 +86,8 @@ def _build_collection(name: str, images: str | Path | None, texts: str | Path | 
     elif (path / MANIFEST).exists() and not o.force:
         raise EngineError(f"collection {name!r} already exists in {path.parent}/; "
                           f"use {opt('add')} to append new items or {opt('force')} to rebuild it")
+    elif o.force:
+        announce_replacement(path, kind)
 
     configure_threads(o.threads)
     from engine.core.encoders.device import set_device

@@ -98,12 +98,14 @@ def encode_on_ray(encoder, kind: str, items: Sequence["Item"], todo: Sequence[in
     if not todo:
         return
     cpus, gpus = cluster_resources()
+    from engine.core.encoders.device import batch_size_for
+    batch = batch_size_for(o.batch_size, kind, "cuda" if gpus else "cpu")  # an int: the CLI gives "32" or "auto"
     ds = ray.data.from_arrow([_chunk_table(items, c, *bounds[c]) for c in todo])  # one block per chunk
     if kind == "image":
-        ds = ds.map_batches(_decode, fn_kwargs={"transform": cloudpickle.dumps(encoder.preprocess)}, batch_size=o.batch_size,
+        ds = ds.map_batches(_decode, fn_kwargs={"transform": cloudpickle.dumps(encoder.preprocess)}, batch_size=batch,
                             num_cpus=1, max_retries=TASK_RETRIES)
     actors = gpus if gpus else max(1, cpus // 2 if kind == "image" else cpus)
-    ds = ds.map_batches(_encode_actor(encoder.spec, kind, o.threads, o.batch_size), batch_size=o.batch_size, compute=ray.data.ActorPoolStrategy(size=actors),
+    ds = ds.map_batches(_encode_actor(encoder.spec, kind, o.threads, batch), batch_size=batch, compute=ray.data.ActorPoolStrategy(size=actors),
                         num_gpus=1 if gpus else 0,
                         num_cpus=1, batch_format="numpy")
     pending: dict[int, list[dict[str, np.ndarray]]] = {}

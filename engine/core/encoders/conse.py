@@ -22,6 +22,7 @@ DEFAULTS = {"top": 20, "temperature": 2.0, "text": DEFAULT_TEXT_MODEL}
 
 
 def imagenet_synonyms() -> list[list[str]]:
+    from engine.core.encoders import torchvision_patch  # noqa: F401  (timm imports torchvision)
     from timm.data import ImageNetInfo
     info = ImageNetInfo()
     return [[s.strip() for s in info.index_to_description(i).split(",") if s.strip()]

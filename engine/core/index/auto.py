@@ -5,7 +5,9 @@
 2. A pilot: each candidate is built on a sample (≤ `PILOT` vectors, IVF lists scaled to it) and its knob
    (nprobe, efSearch, k_factor) swept on held-out queries **of the modality users send** (text queries
    for an image–text collection: an index trained on image vectors can lose recall on text queries);
-   the fastest setting reaching `--recall` (plus a margin) wins, measured as speed-up over exact search.
+   the fastest setting reaching `--recall` (plus a margin) wins, measured as speed-up over exact search,
+   if it is at least `MIN_SPEEDUP` times faster than exact Flat (else Flat: a smaller gain is timing noise);
+   under `MIN_VECTORS` vectors the index is exact Flat without measuring.
 3. The winner is built at full size and its knob tuned again there on the same queries; the operating
    point and the whole recall–QPS table go into the manifest (`index_choice`) and are printed.
 """
@@ -25,6 +27,8 @@ from engine.errors import EngineError, opt
 PILOT = 100_000
 MARGIN = 0.01  # the pilot's recall must beat the target by this much (its sample is smaller than the index)
 K = 10
+MIN_SPEEDUP = 1.5  # another index wins over exact Flat only this many times faster (1.1× is timing noise)
+MIN_VECTORS = 1000  # below this, exact Flat: a scan of a few hundred vectors takes microseconds
 _UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 
 
@@ -210,6 +214,9 @@ def choose(vectors: np.ndarray, queries: np.ndarray, target: float = 0.95, budge
     n, dim = vectors.shape
     queries = np.ascontiguousarray(queries, dtype=np.float32)
     cands = [c for c in candidates(n, dim) if budget is None or memory_bytes(c.factory, n, dim) <= budget]
+    if n < MIN_VECTORS and any(c.factory == "Flat" for c in cands):
+        info(f"auto index: {n:,} vectors (under {MIN_VECTORS:,}): exact Flat, nothing to gain from another")
+        cands = [c for c in cands if c.factory == "Flat"]
     if not cands:
         need = min(memory_bytes(c.factory, n, dim) for c in candidates(n, dim))
         raise EngineError(f"no index of {n:,} × {dim} fits in {opt('memory_budget')} {budget:,} bytes; the "
@@ -241,6 +248,11 @@ def choose(vectors: np.ndarray, queries: np.ndarray, target: float = 0.95, budge
         r["speedup"] = r["qps"] / exact_qps
     if best is None:  # nothing approximate reaches the target: exact search within the budget
         best = next((c for c in cands if c.knob is None), cands[0])
+    flat = next((c for c in cands if c.factory == "Flat"), None)
+    if flat is not None and best is not flat and best_speed < MIN_SPEEDUP * exact_qps:
+        info(f"auto index: {best.factory} is only {best_speed / exact_qps:.1f}× faster than exact Flat (under "
+             f"{MIN_SPEEDUP}×): Flat")
+        best = flat
     info(f"auto index: building {best.factory} over {n:,} vectors")
     del pilot_vecs
     if n <= pilot:  # the pilot was the whole collection: its sweep is the full-size one

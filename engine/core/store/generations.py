@@ -28,6 +28,7 @@ import numpy as np
 
 from engine.errors import EngineError
 from engine.io.atomic import atomic_path, write_json
+from engine.io.jsonio import check_finite
 from engine.io.jsonio import parse_json
 
 FORMAT = 2
@@ -118,6 +119,8 @@ def read_lines(path: Path, offsets: np.ndarray, rows: Iterable[int]) -> list[dic
 
 
 def json_document(obj: Any) -> FileWriter:
+    check_finite(obj, "a collection's JSON document")
+
     def write(path: Path) -> None:
         path.write_text(json.dumps(obj, ensure_ascii=False), encoding="utf-8")
     return FileWriter(".json", write)
@@ -214,7 +217,9 @@ def _write_role(folder: Path, name: str, writer: FileWriter) -> None:
 def commit(folder: Path, manifest: dict, writers: Mapping[str, FileWriter],
            keep: Mapping[str, str] | None = None) -> dict:
     """Write `writers` as the next generation's roles, keep the `keep` roles' existing files, then publish
-    `manifest` (given the roles, checksums, format and generation) and drop unreferenced generation files."""
+    `manifest` (given the roles, checksums, format and generation) and drop unreferenced generation files.
+    A manifest holding NaN or an infinity is refused before anything is written (it could not be read back)."""
+    check_finite(manifest, f"{folder / MANIFEST}")
     folder.mkdir(parents=True, exist_ok=True)
     gen = next_generation(folder)
     roles = dict(keep or {})

@@ -169,7 +169,7 @@ class StoredCollection:
         if self._items is None:
             try:
                 with open(self.file("items"), encoding="utf-8") as fh:
-                    self._items = [json.loads(line) for line in fh if line.strip()]
+                    self._items = self._checked_rows([json.loads(line) for line in fh if line.strip()])
             except FileNotFoundError:
                 raise self._gone() if self._rebuilt() else EngineError(
                     f"{self.file('items')} is missing; {rebuild_hint(self.name)}") from None
@@ -193,7 +193,18 @@ class StoredCollection:
                 raise EngineError(f"{self.file('items')} holds {len(offsets) - 1} rows, the manifest says "
                                   f"{len(self)}; {rebuild_hint(self.name)}")
             self._offsets = offsets
-        return generations.read_lines(self.file("items"), self._offsets, rows)
+        try:
+            return self._checked_rows(generations.read_lines(self.file("items"), self._offsets, rows))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise EngineError(f"{self.file('items')}: damaged ({exc}); {rebuild_hint(self.name)}") from None
+
+    def _checked_rows(self, rows: list) -> list[dict]:
+        """Item rows as the store wrote them (objects with a string id); a changed byte is named, not a KeyError."""
+        for row in rows:
+            if not isinstance(row, dict) or not isinstance(row.get("id"), str):
+                raise EngineError(f"{self.file('items')}: damaged (a row without an id: {str(row)[:60]!r}); "
+                                  f"`engine verify {self.name}` checks every byte; {rebuild_hint(self.name)}")
+        return rows
 
     def info(self) -> dict[str, Any]:
         m = self.manifest

@@ -13,8 +13,8 @@ from typing import Mapping
 from engine.errors import EngineError, opt, preview, where
 from engine.eval.metrics import trec_order
 from engine.eval.runs import Qrels, Run, load_run, parse_grade, write_qrels, write_run
-from engine.io.ids import read_id_list
-from engine.io.tables import read_json, read_queries, read_text_lines
+from engine.io.ids import read_id_list, trec_safe_ids
+from engine.io.tables import id_text, read_json, read_queries, read_text_lines
 from engine.progress import warn
 
 FIELDS = ("title", "description", "tags", "author", "summary")
@@ -29,12 +29,15 @@ class Case:
     line: int
 
 
-def _field_text(value: object) -> str:
-    """A record field as one text: lists joined with "; ", None and blanks as ""."""
+def _field_text(value: object, origin: str = "") -> str:
+    """A record field as one text: lists joined with "; ", None and blanks as "". An object or a boolean is an
+    error naming `origin` (the record and field), not its Python spelling embedded as text."""
     if value is None:
         return ""
     if isinstance(value, list):
-        return "; ".join(str(v).strip() for v in value if v is not None and str(v).strip())
+        return "; ".join(t for t in (_field_text(v, origin) for v in value) if t)
+    if isinstance(value, (dict, bool)):
+        raise EngineError(f"{origin}: {type(value).__name__} value {str(value)[:40]!r} is not text")
     return str(value).strip()
 
 
@@ -60,7 +63,7 @@ def read_datasets(path: str | os.PathLike) -> list[dict[str, str]]:
         if not isinstance(obj, dict):
             not_obj.append(f"#{n}")
             continue
-        rid = _field_text(obj.get("id", obj.get("dataset_id")))
+        rid = _field_text(obj.get("id", obj.get("dataset_id")), f"{path}: record {n}: id")
         if not rid:
             no_id.append(f"#{n}")
             continue
@@ -74,7 +77,7 @@ def read_datasets(path: str | os.PathLike) -> list[dict[str, str]]:
             if f == "tags" and isinstance(value, str) and value.strip():
                 tag_strings.append(rid)
                 value = [t for t in re.split(r"[,;|]", value) if t.strip()]
-            rec[f] = _field_text(value)
+            rec[f] = _field_text(value, f"{path}: record {n} ({rid}): {f}")
             if not rec[f]:
                 empty[f].append(rid)
         records.append(rec)
@@ -142,6 +145,19 @@ def read_cases(path: str | os.PathLike) -> dict[str, Case]:
 DSEBENCH_KEYS = ("case_id", "candidate_dataset_id", "query_rel", "target_sim")
 
 
+MAX_DSE_GRADE = 2
+"""DSEBench grades query_rel and target_sim 0, 1 or 2 (docs/dse.md)."""
+
+
+def _judged_id(value: object, path: str | os.PathLike, record: int, key: str) -> str:
+    """A judgment's case or candidate id: a non-empty string or integer a TREC file can hold."""
+    text = id_text(value, f"{path}: record {record}", None, key)
+    if not text:
+        raise EngineError(f"{path}: record {record}: {key} is {'null' if value is None else 'empty'}")
+    trec_safe_ids([text], "strict", f"{path}: record {record} ({key})", fixable=False)
+    return text
+
+
 def read_dsebench_judgments(path: str | os.PathLike) -> Qrels:
     """case_id → {candidate_dataset_id: query_rel × target_sim} from `human_annotated_judgments.json`."""
     data = read_json(path)
@@ -154,11 +170,11 @@ def read_dsebench_judgments(path: str | os.PathLike) -> Qrels:
         missing = [k for k in DSEBENCH_KEYS if k not in rec]
         if missing:
             raise EngineError(f"{path}: record {i} lacks {', '.join(missing)}")
-        case, cand = str(rec["case_id"]).strip(), str(rec["candidate_dataset_id"]).strip()
+        case, cand = (_judged_id(rec[k], path, i, k) for k in ("case_id", "candidate_dataset_id"))
         q_rel, t_sim = parse_grade(rec["query_rel"]), parse_grade(rec["target_sim"])
-        if q_rel is None or t_sim is None or q_rel < 0 or t_sim < 0:
+        if q_rel is None or t_sim is None or not 0 <= q_rel <= MAX_DSE_GRADE or not 0 <= t_sim <= MAX_DSE_GRADE:
             raise EngineError(f"{path}: record {i} (case {case}): query_rel {rec['query_rel']!r} and target_sim "
-                              f"{rec['target_sim']!r} must be non-negative integers")
+                              f"{rec['target_sim']!r} must be whole numbers from 0 to {MAX_DSE_GRADE}")
         judged = qrels.setdefault(case, {})
         if cand in judged:
             raise EngineError(f"{path}: record {i}: case {case} judges candidate {cand} twice")

@@ -81,6 +81,12 @@ def eventa_build_cmd(
         device=device, ray=ray))
 
 
+EventaIdColumn = Annotated[Optional[str], typer.Option("--id-column", help="Query id column (default: query_id, "
+                           "image_index, …).", show_default=False)]
+EventaTextColumn = Annotated[Optional[str], typer.Option("--text-column", help="Caption column (default: "
+                             "query_text, caption, …).", show_default=False)]
+
+
 @eventa_app.command("submit")
 def eventa_submit_cmd(
     queries: Annotated[Path, typer.Option("--queries", help="CSV query_id,query_text (the challenge's query file).")],
@@ -95,6 +101,8 @@ def eventa_submit_cmd(
     article_weight: EventaArticleWeight = RANK.article_weight,
     depth: EventaDepth = RANK.depth,
     batch_size: EventaBatch = BATCH_SIZE,
+    id_column: EventaIdColumn = None,
+    text_column: EventaTextColumn = None,
     root: Root = DEFAULT_ROOT,
     quiet: Quiet = False,
 ) -> None:
@@ -103,7 +111,8 @@ def eventa_submit_cmd(
     from engine.tasks.eventa.rank import submit_eventa
     submit_eventa(queries, out, name, root, RankParams(
         pooling=pooling, article_fusion=article_fusion, dense_weight=dense_weight, bm25_weight=bm25_weight,
-        top_articles=top_articles, image_fusion=image_fusion, article_weight=article_weight, depth=depth), batch_size)
+        top_articles=top_articles, image_fusion=image_fusion, article_weight=article_weight, depth=depth), batch_size,
+        id_column, text_column)
 
 
 @eventa_app.command("eval")
@@ -125,10 +134,8 @@ def eventa_eval_cmd(
                      "--article-weight.", show_default=False)] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", help="Score only the first N labeled captions.",
                      show_default=False)] = None,
-    id_column: Annotated[Optional[str], typer.Option("--id-column", help="Query id column (default: query_id, "
-                         "image_index, …).", show_default=False)] = None,
-    text_column: Annotated[Optional[str], typer.Option("--text-column", help="Caption column (default: query_text, "
-                           "caption, …).", show_default=False)] = None,
+    id_column: EventaIdColumn = None,
+    text_column: EventaTextColumn = None,
     image_column: Annotated[Optional[str], typer.Option("--image-column", help="Correct image id column (default: "
                             "retrieved_image_id).", show_default=False)] = None,
     article_column: Annotated[Optional[str], typer.Option("--article-column", help="Correct article id column "

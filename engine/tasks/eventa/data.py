@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.errors import EngineError, opt, preview, where
-from engine.io.tables import pick_column, read_rows
+from engine.io.tables import cell_text, id_text, pick_column, read_rows
 from engine.progress import warn
 
 ARTICLE_ID_FIELDS = ("article_id", "id", "doc_id", "docid")
@@ -78,7 +78,7 @@ def read_database(path: str | os.PathLike, fields: Fields = Fields()) -> list[Ar
     seen: set[str] = set()
     no_id, dups, no_images, bad_images, empty = [], [], [], [], []
     for row in rows:
-        aid = str(row.data.get(id_col, "") or "").strip()
+        aid = id_text(row.data.get(id_col), path, row.line, id_col)
         if not aid:
             no_id.append(where(path, row.line))
             continue
@@ -91,8 +91,8 @@ def read_database(path: str | os.PathLike, fields: Fields = Fields()) -> list[Ar
         if images is None:
             (no_images if raw is None else bad_images).append(aid)
             images = []
-        title = str(row.data.get(fields.title) or "").strip()
-        content = str(row.data.get(fields.content) or "").strip()
+        title = cell_text(row.data.get(fields.title), path, row.line, fields.title)
+        content = cell_text(row.data.get(fields.content), path, row.line, fields.content)
         if not title and not content:
             empty.append(aid)
         meta = {k: v for k, v in row.data.items()
@@ -145,14 +145,14 @@ def read_labeled(path: str | os.PathLike, id_column: str | None = None, text_col
     out: list[Labeled] = []
     seen: dict[str, int] = {}
     for row in rows:
-        qid = str(row.data.get(id_col, "") or "").strip()
-        text = str(row.data.get(text_col, "") or "").strip()
-        image = str(row.data.get(image_col, "") or "").strip()
+        qid = id_text(row.data.get(id_col), path, row.line, id_col)
+        text = cell_text(row.data.get(text_col), path, row.line, text_col)
+        image = id_text(row.data.get(image_col), path, row.line, image_col)
         if not qid or not text or not image:
             raise EngineError(f"{where(path, row.line)}: empty query id, caption or image id")
         if qid in seen:
             raise EngineError(f"{where(path, row.line)}: duplicate query id {qid!r} (first on line {seen[qid]})")
         seen[qid] = row.line
-        article = (str(row.data.get(art_col, "") or "").strip() or None) if art_col else None
+        article = (id_text(row.data.get(art_col), path, row.line, art_col) or None) if art_col else None
         out.append(Labeled(qid, text, image, article, row.line))
     return out

@@ -229,6 +229,13 @@ class EventaIndex:
 def rank_in_batches(index: EventaIndex, texts: Sequence[str], params: RankParams, stages: Sequence[str],
                     batch_size: int = BATCH_SIZE, timer: Timer | None = None, sweep: Sequence[float] = ()) -> RankResult:
     """`EventaIndex.rank` over many captions, a batch at a time, with a progress bar."""
+    from engine.io.limits import LIMITS, truncate_query
+    cut = [truncate_query(t) for t in texts]
+    long = sum(len(a) != len(b) for a, b in zip(texts, cut))
+    if long:
+        warn(f"{long} caption(s) longer than {LIMITS['max_query_chars'].value():,.0f} characters were cut there "
+             f"({LIMITS['max_query_chars'].env} raises the bound)")
+    texts = cut
     names = list(stages) + [sweep_stage(w) for w in sweep]
     result = RankResult({s: [] for s in names}, {s: [] for s in ARTICLE_STAGES})
     starts = range(0, len(texts), batch_size)
@@ -243,8 +250,10 @@ def rank_in_batches(index: EventaIndex, texts: Sequence[str], params: RankParams
 
 def submit_eventa(queries: str | os.PathLike, out: str | os.PathLike, name: str = DEFAULT_NAME,
                   root: str | os.PathLike | None = None, params: RankParams = RankParams(),
-                  batch_size: int = BATCH_SIZE) -> tuple[Path, Path]:
-    """Rank every caption of a `query_id,query_text` CSV and write `submission.csv` beside the zip `out`."""
+                  batch_size: int = BATCH_SIZE, id_column: str | None = None,
+                  text_column: str | None = None) -> tuple[Path, Path]:
+    """Rank every caption of a `query_id,query_text` CSV (other names: `id_column`, `text_column`) and write
+    `submission.csv` beside the zip `out`."""
     from engine.io.tables import read_queries
     from engine.tasks.eventa.submission import CSV_NAME, SLOTS, validate_eventa, write_eventa_csv, zip_submission
     out = Path(out)
@@ -252,13 +261,14 @@ def submit_eventa(queries: str | os.PathLike, out: str | os.PathLike, name: str 
         raise EngineError(f"{out}: the submission to write is a zip (e.g. submission.zip; submission.csv is "
                           "written beside it)")
     params.check()
-    qs = read_queries(queries)
+    from engine.tasks.eventa.data import LABEL_ID_COLUMNS
+    qs = read_queries(queries, id_column, text_column, LABEL_ID_COLUMNS)
     index = EventaIndex.open(name, root)
     result = rank_in_batches(index, [t for _, t in qs], params, ("fused",), batch_size)
     csv_path = out.with_name(CSV_NAME)
     write_eventa_csv(csv_path, {q: r for (q, _), r in zip(qs, result.images["fused"])}, [q for q, _ in qs])
     zip_submission(csv_path, out)
-    report = validate_eventa(out, queries)
+    report = validate_eventa(out, [q for q, _ in qs])
     if not report.ok:  # the writer guarantees the format: this would be our bug, never silently uploaded
         raise EngineError(f"the written submission is invalid: {report.problems[0]}")
     short = sum(1 for r in result.images["fused"] if len(r) < SLOTS)

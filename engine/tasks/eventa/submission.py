@@ -257,13 +257,15 @@ def run_to_submission(run: str | os.PathLike, out_dir: str | os.PathLike,
     return write_eventa_submission(out_dir, read_run(run), query_ids)
 
 
-def validate_eventa(path: str | os.PathLike, queries: str | os.PathLike | None = None,
+def validate_eventa(path: str | os.PathLike, queries: str | os.PathLike | list[str] | None = None,
                     docs: str | os.PathLike | None = None) -> Report:
     """Check an EVENTA `submission.csv` (or the `.zip`): header, 11 columns, `#` for empty slots, one row
-    per query, no blank line, no image twice; with `queries`/`docs` the ids against them."""
+    per query, no blank line, no image twice; with `queries` (a file or the ids read from one)/`docs` the ids
+    against them."""
     parsed = parse_eventa_submission(path)
     report = Report(parsed.path, "EVENTA submission", list(parsed.problems))
-    allowed_q = read_id_list(queries, unique=True) if queries is not None else None
+    allowed_q = (None if queries is None else {q: n for n, q in enumerate(queries, 1)} if isinstance(queries, list)
+                 else read_id_list(queries, unique=True))
     allowed_d = read_id_list(docs) if docs is not None else None
     for row in parsed.rows:
         if allowed_q is not None and row.qid not in allowed_q:

@@ -19,6 +19,8 @@ trigger words), so `engine info` and `search_vectors` work on it; beside them, s
 """
 from __future__ import annotations
 
+import math
+
 import importlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -167,8 +169,8 @@ class LoraConfig:
         representation_parts(self.rep)
         if self.scorer not in SCORERS:
             raise EngineError(f"scorer {self.scorer!r}: use one of {', '.join(SCORERS)}")
-        if self.text_weight < 0:
-            raise EngineError(f"text weight {self.text_weight} must be >= 0")
+        if not math.isfinite(self.text_weight) or self.text_weight < 0:
+            raise EngineError(f"text weight {self.text_weight} must be a finite number >= 0")
         if self.k < 1:
             raise EngineError(f"k = {self.k}: kNN needs k >= 1")
         return self

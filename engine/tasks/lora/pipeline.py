@@ -9,6 +9,8 @@ in `cv`.
 """
 from __future__ import annotations
 
+import math
+
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.core.collection import DEFAULT_ROOT, MANIFEST, Collection, collection_path
+from engine.core.store.replaced import announce_replacement, replaced_kind
 from engine.core.ranking import top_k_rows
 from engine.errors import EngineError, opt, where
 from engine.progress import info, warn
@@ -24,7 +27,7 @@ from engine.tasks.lora.data import (Lora, TrainImage, check_image_folder, conten
 from engine.tasks.lora.features import (ExtractOptions, Extractor, Features, extract_features,
                                         extract_features_on_ray, make_extractor,
                                         report_failures)
-from engine.tasks.lora.model import LoraConfig, LoraModel, open_adapter, text_scorer_needs_a_model
+from engine.tasks.lora.model import KIND, LoraConfig, LoraModel, open_adapter, text_scorer_needs_a_model
 
 DEFAULT_NAME = "lora"
 # the files of the layout earlier engines wrote (format 1), removed when a build replaces one
@@ -90,7 +93,14 @@ def build_adapter(train: str | Path, images: str | Path, models: str | Path | No
     extract.check()
     folder = collection_path(name, root)
     if (folder / MANIFEST).exists() and not force:
-        raise EngineError(f"LoRA adapter {name!r} already exists in {folder.parent}/; rebuild it with {opt('force')}")
+        kind = replaced_kind(folder)
+        if kind == KIND:
+            raise EngineError(f"LoRA adapter {name!r} already exists in {folder.parent}/; rebuild it with "
+                              f"{opt('force')}")
+        raise EngineError(f"{name!r} in {folder.parent}/ is a collection of kind {kind!r}, not a LoRA adapter; "
+                          f"replace it with {opt('force')} or pick another {opt('name')}")
+    if force:
+        announce_replacement(folder, KIND)
     from engine.core.cluster import ray_or_here
     from engine.core.encoders.device import set_device
     set_device(extract.device)
@@ -149,10 +159,11 @@ def submit_run(queries: str | Path, out: str | Path, name: str = DEFAULT_NAME, r
     """Rank every LoRA for every query image and write a TREC run (`image_id Q0 lora_id rank score runid`)."""
     from engine.eval.runs import write_run
     from engine.eval.validate import check_written
+    w = options.text_weight
+    if w is not None and not (math.isfinite(w) and w >= 0):
+        raise EngineError(f"text weight {w} must be a finite number >= 0")
     col = open_adapter(name, root)
     model = LoraModel.load(col)
-    if options.text_weight is not None and options.text_weight < 0:
-        raise EngineError(f"text weight {options.text_weight} must be >= 0")
     items = find_query_images(queries, images)
     extractor = make_extractor(col.extra["image_model"], col.extra["text_model"])
     feats = extract_features(extractor, [p for _, p in items], options.batch_size, options.workers, "query images")

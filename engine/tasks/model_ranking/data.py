@@ -17,7 +17,7 @@ import numpy as np
 from engine.errors import EngineError, opt, where
 from engine.eval.groups import write_groups
 from engine.eval.runs import Qrels, parse_grade, read_qrels, write_qrels
-from engine.io.ids import read_id_list
+from engine.io.ids import read_id_list, trec_safe_ids
 from engine.io.tables import Row, pick_column, read_queries, read_rows
 from engine.progress import warn
 
@@ -371,6 +371,7 @@ def read_ntcir_a_groups(path: str | os.PathLike) -> dict[str, str]:
             raise EngineError(f"{where(path, row.line)}: empty {task_col} or {crit_col}")
         if task in out:
             raise EngineError(f"{where(path, row.line)}: task {task} listed twice")
+        trec_safe_ids([task], "strict", where(path, row.line), fixable=False)
         out[task] = criticality_label(crit)
     return out
 
@@ -433,7 +434,7 @@ def read_dev(dev_queries: str | Path, qrels: str | Path, llm_ids: str | Path | N
     gain = parse_targets(targets)
     questions = dict(read_queries(dev_queries))
     judged = read_qrels(qrels)
-    candidates = list(read_id_list(llm_ids, unique=True)) if llm_ids else sorted(
+    candidates = list(read_id_list(llm_ids, unique=True, whole_line=True)) if llm_ids else sorted(
         {d for docs in judged.values() for d in docs})
     col = {c: j for j, c in enumerate(candidates)}
     unknown_q = [q for q in judged if q not in questions]

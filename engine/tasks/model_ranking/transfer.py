@@ -37,7 +37,7 @@ class TransferParams:
     def __post_init__(self) -> None:
         if self.k < 1:
             raise EngineError(f"k must be at least 1, not {self.k}")
-        if not self.temperature > 0:
+        if not 0 < self.temperature < float("inf"):
             raise EngineError(f"temperature must be > 0, not {self.temperature}")
         if not 0.0 <= self.prior_weight <= 1.0:
             raise EngineError(f"prior weight must be within 0..1, not {self.prior_weight}")
@@ -76,13 +76,16 @@ class TransferOptions:
 
     def fixed(self, defaults: TransferParams) -> TransferParams:
         """A method's fixed params with whatever the user set instead."""
-        return TransferParams(self.k or defaults.k, self.temperature or defaults.temperature,
+        return TransferParams(defaults.k if self.k is None else self.k,
+                              defaults.temperature if self.temperature is None else self.temperature,
                               defaults.prior_weight if self.prior_weight is None else self.prior_weight)
 
     def grid(self, n_train: int) -> list[TransferParams]:
         """The grid with each param the user fixed reduced to that value."""
-        return param_grid([self.k] if self.k else self.ks,
-                          [self.temperature] if self.temperature else self.temperatures,
+        if self.k is not None or self.temperature is not None:  # a value the user set is checked, never "default"
+            TransferParams(1 if self.k is None else self.k, 1.0 if self.temperature is None else self.temperature)
+        return param_grid([self.k] if self.k is not None else self.ks,
+                          [self.temperature] if self.temperature is not None else self.temperatures,
                           [self.prior_weight] if self.prior_weight is not None else self.prior_weights, n_train)
 
 

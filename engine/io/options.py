@@ -1,0 +1,166 @@
+"""Every numeric option of every command, declared once with its range (finite always), and checked before the
+command's work starts: before a model loads, a file is read or an output is written.
+
+`RANGES` holds an option's range by parameter name; `PER_COMMAND` overrides it for one command ("eventa submit",
+"build"). `engine.cli` wraps every command so `check_options` sees its values first; `tests/test_options.py`
+walks the app and fails on a numeric option without a declared range. Output paths (`OUTPUTS`) are checked for
+writability at the same time. A value outside its range is one line naming the option; "0 means default" only
+where the range says so (and the option's help with it).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from engine.errors import EngineError, opt
+
+AUTO = "auto"
+MAX_RESAMPLES = 100_000
+"""Bootstrap/permutation resamples `engine compare` draws at most (memory grows with resamples × queries)."""
+
+
+@dataclass(frozen=True)
+class Range:
+    """lo ≤ value ≤ hi (lo < value when `open_lo`), finite; `auto` also accepts the word "auto";
+    `listed` checks each number of a comma-separated list."""
+    lo: float | None = None
+    hi: float | None = None
+    open_lo: bool = False
+    auto: bool = False
+    listed: bool = False
+    integer: bool = False
+    zero: bool = False  # 0 is allowed besides the range: it has a meaning the option's help states
+
+    def describe(self) -> str:
+        lo = "" if self.lo is None else (f"greater than {_num(self.lo)}" if self.open_lo else f"at least {_num(self.lo)}")
+        hi = "" if self.hi is None else f"at most {_num(self.hi)}"
+        what = " and ".join(x for x in (lo, hi) if x) or "finite"
+        kind = "a whole number" if self.integer else "a finite number"
+        return f"{kind} {what}" + (" (or auto)" if self.auto else "") + (" (or 0)" if self.zero else "")
+
+    def check(self, name: str, value: Any) -> Any:
+        """`value` converted (a numeric string to a number; "auto" kept), or an EngineError naming the option."""
+        if value is None:
+            return None
+        if self.listed:
+            for part in str(value).split(","):
+                try:
+                    float(part)
+                except ValueError:
+                    continue  # the command's own parser names what is not a number
+                self._one(name, part.strip(), raw=value)
+            return value
+        return self._one(name, value)
+
+    def _one(self, name: str, value: Any, raw: Any = None) -> Any:
+        if isinstance(value, str):
+            if self.auto and value.strip().lower() == AUTO:
+                return AUTO
+            try:
+                number: float = int(value) if self.integer else float(value)
+            except ValueError:
+                raise EngineError(f"{opt(name)} must be {self.describe()}, not {value!r}") from None
+        else:
+            number = value
+        if isinstance(number, bool) or not isinstance(number, (int, float)):
+            raise EngineError(f"{opt(name)} must be {self.describe()}, not {value!r}")
+        shown = raw if raw is not None else value
+        if self.zero and number == 0:
+            return number
+        if (not self.integer and not self.open_lo and self.lo is not None and self.hi is not None
+                and not self.lo <= number <= self.hi):
+            raise EngineError(f"{opt(name)} must be between {_num(self.lo)} and {_num(self.hi)}, not {shown}")
+        if not math.isfinite(number):
+            raise EngineError(f"{opt(name)} must be {self.describe()}, not {shown}")
+        if self.lo is not None and (number <= self.lo if self.open_lo else number < self.lo):
+            bound = f"greater than {_num(self.lo)}" if self.open_lo else f"at least {_num(self.lo)}"
+            bound = f"a whole number of {bound}" if self.integer else bound
+            raise EngineError(f"{opt(name)} must be {bound}, not {shown}")
+        if self.hi is not None and number > self.hi:
+            raise EngineError(f"{opt(name)} must be at most {_num(self.hi)}, not {shown}"
+                              + (f" (the bound is {opt(name)}'s documented limit)" if name == "resamples" else ""))
+        return number
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def Int(lo: int | None = 1, hi: int | None = None, auto: bool = False) -> Range:
+    return Range(lo, hi, auto=auto, integer=True)
+
+
+def Float(lo: float | None = 0.0, hi: float | None = None, open_lo: bool = False, listed: bool = False) -> Range:
+    return Range(lo, hi, open_lo=open_lo, listed=listed)
+
+
+MAX_K = 100_000
+SEED = Int(0, 2**32 - 1)
+RANGES: dict[str, Range] = {
+    "batch_size": Int(1, 65_536, auto=True),  # items per forward pass (auto: by device)
+    "batch": Int(1, 65_536),
+    "workers": Int(0, 256),                  # decoding threads; 0: decode in the calling thread
+    "threads": Int(0, 1024),                 # 0: torch's default (the help says so)
+    "chunk_size": Int(1, 10_000_000),
+    "shards": Int(1, 1024),
+    "wait": Float(0, 86_400),                # 0: fail at once (the help says so)
+    "recall": Float(0, 1, open_lo=True),
+    "k": Int(1, MAX_K),
+    "nprobe": Int(1, 1_000_000),
+    "ef": Int(1, 1_000_000),
+    "k_factor": Float(1, 10_000),
+    "n": Int(1, 1_000_000),
+    "alpha": Float(0, 1, open_lo=True),
+    "resamples": Int(1, MAX_RESAMPLES),
+    "seed": SEED,
+    "depth": Int(1, MAX_K),
+    "sample": Int(1, 1_000_000),
+    "temperature": Float(0, 1_000, open_lo=True),
+    "prior_weight": Float(0, 1),
+    "folds": Int(2, 1_000),
+    "repeats": Int(1, 1_000),
+    "passage_words": Int(16, 100_000),      # the passage splitter's floor (engine.tasks.eventa.build)
+    "dense_weight": Float(0, 1_000),
+    "bm25_weight": Float(0, 1_000),
+    "top_articles": Int(1, MAX_K),
+    "article_weight": Float(0, 1),
+    "limit": Int(1, 100_000_000),
+    "articles": Int(1, 100_000),
+    "images_per_article": Int(1, 1_000),
+    "text_weight": Float(0, 1_000),
+    "text_weights": Float(0, 1_000, listed=True),
+    "weights": Float(0, 1_000, listed=True),
+}
+LEAVE_ONE_OUT = Range(2, 1_000, integer=True, zero=True)  # --folds 0: leave-one-out (the help says so)
+PER_COMMAND: dict[tuple[str, str], Range] = {
+    ("fuse", "k"): Int(0, 1_000_000),        # the RRF constant, not a result count
+    ("mllm", "folds"): LEAVE_ONE_OUT,
+    ("modelret-a", "folds"): LEAVE_ONE_OUT,
+}
+UNCHECKED_COMMANDS = ("serve",)
+"""Commands whose options another module checks with its own ranges (`engine.serve.options.ServeOptions`)."""
+OUTPUTS = ("out", "out_dir", "report", "save_weights")
+"""Parameter names of files or folders a command writes: checked for writability before the work."""
+
+
+def range_for(command: str, name: str) -> Optional[Range]:
+    """The declared range of option `name` of `command` ("eventa submit"), or None."""
+    return PER_COMMAND.get((command, name), RANGES.get(name))
+
+
+def check_options(command: str, values: dict[str, Any]) -> dict[str, Any]:
+    """`values` with every declared numeric option checked (and numeric strings converted); outputs checked for
+    writability. Raises EngineError (one line) on the first bad value."""
+    from engine.io.atomic import check_writable
+    out = dict(values)
+    if command.split(" ")[0] in UNCHECKED_COMMANDS:
+        return out
+    for name, value in values.items():
+        declared = range_for(command, name)
+        if declared is not None and not isinstance(value, Path):  # `dse --folds` is a folder of splits
+            out[name] = declared.check(name, value)
+        elif name in OUTPUTS and isinstance(value, Path):
+            check_writable(value, folder=name == "out_dir")
+    return out
