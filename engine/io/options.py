@@ -132,6 +132,8 @@ RANGES: dict[str, Range] = {
     "text_weight": Float(0, 1_000),
     "text_weights": Float(0, 1_000, listed=True),
     "weights": Float(0, 1_000, listed=True),
+    "max_texts": Int(2, 100_000),            # modelret-a: labelled texts per task the candidates embed
+    "max_length": Int(8, 8192),              # modelret-a: tokens per text for the candidates
 }
 LEAVE_ONE_OUT = Range(2, 1_000, integer=True, zero=True)  # --folds 0: leave-one-out (the help says so)
 PER_COMMAND: dict[tuple[str, str], Range] = {

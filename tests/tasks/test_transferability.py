@@ -183,8 +183,8 @@ def test_bad_feature_options_fail_before_any_model_loads(feature_release: Path, 
     cands = _candidates(tmp_path / "cands.csv")
     base = ["modelret-a", "--train", str(feature_release), "--cv", "--root", str(tmp_path / "idx")]
     cases = [(["--method", "logme"], "give --candidates models.csv"),
-             (["--candidates", str(cands), "--max-texts", "1"], "--max-texts must be within 2..100000"),
-             (["--candidates", str(cands), "--max-length", "0"], "--max-length must be within 8..8192"),
+             (["--candidates", str(cands), "--max-texts", "1"], "--max-texts must be a whole number of at least 2"),
+             (["--candidates", str(cands), "--max-length", "0"], "--max-length must be a whole number of at least 8"),
              (["--candidates", str(cands), "--device", "tpu"], "--device must be one of"),
              (["--candidates", str(tmp_path / "none.csv")], "none.csv: no such file"),
              (["--candidates", str(cands), "--checkpoints", str(tmp_path)], "no folder"),
