@@ -144,8 +144,8 @@ def search_cmd(
                    show_default=False)] = None,
     mode: Annotated[Optional[str], typer.Option("--mode", help="dense, bm25 or hybrid (default: hybrid where "
                     "the collection has a BM25 index, dense otherwise).", show_default=False)] = None,
-    fusion: Annotated[str, typer.Option("--fusion", help="How hybrid fuses dense and BM25: rrf (reciprocal "
-                      "ranks) or weighted (min-max scores, equal weights).")] = "rrf",
+    fusion: Annotated[str, typer.Option("--fusion", help="How hybrid fuses dense and BM25: weighted (cosine + "
+                      "BM25 / the query's BM25 upper bound) or rrf (reciprocal ranks).")] = "weighted",
     where: Annotated[Optional[str], typer.Option("--where", help="Metadata filter, e.g. 'split == \"a\" and "
                      "year >= 2020' (==, !=, <, <=, >, >=, in [..], and, or, not, parentheses).",
                      show_default=False)] = None,
@@ -213,7 +213,7 @@ def _search(name: str, text: Optional[str], image: Optional[Path], k: int, as_js
     if server is not None:
         from engine.serve.client import remote_search
         hits = remote_search(server, name, text=text, image=image, k=k, api_key=api_key,
-                             **{key: v for key, v in lexical.items() if key != "fusion" or v != "rrf"})
+                             **{key: v for key, v in lexical.items() if key != "fusion" or v != "weighted"})
     else:
         hits = opened().search(text=text, image=str(image) if image else None, k=k, knobs=knobs, **lexical)
     if as_json:

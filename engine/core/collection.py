@@ -168,7 +168,7 @@ class Collection(StoredCollection):
         return out
 
     def search(self, text: str | None = None, image: str | None = None, k: int = 10,
-               knobs: "SearchKnobs | None" = None, mode: str | None = None, fusion: str = "rrf",
+               knobs: "SearchKnobs | None" = None, mode: str | None = None, fusion: str = "weighted",
                where: str | None = None) -> list[Hit]:
         """Top-k for one text or one image query, encoded with the collection's own encoder; `mode` dense, bm25
         or hybrid (default: hybrid where the collection stores BM25), `where` a metadata filter
@@ -185,7 +185,7 @@ class Collection(StoredCollection):
 
     def search_many(self, texts: Sequence[str] | None = None, images: Sequence[str] | None = None, k: int = 10,
                     batch_size: int = 64, knobs: "SearchKnobs | None" = None, mode: str | None = None,
-                    fusion: str = "rrf", where: str | None = None) -> list[list[Hit]]:
+                    fusion: str = "weighted", where: str | None = None) -> list[list[Hit]]:
         """Batched search with a progress bar; one ranked list per query, in order."""
         from engine.core.hybrid import check_search_mode, search_rows
         queries = list(texts if texts is not None else images or [])
@@ -206,7 +206,7 @@ class Collection(StoredCollection):
 
     def search_to_run(self, queries: Sequence[tuple[str, str]], out: str | Path, k: int = 100,
                       run_id: str | None = None, batch_size: int = 64, knobs: "SearchKnobs | None" = None,
-                      mode: str | None = None, fusion: str = "rrf", where: str | None = None) -> int:
+                      mode: str | None = None, fusion: str = "weighted", where: str | None = None) -> int:
         """Search a file's worth of (qid, text) queries and write a TREC run; returns lines written."""
         from engine.eval.runs import write_run
         results = self.search_many(texts=[t for _, t in queries], k=k, batch_size=batch_size, knobs=knobs,

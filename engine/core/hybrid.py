@@ -117,27 +117,33 @@ def _lexical(scores: np.ndarray, depth: int) -> list[int]:
     return [int(r) for r in top_k(scores, depth) if scores[r] > 0]
 
 
-def _fuse(col, vector: np.ndarray, dense_rows: Sequence[int], lex: np.ndarray, k: int, method: str
+def _fuse(col, text: str, vector: np.ndarray, dense_rows: Sequence[int], lex: np.ndarray, k: int, method: str
           ) -> list[tuple[int, float]]:
-    """One query's hybrid top-k: the union of both halves' candidates, ranked by each half, fused."""
+    """One query's hybrid top-k: the union of both halves' candidates, ranked by each half, fused.
+
+    rrf: reciprocal ranks. weighted: the sum of the cosine and the BM25 score divided by the query's BM25
+    upper bound (`BM25Index.upper_bound`), both on a fixed [0, 1] scale (Bruch et al. 2023, "theoretical
+    min-max"): a match on one common word of a long query adds little, a match on a rare query's only word
+    adds a lot. Min-max over the candidates would stretch any weak BM25 match to 1."""
     cands = list(dict.fromkeys([*dense_rows, *_lexical(lex, max(k, DEPTH))]))
     if not cands:
         return []
     order = np.sort(np.asarray(cands, dtype=np.int64))
     dense = np.asarray(col.embeddings[order], dtype=np.float32) @ np.asarray(vector, dtype=np.float32)
-    dense_run = [(str(r), float(s)) for r, s in zip(order, dense)]
-    lex_run = [(str(r), float(lex[r])) for r in order if lex[r] > 0]
-    dense_run.sort(key=lambda p: -p[1])
-    lex_run.sort(key=lambda p: -p[1])
     if method == "rrf":
+        dense_run = sorted(((str(r), float(s)) for r, s in zip(order, dense)), key=lambda p: -p[1])
+        lex_run = sorted(((str(r), float(lex[r])) for r in order if lex[r] > 0), key=lambda p: -p[1])
         fused = fusion.fuse([dense_run, lex_run], method="rrf", depth=k)
     else:
-        fused = fusion.fuse([dense_run, lex_run], method="wsum", weights=[1.0, 1.0], norm="minmax", depth=k)
+        bound = bm25_index(col).upper_bound(text) or 1.0
+        dense_run = [(str(r), max(0.0, float(s))) for r, s in zip(order, dense)]
+        lex_run = [(str(r), float(lex[r]) / bound) for r in order]
+        fused = fusion.weighted([dense_run, lex_run], [1.0, 1.0], method="none", depth=k)
     return [(int(r), s) for r, s in fused]
 
 
 def search_rows(col, k: int, texts: Sequence[str] | None = None, vectors: np.ndarray | None = None,
-                mode: str | None = None, fusion_method: str = "rrf", where: str | None = None, knobs=None
+                mode: str | None = None, fusion_method: str = "weighted", where: str | None = None, knobs=None
                 ) -> tuple[np.ndarray, np.ndarray]:
     """(scores, rows) per query, -1 past the results, in the mode asked for (see `resolve_mode`), restricted
     to the rows matching `where`. `texts` are encoded here when the mode needs vectors and none are given."""
@@ -159,7 +165,7 @@ def search_rows(col, k: int, texts: Sequence[str] | None = None, vectors: np.nda
         if mode == "bm25":
             ranked = [(r, float(lex[r])) for r in _lexical(lex, k)]
         else:
-            ranked = _fuse(col, vectors[q], [int(r) for r in dense_rows[q] if r >= 0], lex, k, fusion_method)
+            ranked = _fuse(col, text, vectors[q], [int(r) for r in dense_rows[q] if r >= 0], lex, k, fusion_method)
         for i, (r, s) in enumerate(ranked):
             rows[q, i], scores[q, i] = r, s
     return scores, rows

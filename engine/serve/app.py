@@ -48,12 +48,12 @@ class Lexical(BaseModel):
     """Search mode and metadata filter, as `engine search --mode/--fusion/--where` takes them."""
     mode: str | None = Field(None, description="dense, bm25 or hybrid (default: hybrid where the collection "
                              "has BM25, dense otherwise)")
-    fusion: str = Field("rrf", description="rrf or weighted")
+    fusion: str = Field("weighted", description="weighted or rrf")
     where: str | None = Field(None, description="metadata filter, e.g. year >= 2020 and split == \"a\"")
 
     def given(self, col) -> bool:
         from engine.core.hybrid import has_bm25
-        return self.mode is not None or self.where is not None or self.fusion != "rrf" or has_bm25(col)
+        return self.mode is not None or self.where is not None or self.fusion != "weighted" or has_bm25(col)
 
 
 class SearchRequest(Query, Lexical):
