@@ -202,11 +202,10 @@ def _remove_from_ivf(index_file: Path, keep: np.ndarray, n: int):
     rows; None for any other kind of index (then it is rebuilt)."""
     from engine.core.index.faiss_index import faiss_module
     faiss = faiss_module()
-    ivf = faiss.downcast_index(faiss.read_index(str(index_file)))
+    ivf = faiss.read_index(str(index_file))  # already its own class (a downcast copy would not own it)
     if not isinstance(ivf, faiss.IndexIVF):
         return None
-    dropped = np.setdiff1d(np.arange(n, dtype=np.int64), keep)
-    ivf.remove_ids(faiss.IDSelectorBatch(len(dropped), faiss.swig_ptr(dropped)))
+    ivf.remove_ids(np.setdiff1d(np.arange(n, dtype=np.int64), keep))
     new_row = np.full(n, -1, dtype=np.int64)
     new_row[keep] = np.arange(len(keep))
     lists = ivf.invlists
