@@ -102,6 +102,7 @@ def test_update_and_delete_of_a_text_collection_with_bm25(tmp_path, monkeypatch,
             assert got == want, (q, mode)
 
 
+@pytest.mark.slow
 def test_sync_equals_a_fresh_build_of_the_folder(tmp_path, sample_photos, monkeypatch, capsys):
     photos = sorted(sample_photos.values())[:4]
     folder = tmp_path / "photos"
@@ -138,6 +139,7 @@ def test_bad_options_are_one_line(tmp_path, monkeypatch, capsys):
         assert code != 0 and msg in err and len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.slow
 def test_a_kill_during_a_delete_leaves_the_previous_generation_whole(tmp_path):
     n = 300_000
     vec = _vectors(n, 32)
