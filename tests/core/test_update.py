@@ -45,7 +45,7 @@ def test_delete_equals_a_fresh_build(tmp_path, index):
     vec = _vectors(n)
     ids = [f"d{i}" for i in range(n)]
     meta = [{"year": 2000 + i % 20, "split": "ab"[i % 2]} for i in range(n)]
-    col = Collection.from_vectors("c", ids, vec, None, "text", root=tmp_path, index=index, meta=meta)
+    Collection.from_vectors("c", ids, vec, None, "text", root=tmp_path, index=index, meta=meta)
     gone = set(ids[::10]) | {"d1", "d2", "d3"}
     assert delete_ids("c", sorted(gone), root=tmp_path) == len(gone)
     after = Collection.open("c", tmp_path, verify=True)
