@@ -37,7 +37,24 @@ def check_mode(mode: str | None, fusion_method: str) -> None:
 
 
 def has_bm25(col) -> bool:
-    return BM25_ROLE in col.stored
+    """Whether the collection stores a BM25 index over its own rows (a task's BM25 over other documents,
+    as EVENTA's over articles beside its passages, does not count: such a collection searches dense)."""
+    if BM25_ROLE not in col.stored:
+        return False
+    cache = _cache(col)
+    if "aligned" not in cache:
+        import json
+        from engine.core.bm25 import IDS_FILE, META_FILE
+        folder = col.file(BM25_ROLE)
+        try:
+            docs = json.loads((folder / META_FILE).read_text(encoding="utf-8")).get("docs")
+            ids = json.loads((folder / IDS_FILE).read_text(encoding="utf-8")) if docs == len(col) else []
+        except (OSError, ValueError):
+            ids = []
+        n = len(col)
+        probe = sorted({0, n // 2, n - 1}) if n and len(ids) == n else []
+        cache["aligned"] = bool(probe) and [ids[r] for r in probe] == [it["id"] for it in col.items_at(probe)]
+    return cache["aligned"]
 
 
 def resolve_mode(col, mode: str | None, text_query: bool) -> str:
@@ -49,7 +66,8 @@ def resolve_mode(col, mode: str | None, text_query: bool) -> str:
         raise EngineError(f"{opt('mode')} {mode} needs a text query; image, id and vector queries search "
                           f"{opt('mode')} dense")
     if mode != "dense" and not has_bm25(col):
-        raise EngineError(f"collection {col.name!r} has no BM25 index for {opt('mode')} {mode}; build it with "
+        raise EngineError(f"collection {col.name!r} has no BM25 index of its items for {opt('mode')} {mode}; "
+                          f"build it with "
                           f"`engine build {col.name} --texts FILE --bm25 --force` (or {opt('mode')} dense)")
     return mode
 
@@ -74,13 +92,7 @@ def bm25_index(col):
     cache = _cache(col)
     if "bm25" not in cache:
         from engine.core.bm25 import BM25Index
-        index = BM25Index.load(col.file(BM25_ROLE))
-        n = len(col)
-        probe = sorted({0, n // 2, n - 1}) if n else []
-        if len(index) != n or [index.ids[r] for r in probe] != [it["id"] for it in col.items_at(probe)]:
-            raise EngineError(f"collection {col.name!r}: its BM25 index does not hold the collection's items in "
-                              f"order; rebuild it (`engine build {col.name} --texts FILE --bm25 --force`)")
-        cache["bm25"] = index
+        cache["bm25"] = BM25Index.load(col.file(BM25_ROLE))
     return cache["bm25"]
 
 

@@ -45,6 +45,8 @@ def _selector_params(index, mask: np.ndarray, stored: dict):
     """FAISS search parameters restricting `index` to the rows of `mask`, with the stored knobs; None when
     this kind of index takes no parameters."""
     faiss = faiss_module()
+    if not isinstance(index, faiss.Index):  # shards, an on-disk IVF: searched exactly over the rows
+        return None
     bits = np.packbits(mask.astype(np.uint8), bitorder="little")
     sel = faiss.IDSelectorBitmap(len(mask), faiss.swig_ptr(bits))
     inner = faiss.downcast_index(index)
