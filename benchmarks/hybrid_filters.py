@@ -38,7 +38,8 @@ sys.path.insert(0, str(REPO / "tests"))
 from bench_core import synthetic  # noqa: E402
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
-SHARED = REPO.parent / "shared" / "data"
+SHARED = next((p / "shared" / "data" for p in (REPO.parent, REPO.parent.parent) if (p / "shared" / "data").is_dir()),
+              REPO.parent / "shared" / "data")  # ../shared/data (from a worktree one level deeper too)
 
 
 def engine(*args: str) -> str:
