@@ -93,7 +93,7 @@ def delete_ids(name: str, ids: Sequence[str], root: str | Path | None = None, wa
         old = StoredCollection.open(name, root)
         check_deletable(old)
         gone = set(map(str, ids))
-        all_ids = old.ids
+        all_ids = stored_ids(old)
         drop = np.fromiter((i in gone for i in all_ids), dtype=bool, count=len(all_ids))
         missing = len(gone) - int(drop.sum())
         if missing:
@@ -111,6 +111,23 @@ def delete_ids(name: str, ids: Sequence[str], root: str | Path | None = None, wa
         commit_rows(old, keep)
         info(f"deleted {int(drop.sum())} items from {name!r}: {len(keep)} remain")
         return int(drop.sum())
+
+
+def stored_ids(old: StoredCollection) -> list[str]:
+    """Every row's id without parsing the rows: items rows are written `{"id": "…", …}`, so the id is the
+    JSON string at a fixed place (any other row is parsed whole)."""
+    from json.decoder import scanstring
+    prefix = '{"id": "'
+    out = []
+    with open(old.file("items"), encoding="utf-8") as fh:
+        for line in fh:
+            if line.startswith(prefix):
+                out.append(scanstring(line, len(prefix))[0])
+            elif line.strip():
+                out.append(str(json.loads(line)["id"]))
+    if len(out) != len(old):
+        raise EngineError(f"{old.file('items')} holds {len(out)} rows, the manifest says {len(old)}")
+    return out
 
 
 def commit_rows(old: StoredCollection, keep: np.ndarray, extra_writers: dict | None = None) -> dict:
