@@ -116,6 +116,17 @@ class BM25Index:
             return np.zeros(len(self.ids), dtype=np.float32)
         return np.asarray(self.retriever.get_scores_from_ids(ids), dtype=np.float32)
 
+    def upper_bound(self, query: str) -> float:
+        """No doc scores more: the sum over the query's words of each word's best score in any doc, a word
+        no doc holds counted as if one doc held it once (Lucene idf at df=1). So score / bound is on [0, 1]
+        with one meaning across queries: a match on one common word of a long query stays small."""
+        tokens = _tokenize([query], self.stopwords)[0]
+        vocab = self.retriever.vocab_dict
+        n = len(self.ids)
+        unseen = float(np.log(1 + (n - 0.5) / 1.5))
+        return float(sum(np.max(self.retriever.get_scores_from_ids([vocab[t]])) if t in vocab else unseen
+                         for t in tokens))
+
     def search(self, query: str, k: int = 10) -> list[tuple[str, float]]:
         """Top-k (docid, score), best first; docs with score 0 (no query word) are left out."""
         s = self.scores(query)

@@ -77,6 +77,12 @@ def build_cmd(
     add: Annotated[bool, typer.Option("--add", help="Append new items to an existing collection; old ones "
                    "are not re-encoded.")] = BUILD.add,
     force: Annotated[bool, typer.Option("--force", help="Rebuild a collection that already exists.")] = BUILD.force,
+    update: Annotated[bool, typer.Option("--update", help="With --add: items whose id is already there are "
+                      "re-encoded and replace the old ones.")] = BUILD.update,
+    sync: Annotated[bool, typer.Option("--sync", help="Re-sync an --images folder: add new files, drop vanished "
+                    "ones, re-encode changed ones (size and mtime).")] = BUILD.sync,
+    bm25: Annotated[bool, typer.Option("--bm25", help="Also store a BM25 index of the texts (search --mode "
+                    "bm25|hybrid); --add and --update keep it in step.")] = BUILD.bm25,
     fields: Annotated[Optional[str], typer.Option("--fields", help="Comma-separated text columns to embed "
                       "(default: text/title/description/… columns found).")] = None,
     id_column: Annotated[Optional[str], typer.Option("--id-column", help="Id column of a table source.")]
@@ -131,7 +137,8 @@ def build_cmd(
                      workers=workers, threads=threads, chunk_size=chunk_size, add=add, force=force,
                      fields=split_list(fields), id_column=id_column, path_column=path_column,
                      recall_queries=recall_queries, id_policy=id_policy, wait=wait, store=store,
-                     memory_budget=memory_budget, recall=recall, device=device, ray=ray, shards=shards)
+                     memory_budget=memory_budget, recall=recall, device=device, ray=ray, shards=shards,
+                     update=update, sync=sync, bm25=bm25)
 
 
 def search_cmd(
@@ -156,6 +163,13 @@ def search_cmd(
     ray: Annotated[Optional[str], typer.Option("--ray", metavar="[ADDRESS]", help="Search a sharded collection's "
                    "shards in Ray actors (bare --ray: a local Ray; auto or ray://HOST:PORT: a cluster).",
                    show_default=False)] = None,
+    mode: Annotated[Optional[str], typer.Option("--mode", help="dense, bm25 or hybrid (default: hybrid where "
+                    "the collection has a BM25 index, dense otherwise).", show_default=False)] = None,
+    fusion: Annotated[str, typer.Option("--fusion", help="How hybrid fuses dense and BM25: weighted (cosine + "
+                      "BM25 / the query's BM25 upper bound) or rrf (reciprocal ranks).")] = "weighted",
+    where: Annotated[Optional[str], typer.Option("--where", help="Metadata filter, e.g. 'split == \"a\" and "
+                     "year >= 2020' (==, !=, <, <=, >, >=, in [..], and, or, not, parentheses).",
+                     show_default=False)] = None,
     root: Root = DEFAULT_ROOT,
     quiet: Quiet = False,
 ) -> None:
@@ -165,11 +179,17 @@ def search_cmd(
     from engine.core.encoders.device import check_batch_size, set_device
     from engine.core.index.faiss_index import SearchKnobs
     check_query(text, k)  # every argument checked before a model loads
+    from engine.core.filters import parse_where
+    from engine.core.hybrid import check_mode
+    check_mode(mode, fusion)
+    if where is not None:
+        parse_where(where)
+    lexical = {"mode": mode, "fusion": fusion, "where": where}
     knobs = SearchKnobs(nprobe=nprobe, ef=ef, k_factor=k_factor)
     set_device(device)
     batch = check_batch_size(batch_size)
     args = (name, text, image, k, as_json, queries, out, run_id, 64 if batch == "auto" else int(batch), knobs,
-            server, api_key, root)
+            server, api_key, root, lexical)
     if ray is None:
         return _search(*args, ray=None)
     if server is not None:
@@ -181,7 +201,7 @@ def search_cmd(
 
 def _search(name: str, text: Optional[str], image: Optional[Path], k: int, as_json: bool, queries: Optional[Path],
             out: Optional[Path], run_id: Optional[str], batch_size: int, knobs, server: Optional[str],
-            api_key: Optional[str], root: Path, ray: Optional[str]) -> None:
+            api_key: Optional[str], root: Path, lexical: dict, ray: Optional[str]) -> None:
     from engine.core.collection import Collection
     from engine.progress import info
 
@@ -204,7 +224,7 @@ def _search(name: str, text: Optional[str], image: Optional[Path], k: int, as_js
         trec_safe_ids([run_id or name], "strict", opt("run_id"), fixable=False)
         col = opened()
         col.check_search(k, knobs)
-        n = col.search_to_run(qs, out, k=k, run_id=run_id, batch_size=batch_size, knobs=knobs)
+        n = col.search_to_run(qs, out, k=k, run_id=run_id, batch_size=batch_size, knobs=knobs, **lexical)
         info(f"wrote {n} lines for {len(qs)} queries to {out}")
         return
     if out is not None:
@@ -213,9 +233,10 @@ def _search(name: str, text: Optional[str], image: Optional[Path], k: int, as_js
         raise EngineError(f"give a text query or {opt('image')} PATH (or {opt('queries')} FILE {opt('out')} RUN)")
     if server is not None:
         from engine.serve.client import remote_search
-        hits = remote_search(server, name, text=text, image=image, k=k, api_key=api_key)
+        hits = remote_search(server, name, text=text, image=image, k=k, api_key=api_key,
+                             **{key: v for key, v in lexical.items() if key != "fusion" or v != "weighted"})
     else:
-        hits = opened().search(text=text, image=str(image) if image else None, k=k, knobs=knobs)
+        hits = opened().search(text=text, image=str(image) if image else None, k=k, knobs=knobs, **lexical)
     if as_json:
         print_json({"query": text if text is not None else str(image), "hits": [h.as_dict() for h in hits]})
     else:
@@ -247,6 +268,21 @@ def verify_cmd(name: Annotated[str, typer.Argument(help="Collection name.")], ro
     col = Collection.open(name, root)
     col.verify()
     info(f"collection {name!r}: {len(col.manifest.get('files', {}))} files, every byte matches its checksum")
+
+
+def delete_cmd(name: Annotated[str, typer.Argument(help="Collection name.")],
+               ids: Annotated[Path, typer.Option("--ids", help="Ids to remove: one per line, or a CSV/JSONL with an "
+                              "id column.")],
+               wait: Annotated[float, typer.Option("--wait", help="Seconds to wait while another process writes "
+                               "the collection (0: fail at once, naming it).")] = BUILD.wait,
+               root: Root = DEFAULT_ROOT, quiet: Quiet = False) -> None:
+    """Remove items from a collection as a new generation (index, vectors, items, BM25 kept aligned)."""
+    set_quiet(quiet)
+    from engine.core.build.update import delete_ids
+    from engine.io.ids import read_id_list
+    if wait < 0:
+        raise EngineError(f"{opt('wait')} must be at least 0, not {wait}")
+    delete_ids(name, list(read_id_list(ids)), root=root, wait=wait)
 
 
 def list_cmd(root: Root = DEFAULT_ROOT) -> None:
@@ -310,7 +346,8 @@ def models_cmd(markdown: Annotated[bool, typer.Option("--markdown", help="Print 
     typer.echo(doc_table(*model_table(), markdown=markdown, left=3))
 
 
-COMMANDS = {"build": build_cmd, "search": search_cmd, "info": info_cmd, "verify": verify_cmd, "list": list_cmd,
+COMMANDS = {"build": build_cmd, "search": search_cmd, "delete": delete_cmd, "info": info_cmd, "verify": verify_cmd,
+            "list": list_cmd,
             "bench": bench_cmd,
             "demo": demo_cmd, "models": models_cmd}
 

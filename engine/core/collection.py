@@ -168,38 +168,49 @@ class Collection(StoredCollection):
         return out
 
     def search(self, text: str | None = None, image: str | None = None, k: int = 10,
-               knobs: "SearchKnobs | None" = None) -> list[Hit]:
-        """Top-k for one text or one image query, encoded with the collection's own encoder."""
+               knobs: "SearchKnobs | None" = None, mode: str | None = None, fusion: str = "weighted",
+               where: str | None = None) -> list[Hit]:
+        """Top-k for one text or one image query, encoded with the collection's own encoder; `mode` dense, bm25
+        or hybrid (default: hybrid where the collection stores BM25), `where` a metadata filter
+        (`engine.core.hybrid`, `engine.core.filters`)."""
+        from engine.core.hybrid import check_search_mode, search_rows
         if (text is None) == (image is None):
             raise EngineError("give either a text query or an image query")
         check_query(text, k)
         self.check_search(k, knobs)
-        q = self.encode_queries(texts=[text]) if text is not None else self.encode_queries(images=[image])
-        return self.hits(*self.search_vectors(q, k, knobs))[0]
+        check_search_mode(self, mode, fusion, where, text is not None)
+        q = self.encode_queries(images=[image]) if image is not None else None
+        return self.hits(*search_rows(self, k, [text] if text is not None else None, q, mode, fusion, where,
+                                      knobs))[0]
 
     def search_many(self, texts: Sequence[str] | None = None, images: Sequence[str] | None = None, k: int = 10,
-                    batch_size: int = 64, knobs: "SearchKnobs | None" = None) -> list[list[Hit]]:
+                    batch_size: int = 64, knobs: "SearchKnobs | None" = None, mode: str | None = None,
+                    fusion: str = "weighted", where: str | None = None) -> list[list[Hit]]:
         """Batched search with a progress bar; one ranked list per query, in order."""
+        from engine.core.hybrid import check_search_mode, search_rows
         queries = list(texts if texts is not None else images or [])
         for text in texts or [k]:
             check_query(text if texts is not None else None, k)
         self.check_search(k, knobs)
+        check_search_mode(self, mode, fusion, where, texts is not None)
         out: list[list[Hit]] = []
         with make_progress() as bar:
             task = bar.add_task("searching", total=len(queries))
             for start in range(0, len(queries), batch_size):
                 chunk = queries[start:start + batch_size]
-                q = self.encode_queries(texts=chunk, batch_size=batch_size) if texts is not None \
-                    else self.encode_queries(images=chunk, batch_size=batch_size)
-                out.extend(self.hits(*self.search_vectors(q, k, knobs)))
+                q = None if texts is not None else self.encode_queries(images=chunk, batch_size=batch_size)
+                out.extend(self.hits(*search_rows(self, k, chunk if texts is not None else None, q, mode, fusion,
+                                                  where, knobs)))
                 bar.advance(task, len(chunk))
         return out
 
     def search_to_run(self, queries: Sequence[tuple[str, str]], out: str | Path, k: int = 100,
-                      run_id: str | None = None, batch_size: int = 64, knobs: "SearchKnobs | None" = None) -> int:
+                      run_id: str | None = None, batch_size: int = 64, knobs: "SearchKnobs | None" = None,
+                      mode: str | None = None, fusion: str = "weighted", where: str | None = None) -> int:
         """Search a file's worth of (qid, text) queries and write a TREC run; returns lines written."""
         from engine.eval.runs import write_run
-        results = self.search_many(texts=[t for _, t in queries], k=k, batch_size=batch_size, knobs=knobs)
+        results = self.search_many(texts=[t for _, t in queries], k=k, batch_size=batch_size, knobs=knobs,
+                                   mode=mode, fusion=fusion, where=where)
         rankings = {qid: [(h.id, h.score) for h in hits] for (qid, _), hits in zip(queries, results)}
         return write_run(out, rankings, run_id or self.name)
 

@@ -44,12 +44,24 @@ class Query(BaseModel):
     vector: list[float] | None = None
 
 
-class SearchRequest(Query):
+class Lexical(BaseModel):
+    """Search mode and metadata filter, as `engine search --mode/--fusion/--where` takes them."""
+    mode: str | None = Field(None, description="dense, bm25 or hybrid (default: hybrid where the collection "
+                             "has BM25, dense otherwise)")
+    fusion: str = Field("weighted", description="weighted or rrf")
+    where: str | None = Field(None, description="metadata filter, e.g. year >= 2020 and split == \"a\"")
+
+    def given(self, col) -> bool:
+        from engine.core.hybrid import has_bm25
+        return self.mode is not None or self.where is not None or self.fusion != "weighted" or has_bm25(col)
+
+
+class SearchRequest(Query, Lexical):
     collection: str
     k: int = 10
 
 
-class BatchRequest(BaseModel):
+class BatchRequest(Lexical):
     model_config = ConfigDict(extra="forbid")
     collection: str
     k: int = 10
@@ -224,6 +236,16 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
             results[n] = await asyncio.wrap_future(future)
         return [results[n] for n in range(len(queries))]
 
+    def lexical(s: Served, queries: list[Query], k: int, how: Lexical) -> list[list[Hit]]:
+        """Queries in a mode other than plain dense, or filtered (`engine.core.hybrid`): one by one, here."""
+        from engine.core.hybrid import search_rows
+        for q in queries:
+            check_query(q)
+        return [s.col.search(text=q.text, k=k, mode=how.mode, fusion=how.fusion, where=how.where)
+                if q.text is not None else
+                s.col.hits(*search_rows(s.col, k, None, query_vector(s, q)[None], how.mode, how.fusion, how.where))[0]
+                for q in queries]
+
     async def json_body(request: Request) -> Any:
         ctype = request.headers.get("content-type", "")
         if ctype and not ctype.startswith("application/json"):
@@ -316,7 +338,8 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
         req = _parse(SearchRequest, await json_body(request))
         k = check_k(req.k)
         s = await run_in_threadpool(served, req.collection)
-        hits = (await bounded(run_queries(s, [req], k)))[0]
+        hits = (await bounded(run_in_threadpool(lexical, s, [req], k, req) if req.given(s.col)
+                              else run_queries(s, [req], k)))[0]
         return {"collection": s.name, "hits": [hit_json(s, h) for h in hits],
                 "took_ms": round((time.perf_counter() - t0) * 1000, 3)}
 
@@ -330,7 +353,8 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
         if not 1 <= len(req.queries) <= opts.max_batch_queries:
             raise _refuse(422, f"queries: give 1 to {opts.max_batch_queries} (got {len(req.queries)})")
         s = await run_in_threadpool(served, req.collection)
-        results = await bounded(run_queries(s, req.queries, k))
+        results = await bounded(run_in_threadpool(lexical, s, req.queries, k, req) if req.given(s.col)
+                                else run_queries(s, req.queries, k))
         return {"collection": s.name, "results": [[hit_json(s, h) for h in hits] for hits in results],
                 "took_ms": round((time.perf_counter() - t0) * 1000, 3)}
 

@@ -12,6 +12,8 @@ import numpy as np
 from engine.core.encoders.base import l2_normalize
 from engine.core.index.faiss_index import default_search_params, save_index
 from engine.core.store import generations
+from engine.core.store.columns import ROLE as COLUMNS
+from engine.core.store.columns import ColumnCollector
 from engine.core.store.npy_rows import NpyRows
 from engine.core.store.stored import PARTIAL, now, role_writers
 from engine.version import __version__
@@ -48,9 +50,11 @@ def commit_collection(path: Path, manifest: dict, embeddings: np.ndarray, items:
         manifest["index_bytes"] = int(faiss_index.memory_bytes())
     else:
         index_writer = generations.FileWriter(".faiss", write_index)
+    collector = ColumnCollector()  # the metadata filters read (engine.core.store.columns), gathered as items stream
     writers = {"embeddings": embeddings_writer(embeddings, normalize, path / PARTIAL),
-               "items": generations.jsonl(items, offsets), "item_offsets": generations.offsets_npy(offsets),
-               "index": index_writer, **role_writers(arrays, files, documents)}
+               "items": generations.jsonl(collector.rows(items), offsets),
+               "item_offsets": generations.offsets_npy(offsets), "index": index_writer,
+               COLUMNS: collector.writer(), **role_writers(arrays, files, documents)}
     generations.commit(path, manifest, writers)
     shutil.rmtree(path / PARTIAL, ignore_errors=True)
 

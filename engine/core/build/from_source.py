@@ -11,6 +11,7 @@ import numpy as np
 
 from engine.core.build.chunks import encode_chunked, encode_local
 from engine.core.build.commit import commit_collection, new_manifest
+from engine.core.build.lexical import ROLE as BM25, bm25_files, check_lexical, stored_texts
 from engine.core.build.options import BuildOptions, BuildReport, build_options
 from engine.core.index.faiss_index import FlatFile, build_index, is_exact, recall_at_k
 from engine.core.sources import Item, image_items, text_items
@@ -60,6 +61,11 @@ def _build_collection(name: str, images: str | Path | None, texts: str | Path | 
     else:
         kind = "text"
         items, fields_used = text_items(texts, id_column=o.id_column, fields=o.fields)
+    check_lexical(o.bm25, kind)
+    if o.sync:
+        from engine.core.build.update import check_sync
+        check_sync(images, path)
+        o = replace(o, add=(path / MANIFEST).exists())
     source_name = str(images or texts or f"{len(items)} items")
     safe = trec_safe_ids([it.id for it in items], o.id_policy, source_name)
     items = [it if it.id == s else replace(it, id=s) for it, s in zip(items, safe)]
@@ -75,6 +81,9 @@ def _build_collection(name: str, images: str | Path | None, texts: str | Path | 
                               f"must use the same model (leave {opt('model')} out)")
         model, index = old.manifest["encoder"], old.manifest["index_factory"]
         o = replace(o, shards=int(old.manifest.get("shards", 1)))
+        if o.update or o.sync:
+            from engine.core.build.update import replace_rows
+            old, items = replace_rows(old, items, o, report)
         have = set(old.ids)
         report.skipped_existing = sum(1 for it in items if it.id in have)
         items = [it for it in items if it.id not in have]
@@ -143,7 +152,8 @@ def _build_collection(name: str, images: str | Path | None, texts: str | Path | 
         manifest["created"] = old.manifest["created"]
     commit_collection(path, manifest, emb, kept_items, faiss_index,
                             extra={**(old.extra if old is not None else {}), **(extra or {})},
-                            documents=_image_files(old, items, kept) if kind == "image" else None)
+                            documents=_image_files(old, items, kept) if kind == "image" else None,
+                            files=_bm25(old, kept_items, [items[i].source for i in kept], o.bm25))
     if report.failed:
         lines = "\n".join(f"  {f['path']}: {f['reason']}" for f in report.failed[:20])
         more = f"\n  … and {len(report.failed) - 20} more (listed in {path / MANIFEST})" if len(report.failed) > 20 else ""
@@ -156,7 +166,16 @@ def _image_files(old: StoredCollection | None, items: Sequence[Item], kept: Sequ
     """The indexed files of an image collection (old ones kept on `add`): the only files a server reads."""
     files = dict(old.document(IMAGE_FILES)) if old is not None and IMAGE_FILES in old.stored else {}
     files.update({items[i].id: items[i].source for i in kept})
-    return {IMAGE_FILES: files}
+    from engine.core.build.update import image_stamps
+    return {IMAGE_FILES: files, **image_stamps(old, files)}
+
+
+def _bm25(old, rows: list[dict], new_texts: list[str], want: bool) -> dict:
+    """The BM25 role (`--bm25`, and kept in step on `--add`): old rows' texts from their stored fields."""
+    if not (want or (old is not None and BM25 in old.stored)):
+        return {}
+    before = stored_texts(rows[:len(rows) - len(new_texts)], old.manifest.get("text_fields")) if old else []
+    return bm25_files([r["id"] for r in rows], before + new_texts)
 
 
 def _warn_truncation(encoder, items: Sequence[Item]) -> None:

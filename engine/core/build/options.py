@@ -27,6 +27,9 @@ class BuildOptions:
     threads: int = 0                   # torch threads (0: torch's default)
     chunk_size: int = 1024             # items per flushed chunk: the resume unit
     add: bool = False                  # append new items to an existing collection
+    update: bool = False               # with add: re-encode and replace items whose id is already there
+    sync: bool = False                 # an image folder re-synced: new files added, vanished dropped, changed re-encoded
+    bm25: bool = False                 # store a BM25 index of the texts (role `bm25`: --mode bm25|hybrid)
     force: bool = False                # rebuild a collection that exists
     fields: tuple[str, ...] | None = None   # text columns to embed (None: the usual text columns found)
     id_column: str | None = None
@@ -46,6 +49,11 @@ class BuildOptions:
         parse_bytes(self.memory_budget)
         if not 0 < self.recall <= 1:
             raise EngineError(f"{opt('recall')} must be in (0, 1], not {self.recall}")
+        if self.update and not self.add:
+            raise EngineError(f"{opt('update')} replaces items of an existing collection; give it with {opt('add')}")
+        if self.sync and (self.add or self.force):
+            raise EngineError(f"{opt('sync')} adds, drops and re-encodes by itself; leave out {opt('add')} and "
+                              f"{opt('force')}")
         if self.id_policy not in ID_POLICIES:
             raise EngineError(f"{opt('id_policy')} must be one of {', '.join(ID_POLICIES)}, not {self.id_policy!r}")
         factory = self.factory()

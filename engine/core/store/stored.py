@@ -19,7 +19,7 @@ from engine.progress import make_progress
 MANIFEST = generations.MANIFEST
 PARTIAL = ".partial"
 DEFAULT_ROOT = Path("indexes")
-CORE_ROLES = ("embeddings", "items", "item_offsets", "index")
+CORE_ROLES = ("embeddings", "items", "item_offsets", "index", "columns")  # columns: engine.core.store.columns
 IMAGE_FILES = "image_files"
 """JSON document of an image collection: item id → the file that was encoded (what thumbnails are read from)."""
 _ROLE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")

@@ -1,0 +1,303 @@
+"""Deletes and updates as new generations: `engine delete NAME --ids FILE`, `engine build --add --update`
+(items whose id is there already are re-encoded and replace the old rows) and `engine build --images DIR
+--sync` (new files added, vanished ones dropped, changed ones re-encoded: by size and mtime, as rclip does).
+
+A delete writes the remaining rows as the next generation under the writer lock, in one commit (a kill
+leaves the previous generation whole; running it again finishes the job): the embeddings and the items
+rows are copied as bytes (no row parsed), the metadata columns sliced, the index made without retraining
+(Flat: streamed from the vectors; a plain IVF: `remove_ids`, then its ids renumbered to the new rows;
+others: refilled or rebuilt with the same factory), and the BM25 index rebuilt from the remaining texts
+(its statistics are corpus-wide). So every role stays aligned and equals a fresh build of the remaining
+items (an IVF keeps its trained centroids).
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from engine.core.build.lexical import ROLE as BM25, bm25_files, stored_texts
+from engine.core.store import generations
+from engine.core.store.columns import ROLE as COLUMNS, take_columns
+from engine.core.store.stored import IMAGE_FILES, PARTIAL, StoredCollection, collection_path, now
+from engine.errors import EngineError, opt
+from engine.progress import info, warn
+
+if TYPE_CHECKING:
+    from engine.core.build.options import BuildOptions, BuildReport
+    from engine.core.sources import Item
+
+STAMPS = "image_stamps"
+"""JSON document of an image collection: item id → [size in bytes, mtime in ns] of the file encoded (`--sync`)."""
+ROW_ROLES = (COLUMNS, BM25, IMAGE_FILES, STAMPS)
+"""The roles beside the core files a delete knows how to keep aligned."""
+
+
+class Rows:
+    """Some rows of a stored array, read block by block when sliced (a delete makes no full-size copy)."""
+
+    def __init__(self, array: np.ndarray, rows: np.ndarray):
+        self.array, self.rows = array, rows
+        self.shape = (len(rows), *array.shape[1:])
+        self.dtype = array.dtype
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, key) -> np.ndarray:
+        return np.asarray(self.array[self.rows[key]])
+
+
+class Remaining:
+    """An opened collection without some rows: what `--add --update` and `--sync` append to."""
+
+    def __init__(self, old: StoredCollection, keep: np.ndarray):
+        self.old, self.keep = old, keep
+        self.path, self.manifest, self.kind, self.stored, self.extra = \
+            old.path, old.manifest, old.kind, old.stored, old.extra
+        self.items = old.items_at(keep) if len(keep) else []
+        self.ids = [r["id"] for r in self.items]
+
+    def __len__(self) -> int:
+        return len(self.keep)
+
+    @property
+    def embeddings(self) -> np.ndarray:
+        return np.asarray(self.old.embeddings[self.keep])
+
+    def document(self, name: str) -> Any:
+        doc = self.old.document(name)
+        if name in (IMAGE_FILES, STAMPS):
+            have = set(self.ids)
+            return {k: v for k, v in doc.items() if k in have}
+        return doc
+
+
+# ------------------------------------------------------------------------------------------------ delete
+def check_deletable(old: StoredCollection) -> None:
+    other = [r for r in old.stored if r not in ROW_ROLES]
+    if other:
+        raise EngineError(f"collection {old.name!r} stores task data ({', '.join(other)}) that a delete cannot "
+                          f"keep aligned; rebuild it from its source without the items")
+
+
+def delete_ids(name: str, ids: Sequence[str], root: str | Path | None = None, wait: float = 0.0) -> int:
+    """Remove the items with these ids as a new generation; returns how many were removed (unknown ids are
+    named in a warning: a delete run again after it finished removes nothing)."""
+    from engine.core.store.lock import writer_lock
+    path = collection_path(name, root)
+    with writer_lock(path, wait=wait):
+        old = StoredCollection.open(name, root)
+        check_deletable(old)
+        gone = set(map(str, ids))
+        all_ids = stored_ids(old)
+        drop = np.fromiter((i in gone for i in all_ids), dtype=bool, count=len(all_ids))
+        missing = len(gone) - int(drop.sum())
+        if missing:
+            known = set(all_ids)
+            some = [i for i in ids if i not in known][:5]
+            warn(f"{missing} of {len(gone)} ids are not in {name!r} (already deleted?): {', '.join(some)}"
+                 + (" …" if missing > 5 else ""))
+        if not drop.any():
+            info(f"nothing to delete from {name!r}")
+            return 0
+        keep = np.flatnonzero(~drop)
+        if not len(keep):
+            raise EngineError(f"deleting every item of {name!r} leaves an empty collection; remove its folder "
+                              f"{path} instead")
+        commit_rows(old, keep)
+        info(f"deleted {int(drop.sum())} items from {name!r}: {len(keep)} remain")
+        return int(drop.sum())
+
+
+def stored_ids(old: StoredCollection) -> list[str]:
+    """Every row's id without parsing the rows: items rows are written `{"id": "…", …}`, so the id is the
+    JSON string at a fixed place (any other row is parsed whole)."""
+    from json.decoder import scanstring
+    prefix = '{"id": "'
+    out = []
+    with open(old.file("items"), encoding="utf-8") as fh:
+        for line in fh:
+            if line.startswith(prefix):
+                out.append(scanstring(line, len(prefix))[0])
+            elif line.strip():
+                out.append(str(json.loads(line)["id"]))
+    if len(out) != len(old):
+        raise EngineError(f"{old.file('items')} holds {len(out)} rows, the manifest says {len(old)}")
+    return out
+
+
+def commit_rows(old: StoredCollection, keep: np.ndarray, extra_writers: dict | None = None) -> dict:
+    """The generation of `old` restricted to the rows `keep` (sorted), every role aligned; one commit."""
+    keep = np.asarray(keep, dtype=np.int64)
+    manifest = {**old.manifest, "count": int(len(keep)), "updated": now()}
+    index_writer = _index_writer(old, keep, manifest)
+    offsets: list = []
+    writers = {"embeddings": generations.npy_blocks(Rows(old.embeddings, keep)),
+               "items": _items_bytes(old, keep, offsets), "item_offsets": generations.offsets_npy(offsets),
+               "index": index_writer}
+    roles = old.manifest.get("roles", {})
+    if COLUMNS in roles:
+        writers[COLUMNS] = take_columns(old.file(COLUMNS), keep)
+    kept_rows = None
+    if BM25 in roles:
+        kept_rows = old.items_at(keep)
+        writers.update(bm25_files([r["id"] for r in kept_rows],
+                                  stored_texts(kept_rows, old.manifest.get("text_fields"))))
+    for doc in (IMAGE_FILES, STAMPS):
+        if doc in roles:
+            have = set(r["id"] for r in kept_rows) if kept_rows is not None else \
+                set(json.loads(line)["id"] for line in _lines(old, keep))
+            writers[doc] = generations.json_document({k: v for k, v in old.document(doc).items() if k in have})
+    writers.update(extra_writers or {})
+    keep_roles = {r: f for r, f in roles.items() if r not in writers}
+    return generations.commit(old.path, manifest, writers, keep=keep_roles)
+
+
+def _lines(old: StoredCollection, rows: np.ndarray):
+    offsets = _offsets(old)
+    with open(old.file("items"), "rb") as fh:
+        for r in rows:
+            fh.seek(int(offsets[r]))
+            yield fh.read(int(offsets[r + 1] - offsets[r]))
+
+
+def _offsets(old: StoredCollection) -> np.ndarray:
+    if "item_offsets" in old.manifest.get("roles", {}):
+        return np.load(old.file("item_offsets"))
+    return generations.line_offsets(old.file("items"))
+
+
+def _items_bytes(old: StoredCollection, keep: np.ndarray, offsets: list) -> generations.FileWriter:
+    """The kept items rows copied as bytes (runs of consecutive rows in one read), their offsets collected."""
+    def write(path: Path) -> None:
+        src = _offsets(old)
+        starts, ends = src[keep], src[keep + 1]
+        offsets.extend((np.concatenate([[0], np.cumsum(ends - starts)])).tolist())
+        breaks = np.flatnonzero(np.diff(keep) != 1) + 1
+        with open(old.file("items"), "rb") as fh, open(path, "wb") as out:
+            for run in np.split(np.arange(len(keep)), breaks):
+                if not len(run):
+                    continue
+                lo, hi = int(starts[run[0]]), int(ends[run[-1]])
+                fh.seek(lo)
+                while lo < hi:
+                    block = fh.read(min(hi - lo, 1 << 24))
+                    out.write(block)
+                    lo += len(block)
+    return generations.FileWriter(".jsonl", write)
+
+
+def _index_writer(old: StoredCollection, keep: np.ndarray, manifest: dict) -> generations.FileWriter:
+    """The index over the kept rows, without retraining where FAISS allows it."""
+    from engine.core.index.faiss_index import FlatFile, build_index, is_exact, save_index
+    factory = old.manifest.get("index_factory", "Flat")
+    vectors = Rows(old.embeddings, keep)
+    index_file = old.file("index")
+    shards = int(old.manifest.get("shards", 1))
+    if index_file.is_dir() or shards > 1:
+        from engine.core.index.shards import build_scaled_index
+        faiss_index = build_scaled_index(vectors, factory, shards, on_ray=False, workdir=old.path / PARTIAL)
+        manifest["index_bytes"] = int(faiss_index.memory_bytes())
+        return faiss_index.writer()
+    if is_exact(factory):
+        faiss_index = FlatFile(vectors)
+    else:
+        faiss_index = _remove_from_ivf(index_file, keep, len(old)) or build_index(vectors, factory)
+
+    def write(p: Path) -> None:
+        save_index(faiss_index, p)
+        manifest["index_bytes"] = p.stat().st_size
+    return generations.FileWriter(".faiss", write)
+
+
+def _remove_from_ivf(index_file: Path, keep: np.ndarray, n: int):
+    """A plain IVF index (lists in memory) with the dropped rows removed and the rest renumbered to their new
+    rows; None for any other kind of index (then it is rebuilt)."""
+    from engine.core.index.faiss_index import faiss_module
+    faiss = faiss_module()
+    ivf = faiss.read_index(str(index_file))  # already its own class (a downcast copy would not own it)
+    if not isinstance(ivf, faiss.IndexIVF):
+        return None
+    ivf.remove_ids(np.setdiff1d(np.arange(n, dtype=np.int64), keep))
+    new_row = np.full(n, -1, dtype=np.int64)
+    new_row[keep] = np.arange(len(keep))
+    lists = ivf.invlists
+    for lst in range(ivf.nlist):
+        size = lists.list_size(lst)
+        if size:
+            ids = faiss.rev_swig_ptr(lists.get_ids(lst), size)
+            ids[:] = new_row[ids]
+    if ivf.ntotal != len(keep):
+        return None
+    return ivf
+
+
+# ------------------------------------------------------------------------------------------------ update, sync
+def file_stamp(path: str) -> list[int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [int(st.st_size), int(st.st_mtime_ns)]
+
+
+def image_stamps(old, files: dict[str, str]) -> dict[str, dict]:
+    """The `image_stamps` document for an image collection's files (old stamps kept, new files stat'ed)."""
+    before = old.document(STAMPS) if old is not None and STAMPS in old.stored else {}
+    return {STAMPS: {i: before.get(i) or file_stamp(p) for i, p in files.items()}}
+
+
+def replace_rows(old: StoredCollection, items: "list[Item]", o: "BuildOptions", report: "BuildReport"
+                 ) -> tuple[Any, "list[Item]"]:
+    """What `--update` / `--sync` keep of `old` and the items to encode: with update every given item
+    replaces its old row; with sync the folder is the truth (unchanged files are kept as they are)."""
+    given = {it.id for it in items}
+    old_ids = old.ids
+    if o.sync:
+        stamps = old.document(STAMPS) if STAMPS in old.stored else {}
+        files = old.document(IMAGE_FILES) if IMAGE_FILES in old.stored else {}
+        built = _epoch_ns(old.manifest.get("updated"))
+        have = set(old_ids)
+
+        def changed(it: "Item") -> bool:
+            now_stamp = file_stamp(it.source)
+            if stamps.get(it.id) is not None:
+                return now_stamp != stamps[it.id] or files.get(it.id) != it.source
+            return now_stamp is None or now_stamp[1] > built or files.get(it.id, it.source) != it.source
+
+        redo = {it.id for it in items if it.id in have and changed(it)}
+        drop = {i for i in old_ids if i not in given} | redo
+        items = [it for it in items if it.id not in have or it.id in redo]
+        info(f"sync {old.name!r}: {len(items) - len(redo)} new, {len(redo)} changed, "
+             f"{len(drop) - len(redo)} vanished, {len(old_ids) - len(drop)} unchanged")
+    else:
+        drop = {i for i in old_ids if i in given}
+        info(f"{len(drop)} items of {old.name!r} are replaced, {len(given) - len(drop)} added")
+    if not drop:
+        return old, items
+    check_deletable(old)
+    keep = np.flatnonzero([i not in drop for i in old_ids])
+    if not len(keep):
+        raise EngineError(f"{opt('sync') if o.sync else opt('update')} would leave {old.name!r} without its old "
+                          f"items; rebuild it with {opt('force')}")
+    if not items:  # nothing to encode: the drop is the whole change
+        commit_rows(old, keep)
+        return old, items
+    return Remaining(old, keep), items
+
+
+def _epoch_ns(stamp: str | None) -> int:
+    import datetime as dt
+    if not stamp:
+        return 0
+    return int(dt.datetime.fromisoformat(stamp).timestamp() * 1e9)
+
+
+def check_sync(images: str | Path | None, path: Path) -> None:
+    """`--sync` re-reads an image folder: refused for any other source."""
+    if images is None or not Path(images).is_dir():
+        raise EngineError(f"{opt('sync')} re-syncs a folder of images with its collection; give {opt('images')} DIR")

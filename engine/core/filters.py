@@ -1,0 +1,304 @@
+"""Metadata filters (`--where`): a small recursive-descent parser (no `eval`) and a vectorized evaluation
+over a collection's columns of item metadata.
+
+Grammar (keywords in lower case):
+
+    expr       := and_expr ("or" and_expr)*
+    and_expr   := not_expr ("and" not_expr)*
+    not_expr   := "not" not_expr | "(" expr ")" | comparison
+    comparison := FIELD ("==" | "!=" | "<" | "<=" | ">" | ">=") VALUE | FIELD "in" "[" [VALUE ("," VALUE)*] "]"
+    FIELD      := letter or "_", then letters, digits, "_", "." ("year", "meta.split")
+    VALUE      := "text" | 'text' (backslash escapes) | a number (-3, 2.5, 1e6)
+
+Values compare as numbers when both sides are numbers (a cell holding the text "2020", as CSV cells do,
+counts as a number); otherwise both compare as text. A comparison on a field an item does not have is
+false (so is `!=`); `not` negates whatever its operand gave.
+"""
+from __future__ import annotations
+
+import math
+import operator
+import re
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass
+from typing import Any, Protocol, Sequence, Union
+
+import numpy as np
+
+from engine.errors import EngineError, opt
+
+OPERATORS = ("==", "!=", "<=", ">=", "<", ">")
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+_KEYWORDS = ("and", "or", "not", "in")
+
+
+@dataclass(frozen=True)
+class Literal:
+    """A value in an expression: its text, and its number when it is one."""
+    text: str
+    number: float | None
+
+
+@dataclass(frozen=True)
+class Compare:
+    field: str
+    op: str                       # one of OPERATORS, or "in"
+    values: tuple[Literal, ...]   # one value, or the list of `in`
+
+
+@dataclass(frozen=True)
+class Not:
+    operand: "Expr"
+
+
+@dataclass(frozen=True)
+class BoolOp:
+    op: str                       # "and" | "or"
+    operands: tuple["Expr", ...]
+
+
+Expr = Union[Compare, Not, BoolOp]
+
+
+def as_number(value: Any) -> float | None:
+    """A cell's number: ints and floats, and text that reads as a decimal number (CSV cells); never bools,
+    NaN or infinities."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        v = float(value)
+        return v if math.isfinite(v) else None
+    if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
+        v = float(value)
+        return v if math.isfinite(v) else None
+    return None
+
+
+def as_text(value: Any) -> str | None:
+    """A cell's text (what non-numeric comparisons see); None for a missing or null value."""
+    import json
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else None
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+# ---------------------------------------------------------------------------------------------- parsing
+class _Parser:
+    def __init__(self, text: str):
+        self.text = text
+        self.pos = 0
+
+    def fail(self, what: str, pos: int | None = None) -> EngineError:
+        p = self.pos if pos is None else pos
+        found = repr(self.text[p:p + 12]) if p < len(self.text) else "the end"
+        return EngineError(f"{opt('where')} {self.text!r}: at position {p + 1}: expected {what}, found {found}")
+
+    def skip(self) -> None:
+        while self.pos < len(self.text) and self.text[self.pos].isspace():
+            self.pos += 1
+
+    def peek_word(self) -> str | None:
+        self.skip()
+        m = _FIELD.match(self.text, self.pos)
+        return m.group(0) if m else None
+
+    def take(self, token: str) -> bool:
+        self.skip()
+        if not self.text.startswith(token, self.pos):
+            return False
+        end = self.pos + len(token)
+        if token.isalpha() and end < len(self.text) and (self.text[end].isalnum() or self.text[end] in "_."):
+            return False  # "order" is a field, not "or" + "der"
+        self.pos = end
+        return True
+
+    def parse(self) -> Expr:
+        if not self.text.strip():
+            raise EngineError(f"{opt('where')} is empty; give a condition such as 'year >= 2020'")
+        expr = self.or_expr()
+        self.skip()
+        if self.pos != len(self.text):
+            raise self.fail("'and', 'or' or the end")
+        return expr
+
+    def or_expr(self) -> Expr:
+        parts = [self.and_expr()]
+        while self.take("or"):
+            parts.append(self.and_expr())
+        return parts[0] if len(parts) == 1 else BoolOp("or", tuple(parts))
+
+    def and_expr(self) -> Expr:
+        parts = [self.not_expr()]
+        while self.take("and"):
+            parts.append(self.not_expr())
+        return parts[0] if len(parts) == 1 else BoolOp("and", tuple(parts))
+
+    def not_expr(self) -> Expr:
+        if self.take("not"):
+            return Not(self.not_expr())
+        if self.take("("):
+            expr = self.or_expr()
+            if not self.take(")"):
+                raise self.fail("')'")
+            return expr
+        return self.comparison()
+
+    def comparison(self) -> Compare:
+        word = self.peek_word()
+        if word is None or word in _KEYWORDS:
+            raise self.fail("a field name, 'not' or '('")
+        self.pos += len(word)
+        if self.take("in"):
+            if not self.take("["):
+                raise self.fail("'[' after 'in'")
+            values: list[Literal] = []
+            if not self.take("]"):
+                values.append(self.value())
+                while self.take(","):
+                    values.append(self.value())
+                if not self.take("]"):
+                    raise self.fail("',' or ']'")
+            return Compare(word, "in", tuple(values))
+        for op in OPERATORS:
+            if self.take(op):
+                return Compare(word, op, (self.value(),))
+        raise self.fail("one of ==, !=, <, <=, >, >=, in")
+
+    def value(self) -> Literal:
+        self.skip()
+        start = self.pos
+        if self.pos < len(self.text) and self.text[self.pos] in "\"'":
+            quote, out = self.text[self.pos], []
+            self.pos += 1
+            while self.pos < len(self.text) and self.text[self.pos] != quote:
+                if self.text[self.pos] == "\\" and self.pos + 1 < len(self.text):
+                    self.pos += 1
+                out.append(self.text[self.pos])
+                self.pos += 1
+            if self.pos >= len(self.text):
+                raise self.fail(f"a closing {quote}", start)
+            self.pos += 1
+            return Literal("".join(out), None)
+        m = _NUMBER.match(self.text, self.pos)
+        if m and not (m.end() < len(self.text) and (self.text[m.end()].isalnum() or self.text[m.end()] == "_")):
+            self.pos = m.end()
+            return Literal(m.group(0), as_number(m.group(0)))
+        raise self.fail("a quoted text or a number")
+
+
+def parse_where(text: str) -> Expr:
+    """The expression `text` as a tree; a bad one is one line naming the position (1-based) at fault."""
+    if not isinstance(text, str):
+        raise EngineError(f"{opt('where')} must be text, not {type(text).__name__}")
+    return _Parser(text).parse()
+
+
+def fields_of(expr: Expr) -> set[str]:
+    if isinstance(expr, Compare):
+        return {expr.field}
+    if isinstance(expr, Not):
+        return fields_of(expr.operand)
+    return set().union(*(fields_of(e) for e in expr.operands))
+
+
+# ---------------------------------------------------------------------------------------------- evaluation
+@dataclass
+class Column:
+    """One metadata field over all rows: its number (NaN: not a number or missing), and its text as a code
+    into the sorted `vocab` (-1: missing), so text comparisons are integer comparisons."""
+    num: np.ndarray
+    codes: np.ndarray
+    vocab: list[str]
+
+    @classmethod
+    def from_values(cls, values: Sequence[Any]) -> "Column":
+        texts = [as_text(v) for v in values]
+        vocab = sorted({t for t in texts if t is not None})
+        code_of = {t: n for n, t in enumerate(vocab)}
+        codes = np.fromiter((code_of[t] if t is not None else -1 for t in texts), dtype=np.int32, count=len(texts))
+        num = np.fromiter((np.nan if (x := as_number(v)) is None else x for v in values), dtype=np.float64,
+                          count=len(values))
+        return cls(num, codes, vocab)
+
+    def compare(self, op: str, lit: Literal) -> np.ndarray:
+        present = self.codes >= 0
+        if lit.number is not None:
+            isnum = ~np.isnan(self.num)
+            with np.errstate(invalid="ignore"):
+                numeric = _OPS[op](self.num, lit.number) & isnum
+            return numeric | (present & ~isnum & self._text(op, lit.text))
+        return present & self._text(op, lit.text)
+
+    def _text(self, op: str, text: str) -> np.ndarray:
+        lo, hi = bisect_left(self.vocab, text), bisect_right(self.vocab, text)
+        c = self.codes
+        if op == "==":
+            return c == lo if lo < hi else np.zeros(len(c), bool)
+        if op == "!=":
+            return (c >= 0) & (c != lo) if lo < hi else c >= 0
+        if op == "<":
+            return (c >= 0) & (c < lo)
+        if op == "<=":
+            return (c >= 0) & (c < hi)
+        if op == ">":
+            return c >= hi
+        return c >= lo
+
+
+_OPS = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal, ">": np.greater,
+        ">=": np.greater_equal}
+_PY_OPS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+           ">=": operator.ge}
+
+
+class Columns(Protocol):
+    def __len__(self) -> int: ...
+    def column(self, field: str) -> Column | None: ...
+
+
+def evaluate(expr: Expr, table: Columns) -> np.ndarray:
+    """The rows (a boolean mask over the collection) for which `expr` holds."""
+    n = len(table)
+    if isinstance(expr, Compare):
+        col = table.column(expr.field)
+        if col is None:
+            return np.zeros(n, bool)
+        if expr.op == "in":
+            out = np.zeros(n, bool)
+            for lit in expr.values:
+                out |= col.compare("==", lit)
+            return out
+        return col.compare(expr.op, expr.values[0])
+    if isinstance(expr, Not):
+        return ~evaluate(expr.operand, table)
+    parts = [evaluate(e, table) for e in expr.operands]
+    return np.logical_and.reduce(parts) if expr.op == "and" else np.logical_or.reduce(parts)
+
+
+def matches(expr: Expr, row: dict) -> bool:
+    """`expr` on one items row, cell by cell: the reference the vectorized evaluation is tested against."""
+    if isinstance(expr, Compare):
+        if expr.field not in row or as_text(row[expr.field]) is None:
+            return False
+        value = row[expr.field]
+        lits = expr.values
+        op = "==" if expr.op == "in" else expr.op
+        for lit in lits:
+            a, b = as_number(value), lit.number
+            ok = _PY_OPS[op](a, b) if a is not None and b is not None else _PY_OPS[op](as_text(value), lit.text)
+            if ok:
+                return True
+        return False
+    if isinstance(expr, Not):
+        return not matches(expr.operand, row)
+    results = (matches(e, row) for e in expr.operands)
+    return all(results) if expr.op == "and" else any(results)

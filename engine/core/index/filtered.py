@@ -1,0 +1,79 @@
+"""Dense search restricted to some rows (a metadata filter's mask), inside the search so `k` results come back
+whenever `k` rows match.
+
+Few matching rows (at most `EXACT_ROWS`, or an index FAISS cannot restrict): exact inner products over those
+rows alone, read from the stored embeddings (cheaper than any index scan, and exact). Many: the FAISS index
+searched with an `IDSelectorBitmap` in its search parameters, the stored operating point kept; should an
+approximate index return fewer than asked, the rows are searched exactly instead.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from engine.core.index.faiss_index import faiss_module, use_blas_for
+
+EXACT_ROWS = 100_000
+"""Matching rows up to which a filtered search scans them exactly (≈ 1/10 of a 1M Flat scan at most)."""
+_BLOCK = 65536
+
+
+def exact_rows(embeddings: np.ndarray, rows: np.ndarray, queries: np.ndarray, k: int
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Exact top-k over `rows` of `embeddings` (scores, row numbers; -1 / -inf past the rows there are)."""
+    nq = len(queries)
+    scores = np.full((nq, k), -np.inf, dtype=np.float32)
+    labels = np.full((nq, k), -1, dtype=np.int64)
+    if not len(rows):
+        return scores, labels
+    parts_s, parts_r = [], []
+    for lo in range(0, len(rows), _BLOCK):
+        block = rows[lo:lo + _BLOCK]
+        sims = queries @ np.asarray(embeddings[block], dtype=np.float32).T
+        keep = min(k, len(block))
+        best = np.argpartition(-sims, keep - 1, axis=1)[:, :keep] if keep < len(block) else \
+            np.tile(np.arange(len(block)), (nq, 1))
+        parts_s.append(np.take_along_axis(sims, best, axis=1))
+        parts_r.append(block[best])
+    s, r = np.concatenate(parts_s, axis=1), np.concatenate(parts_r, axis=1)
+    for q in range(nq):
+        order = np.lexsort((r[q], -s[q]))[:k]  # best first, ties by row (as an unfiltered exact search)
+        scores[q, :len(order)], labels[q, :len(order)] = s[q][order], r[q][order]
+    return scores, labels
+
+
+def _selector_params(index, mask: np.ndarray, stored: dict):
+    """FAISS search parameters restricting `index` to the rows of `mask`, with the stored knobs; None when
+    this kind of index takes no parameters."""
+    faiss = faiss_module()
+    if not isinstance(index, faiss.Index):  # shards, an on-disk IVF: searched exactly over the rows
+        return None
+    bits = np.packbits(mask.astype(np.uint8), bitorder="little")
+    sel = faiss.IDSelectorBitmap(len(mask), faiss.swig_ptr(bits))
+    inner = faiss.downcast_index(index)
+    if isinstance(inner, faiss.IndexIVF):
+        params = faiss.SearchParametersIVF(sel=sel, nprobe=int(stored.get("nprobe", inner.nprobe)))
+    elif isinstance(inner, faiss.IndexHNSW):
+        params = faiss.SearchParametersHNSW(sel=sel, efSearch=int(stored.get("efSearch", inner.hnsw.efSearch)))
+    elif isinstance(inner, (faiss.IndexFlat, faiss.IndexScalarQuantizer)):
+        params = faiss.SearchParameters(sel=sel)
+    else:
+        return None
+    params._keep = (sel, bits)  # the selector reads `bits`: both must live as long as the parameters
+    return params
+
+
+def search_masked(index, embeddings: np.ndarray, queries: np.ndarray, k: int, mask: np.ndarray,
+                  stored: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Top-k among the rows where `mask` is true: (scores, rows), -1 past the matching rows."""
+    rows = np.flatnonzero(mask)
+    want = min(k, len(rows))
+    if len(rows) <= EXACT_ROWS or not hasattr(index, "search"):
+        return exact_rows(embeddings, rows, queries, k)
+    params = _selector_params(index, mask, stored or {})
+    if params is None:
+        return exact_rows(embeddings, rows, queries, k)
+    use_blas_for(index)
+    scores, labels = index.search(queries, k, params=params)
+    if (labels[:, :want] < 0).any():  # an approximate index saw too few matching rows: be exact
+        return exact_rows(embeddings, rows, queries, k)
+    return scores, labels

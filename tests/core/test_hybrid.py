@@ -1,0 +1,100 @@
+"""Hybrid search on a plain text collection (`--bm25`, `--mode`, `--fusion`) against each half, on the planted
+rare-token / paraphrase set; the BM25 half equals bm25s over the same texts; the CLI in every mode."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.core.bm25 import BM25Index
+from engine.core.collection import Collection
+from engine.errors import EngineError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from fixtures.planted import planted, write_planted  # noqa: E402
+from conftest import run_cli  # noqa: E402
+
+SMALL = {"n_codes": 24, "n_names": 8, "n_filler": 60}
+
+
+@pytest.fixture(scope="module")
+def planted_col(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("planted")
+    docs, queries_file, qrels = write_planted(folder, **SMALL)
+    col = Collection.build("pl", texts=docs, root=folder / "idx", model="minilm", bm25=True)
+    return col, planted(**SMALL)[1], folder
+
+
+def _top1(col, texts: list[str], **kw) -> list[str]:
+    return [hits[0].id for hits in col.search_many(texts=texts, k=10, **kw)]
+
+
+def test_hybrid_finds_rare_tokens_and_keeps_dense_on_paraphrases(planted_col):
+    col, queries, _ = planted_col
+    rare = [(t, d) for q, t, d in queries if q.startswith("r")]
+    para = [(t, d) for q, t, d in queries if q.startswith("p")]
+    rare_t, rare_d = [t for t, _ in rare], [d for _, d in rare]
+    para_t, para_d = [t for t, _ in para], [d for _, d in para]
+    assert _top1(col, rare_t, mode="dense") != rare_d, "the planted set should hold rare tokens dense misses"
+    for fusion in ("weighted", "rrf"):
+        assert _top1(col, rare_t, mode="hybrid", fusion=fusion) == rare_d
+    dense = _top1(col, para_t, mode="dense")
+    assert _top1(col, para_t) == dense  # the default: hybrid, weighted
+    assert sum(a == b for a, b in zip(dense, para_d)) >= len(para) - 1
+
+
+def test_bm25_mode_equals_bm25s_over_the_same_texts(planted_col):
+    col, queries, _ = planted_col
+    ref = BM25Index.build(col.ids, [it["text"] for it in col.items])
+    for _, text, _ in queries[::7]:
+        got = [(h.id, round(h.score, 4)) for h in col.search(text=text, k=5, mode="bm25")]
+        assert got == [(d, round(s, 4)) for d, s in ref.search(text, 5)]
+
+
+def test_add_keeps_bm25_in_step(tmp_path):
+    docs, _ = planted(n_codes=6, n_names=2, n_filler=10)
+    import csv
+    for name, part in (("a.csv", docs[:10]), ("b.csv", docs[10:]), ("all.csv", docs)):
+        with open(tmp_path / name, "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(docs[0]))
+            w.writeheader()
+            w.writerows(part)
+    Collection.build("c", texts=tmp_path / "a.csv", root=tmp_path / "i", model="minilm", bm25=True)
+    added = Collection.build("c", texts=tmp_path / "b.csv", root=tmp_path / "i", add=True)
+    fresh = Collection.build("f", texts=tmp_path / "all.csv", root=tmp_path / "i", model="minilm", bm25=True)
+    for q in ("order shipment", docs[3]["text"].split()[3], "budget meeting notes"):
+        assert [(h.id, round(h.score, 4)) for h in added.search(text=q, k=10, mode="bm25")] == \
+            [(h.id, round(h.score, 4)) for h in fresh.search(text=q, k=10, mode="bm25")]
+    added.verify()
+
+
+def test_modes_refused_where_they_cannot_run(tmp_path):
+    (tmp_path / "d.csv").write_text("id,text\na,one text\nb,another text\n")
+    col = Collection.build("plain", texts=tmp_path / "d.csv", root=tmp_path, model="minilm")
+    with pytest.raises(EngineError, match="no BM25 index.*--bm25"):
+        col.search(text="one", mode="bm25")
+    with pytest.raises(EngineError, match="must be one of dense, bm25, hybrid"):
+        col.search(text="one", mode="lexical")
+    with pytest.raises(EngineError, match="must be one of rrf, weighted"):
+        col.search(text="one", fusion="max")
+    assert col.search(text="one", k=1)[0].id == "a"  # default: dense where there is no BM25
+
+
+def test_cli_modes_and_runs(planted_col, monkeypatch, capsys):
+    col, queries, folder = planted_col
+    root = str(folder / "idx")
+    for mode in ("dense", "bm25", "hybrid"):
+        run = folder / f"{mode}.run"
+        code, _, err = run_cli(monkeypatch, capsys, "search", "pl", "--queries", folder / "queries.tsv", "--out", run,
+                               "--mode", mode, "-k", "5", "--root", root, "-q")
+        assert code == 0, err
+        answered = {line.split()[0] for line in run.read_text().splitlines()}
+        assert answered == {q for q, _, _ in queries} if mode != "bm25" else answered <= {q for q, _, _ in queries}
+    code, out, _ = run_cli(monkeypatch, capsys, "search", "pl", queries[0][1], "--json", "-k", "3", "--root", root,
+                           "--where", 'kind == "code" and year >= 2001')
+    assert code == 0 and '"kind": "code"' in out
+    for bad, msg in ((["--mode", "x"], "--mode must be one of"), (["--fusion", "x"], "--fusion must be one of"),
+                     (["--where", "year >"], "--where 'year >': at position 7")):
+        code, _, err = run_cli(monkeypatch, capsys, "search", "pl", "q", "--root", root, *bad)
+        assert code != 0 and msg in err and len(err.strip().splitlines()) == 1

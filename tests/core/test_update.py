@@ -1,0 +1,171 @@
+"""Deletes, `--add --update` and `--sync` equal a fresh build of the items that remain (ids, vectors, index
+results, metadata columns, BM25); `engine verify` passes after each; a kill during a delete leaves the
+previous generation whole, and the delete run again finishes it."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.core.build.update import delete_ids
+from engine.core.collection import Collection
+from engine.core.hybrid import filter_mask
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from conftest import run_cli  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _vectors(n: int, d: int = 16, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).normal(size=(n, d)).astype(np.float32)
+
+
+def _same(a: Collection, b: Collection, queries: np.ndarray, where: str | None = None) -> None:
+    """Two collections hold the same items (ids, vectors, metadata) and answer alike."""
+    assert a.ids == b.ids and len(a) == len(b)
+    np.testing.assert_array_equal(np.asarray(a.embeddings), np.asarray(b.embeddings))
+    assert a.items == b.items
+    ha, hb = a.hits(*a.search_vectors(queries, 10)), b.hits(*b.search_vectors(queries, 10))
+    assert [[(h.id, round(h.score, 5)) for h in x] for x in ha] == [[(h.id, round(h.score, 5)) for h in x] for x in hb]
+    if where:
+        assert filter_mask(a, where).tolist() == filter_mask(b, where).tolist()
+
+
+@pytest.mark.parametrize("index", ["Flat", "IVF8,Flat", "HNSW16", "SQ8"])
+def test_delete_equals_a_fresh_build(tmp_path, index):
+    n = 800
+    vec = _vectors(n)
+    ids = [f"d{i}" for i in range(n)]
+    meta = [{"year": 2000 + i % 20, "split": "ab"[i % 2]} for i in range(n)]
+    Collection.from_vectors("c", ids, vec, None, "text", root=tmp_path, index=index, meta=meta)
+    gone = set(ids[::10]) | {"d1", "d2", "d3"}
+    assert delete_ids("c", sorted(gone), root=tmp_path) == len(gone)
+    after = Collection.open("c", tmp_path, verify=True)
+    keep = [i for i, x in enumerate(ids) if x not in gone]
+    fresh = Collection.from_vectors("f", [ids[i] for i in keep], vec[keep], None, "text", root=tmp_path,
+                                    index="Flat", meta=[meta[i] for i in keep])
+    queries = np.asarray(fresh.embeddings[:20])
+    if index.startswith("IVF"):
+        from engine.core.index.faiss_index import SearchKnobs
+        ha = after.hits(*after.search_vectors(queries, 10, SearchKnobs(nprobe=8)))
+        assert [[h.id for h in x] for x in ha] == [[h.id for h in x] for x in fresh.hits(*fresh.search_vectors(queries, 10))]
+    elif index == "Flat":
+        _same(after, fresh, queries, 'year >= 2010 and split == "a"')
+    assert after.ids == fresh.ids and after.items == fresh.items
+    np.testing.assert_array_equal(np.asarray(after.embeddings), np.asarray(fresh.embeddings))
+    assert after.index.ntotal == len(keep)
+    assert filter_mask(after, "year < 2005").tolist() == filter_mask(fresh, "year < 2005").tolist()
+    assert delete_ids("c", sorted(gone), root=tmp_path) == 0  # run again: nothing left to do
+
+
+def _csv(path: Path, rows: list[tuple[str, str]]) -> Path:
+    path.write_text("id,text\n" + "".join(f"{i},{t}\n" for i, t in rows))
+    return path
+
+
+def test_update_and_delete_of_a_text_collection_with_bm25(tmp_path, monkeypatch, capsys):
+    base = [(f"d{i}", f"document {i} about topic {i % 5} with word w{i}") for i in range(30)]
+    _csv(tmp_path / "a.csv", base)
+    root = tmp_path / "i"
+    Collection.build("c", texts=tmp_path / "a.csv", root=root, model="minilm", bm25=True)
+    changes = [("d3", "a new text for three: zebra"), ("d40", "brand new forty: zebra crossing")]
+    code, _, err = run_cli(monkeypatch, capsys, "build", "c", "--texts", _csv(tmp_path / "b.csv", changes),
+                           "--add", "--update", "--root", root, "-q")
+    assert code == 0, err
+    (tmp_path / "gone.txt").write_text("d7\nd8\nnot-there\n")
+    code, _, err = run_cli(monkeypatch, capsys, "delete", "c", "--ids", tmp_path / "gone.txt", "--root", root, "-q")
+    assert code == 0 and "not-there" in err
+    code, _, err = run_cli(monkeypatch, capsys, "verify", "c", "--root", root, "-q")
+    assert code == 0, err
+    final = {i: t for i, t in base if i not in ("d7", "d8")}
+    final.update(dict(changes))
+    fresh = Collection.build("f", texts=_csv(tmp_path / "all.csv", sorted(final.items())), root=root, model="minilm",
+                             bm25=True)
+    col = Collection.open("c", root)
+    assert sorted(col.ids) == sorted(fresh.ids)
+    row = {i: n for n, i in enumerate(col.ids)}
+    frow = {i: n for n, i in enumerate(fresh.ids)}
+    for i in final:
+        np.testing.assert_allclose(col.embeddings[row[i]], fresh.embeddings[frow[i]], atol=1e-5)
+    for q in ("zebra", "topic 3 word w12", "document"):
+        for mode in ("bm25", "dense", "hybrid"):
+            got = {h.id: round(h.score, 4) for h in col.search(text=q, k=40, mode=mode)}
+            want = {h.id: round(h.score, 4) for h in fresh.search(text=q, k=40, mode=mode)}
+            assert got == want, (q, mode)
+
+
+@pytest.mark.slow
+def test_sync_equals_a_fresh_build_of_the_folder(tmp_path, sample_photos, monkeypatch, capsys):
+    photos = sorted(sample_photos.values())[:4]
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for p in photos[:3]:
+        shutil.copy(p, folder / p.name)
+    root = tmp_path / "i"
+    Collection.build("imgs", images=folder, root=root, model="conse")
+    (folder / photos[0].name).unlink()                          # vanished
+    shutil.copy(photos[3], folder / photos[3].name)             # new
+    shutil.copy(photos[3], folder / photos[1].name)             # changed: other bytes
+    os.utime(folder / photos[1].name, ns=(time.time_ns() + 10**9,) * 2)
+    code, _, err = run_cli(monkeypatch, capsys, "build", "imgs", "--images", folder, "--sync", "--root", root)
+    assert code == 0, err
+    assert "1 new, 1 changed, 1 vanished, 1 unchanged" in err
+    col = Collection.open("imgs", root, verify=True)
+    fresh = Collection.build("fresh", images=folder, root=root, model="conse")
+    assert sorted(col.ids) == sorted(fresh.ids)
+    for i in fresh.ids:
+        np.testing.assert_allclose(col.embeddings[col.ids.index(i)], fresh.embeddings[fresh.ids.index(i)], atol=1e-5)
+    assert col.document("image_files") == fresh.document("image_files")
+    code, _, err = run_cli(monkeypatch, capsys, "build", "imgs", "--images", folder, "--sync", "--root", root)
+    assert code == 0 and "0 new, 0 changed, 0 vanished, 3 unchanged" in err
+
+
+def test_bad_options_are_one_line(tmp_path, monkeypatch, capsys):
+    Collection.from_vectors("c", ["a", "b"], _vectors(2), None, "text", root=tmp_path)
+    cases = [(["build", "c", "--texts", "x.csv", "--update"], "--update replaces items"),
+             (["build", "c", "--texts", "x.csv", "--sync", "--add"], "--sync adds, drops"),
+             (["delete", "c", "--ids", tmp_path / "none.txt"], "none.txt"),
+             (["delete", "nope", "--ids", _csv(tmp_path / "ids.csv", [("a", "x")])], "no collection 'nope'")]
+    for args, msg in cases:
+        code, _, err = run_cli(monkeypatch, capsys, *args, "--root", tmp_path)
+        assert code != 0 and msg in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.slow
+def test_a_kill_during_a_delete_leaves_the_previous_generation_whole(tmp_path):
+    n = 300_000
+    vec = _vectors(n, 32)
+    ids = [f"d{i}" for i in range(n)]
+    Collection.from_vectors("c", ids, vec, None, "text", root=tmp_path)
+    before = Collection.open("c", tmp_path)
+    gen, old_ids = before.manifest["generation"], before.ids
+    (tmp_path / "gone.txt").write_text("".join(f"d{i}\n" for i in range(0, n, 10)))
+    args = [sys.executable, "-m", "engine.cli", "delete", "c", "--ids", str(tmp_path / "gone.txt"), "--root",
+            str(tmp_path), "-q"]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    outcomes = set()
+    for delay in (0.5, 1.2, 2.0):
+        proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+        col = Collection.open("c", tmp_path, verify=True)  # whole: every byte matches, old or new
+        if col.manifest["generation"] == gen:
+            assert col.ids == old_ids
+            outcomes.add("old")
+        else:
+            assert len(col) == n - n // 10
+            outcomes.add("new")
+            break
+    assert subprocess.run(args, env=env).returncode == 0
+    col = Collection.open("c", tmp_path, verify=True)
+    assert len(col) == n - n // 10 and col.ids == [i for k, i in enumerate(old_ids) if k % 10]
+    assert "old" in outcomes
