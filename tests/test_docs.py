@@ -126,6 +126,15 @@ def make_sandbox(folder) -> None:
     _write(folder, "a.run", "t1 Q0 m1 1 2.0 Run01\nt1 Q0 m2 2 1.0 Run01\nt2 Q0 m2 1 1.0 Run01\nt2 Q0 m1 2 0.5 Run01\n")
     _write(folder, "articles.jsonl", "".join(json.dumps({"id": f"a{i}", "title": t, "content": f"{t} and more"}) + "\n"
                                              for i, t in enumerate(("Storm at sea", "Dog show", "Cat cafe"))))
+    table = "id,text,split,year,lang,source\n" + "".join(
+        f"n{i},{t},{'ab'[i % 2]},{2018 + i},{('en', 'de')[i % 2]},{('wire', 'paper')[i % 3 == 0]}\n"
+        for i, t in enumerate(("invoice 482913 paid", "floods in the old town", "budget talks", "elections today")))
+    for name in ("articles.csv", "docs.csv"):
+        _write(folder, name, table)
+    _write(folder, "more.csv", "id,text,split,year\nn9,a new article,a,2024\n")
+    _write(folder, "changed.csv", "id,text,split,year\nn1,floods in the new town,b,2019\n")
+    _write(folder, "gone.txt", "n2\n")
+    shutil.copy(photos[1], folder / "q.jpg")
     from engine.tasks.eventa.submission import run_to_submission
     run_to_submission(folder / "run.txt", folder, folder / "queries.csv")
 

@@ -16,7 +16,6 @@ from engine.core.build.options import BuildOptions, BuildReport, build_options
 from engine.core.index.faiss_index import FlatFile, build_index, is_exact, recall_at_k
 from engine.core.sources import Item, image_items, text_items
 from engine.core.store.replaced import announce_replacement
-from engine.core.store.npy_rows import NpyRows
 from engine.core.store.stored import IMAGE_FILES, MANIFEST, PARTIAL, StoredCollection, collection_path
 from engine.errors import EngineError, opt
 from engine.io.ids import trec_safe_ids
@@ -109,7 +108,7 @@ def _build_collection(name: str, images: str | Path | None, texts: str | Path | 
 
     if o.ray is not None:
         from engine.core.build.ray_encode import encode_on_ray
-    prefix = NpyRows.open([old.file("embeddings")]) if old is not None else None  # old rows, copied block by block
+    prefix = old.embedding_rows() if old is not None else None  # old rows, copied block by block
     emb, kept, failed = encode_chunked(path, encoder, kind, items, o, report,
                                        encode_local if o.ray is None else encode_on_ray, prefix=prefix)
     for n, reason in failed:

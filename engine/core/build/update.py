@@ -15,13 +15,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 
 from engine.core.build.lexical import ROLE as BM25, bm25_files, stored_texts
 from engine.core.store import generations
 from engine.core.store.columns import ROLE as COLUMNS, take_columns
+from engine.core.store.npy_rows import BLOCK, NpyRows
 from engine.core.store.stored import IMAGE_FILES, PARTIAL, StoredCollection, collection_path, now
 from engine.errors import EngineError, opt
 from engine.progress import info, warn
@@ -67,6 +68,24 @@ class Remaining:
     @property
     def embeddings(self) -> np.ndarray:
         return np.asarray(self.old.embeddings[self.keep])
+
+    def embedding_rows(self) -> "KeptRows":
+        """The kept rows' embeddings, read block by block (what a build copies before its new rows)."""
+        return KeptRows(NpyRows.open([self.old.file("embeddings")]), self.keep)
+
+
+class KeptRows:
+    """Some rows of an `NpyRows`, in order: `len` and `blocks` as the streaming commit reads them."""
+
+    def __init__(self, rows: NpyRows, keep: np.ndarray):
+        self.rows, self.keep = rows, np.asarray(keep, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.keep)
+
+    def blocks(self, block: int = BLOCK) -> Iterator[tuple[int, np.ndarray]]:
+        for lo in range(0, len(self.keep), block):
+            yield lo, self.rows.take(self.keep[lo:lo + block])
 
     def document(self, name: str) -> Any:
         doc = self.old.document(name)

@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from engine.core.store import generations
+from engine.core.store.npy_rows import NpyRows
 from engine.core.store.structure import check_structure
 from engine.errors import EngineError, opt
 from engine.progress import make_progress
@@ -163,6 +164,10 @@ class StoredCollection:
     @property
     def embeddings(self) -> np.ndarray:
         return np.load(self.file("embeddings"), mmap_mode="r")
+
+    def embedding_rows(self) -> NpyRows:
+        """The embeddings read block by block (no mapping kept resident): what a build copies before new rows."""
+        return NpyRows.open([self.file("embeddings")])
 
     @property
     def items(self) -> list[dict]:
