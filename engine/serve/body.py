@@ -76,13 +76,13 @@ def client_of(request: Request) -> str:
 
 async def on_disconnect(request: Request, _: ClientDisconnect) -> Response:
     """A client that hung up before sending its whole body: one log line, no traceback, nothing to answer."""
-    log.info("%s hung up before sending its whole request body (%s %s); dropped", client_of(request),
+    log.warning("%s hung up before sending its whole request body (%s %s); dropped", client_of(request),
              request.method, request.url.path)
     return Response(status_code=400)
 
 
 async def on_timeout(request: Request, exc: BodyTimeout) -> JSONResponse:
     """A body still arriving at the deadline: one log line, 408, and the connection is closed."""
-    log.info("%s did not send its request body in time (%s %s); dropped", client_of(request), request.method,
+    log.warning("%s did not send its request body in time (%s %s); dropped", client_of(request), request.method,
              request.url.path)
     return JSONResponse({"detail": str(exc)}, status_code=408, headers={"Connection": "close"})

@@ -67,7 +67,7 @@ def openapi_schema(app: FastAPI, request_models: tuple[type[BaseModel], ...]) ->
             if body and body.get("schema", {}).get("title") in names:
                 body["schema"] = {"$ref": f"#/components/schemas/{body['schema']['title']}"}
             responses = op.setdefault("responses", {})
-            for code in codes(path, method):
+            for code in {*codes(path, method), *(c for c in (422,) if str(c) in responses)}:
                 responses[str(code)] = {"description": ERRORS[code], "content": error}
     app.openapi_schema = schema
     return schema
