@@ -116,7 +116,8 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
                   description="Search engine collections by text, image, item id or vector. Every error is "
                               "`{\"detail\": \"one line\"}`.")
     app.state.catalog, app.state.options, app.state.metrics = catalog, opts, metrics
-    app.openapi = lambda: openapi_schema(app, (SearchRequest, BatchRequest))  # type: ignore[method-assign]
+    app.openapi = lambda: openapi_schema(app, (SearchRequest, BatchRequest), opts.max_k,  # type: ignore
+                                         opts.max_query_chars)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_middleware(Guard, api_key=opts.api_key, max_json=opts.max_body_bytes,
                        max_multipart=opts.max_upload_bytes + (64 << 10), metrics=metrics)

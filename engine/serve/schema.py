@@ -48,7 +48,26 @@ def codes(path: str, method: str) -> list[int]:
     return sorted(out)
 
 
-def openapi_schema(app: FastAPI, request_models: tuple[type[BaseModel], ...]) -> dict[str, Any]:
+def names_of(models: tuple[type[BaseModel], ...]) -> list[str]:
+    return [m.__name__ for m in models]
+
+
+def bound(schema: dict[str, Any], max_k: int, max_chars: int) -> None:
+    """The server's own bounds on a request schema's `k`, `collection` and `text` (the models leave them to the
+    handlers, whose messages name this server's limits)."""
+    props = schema.get("properties", {})
+    if "k" in props:
+        props["k"].update(minimum=1, maximum=max_k)
+    if "collection" in props:
+        props["collection"]["minLength"] = 1
+    text = props.get("text", {})
+    for variant in text.get("anyOf", [text]):
+        if variant.get("type") == "string":
+            variant.update(minLength=1, maxLength=max_chars)
+
+
+def openapi_schema(app: FastAPI, request_models: tuple[type[BaseModel], ...], max_k: int = 1000,
+                   max_chars: int = 1000) -> dict[str, Any]:
     """The app's OpenAPI document with resolvable request schemas and every refusal documented (cached)."""
     if app.openapi_schema:
         return app.openapi_schema
@@ -59,13 +78,18 @@ def openapi_schema(app: FastAPI, request_models: tuple[type[BaseModel], ...]) ->
     for unused in ("HTTPValidationError", "ValidationError"):
         components.pop(unused, None)
     components.update(defs.get("$defs", {}))
-    names = {m.__name__ for m in request_models}
+    for name in (*names_of(request_models), "Query"):
+        if name in components:
+            bound(components[name], max_k, max_chars)
+    names = set(names_of(request_models))
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
     for path, operations in schema["paths"].items():
         for method, op in operations.items():
             body = op.get("requestBody", {}).get("content", {}).get("application/json")
             if body and body.get("schema", {}).get("title") in names:
                 body["schema"] = {"$ref": f"#/components/schemas/{body['schema']['title']}"}
+            for content in op.get("requestBody", {}).get("content", {}).values():
+                bound(content.get("schema", {}), max_k, max_chars)
             responses = op.setdefault("responses", {})
             for code in {*codes(path, method), *(c for c in (422,) if str(c) in responses)}:
                 responses[str(code)] = {"description": ERRORS[code], "content": error}
