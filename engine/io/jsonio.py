@@ -1,8 +1,9 @@
 """JSON in and out with the checks `json` leaves to us.
 
 In: nesting depth and number length bounded before the parser recurses or Python builds a 5000-digit
-integer (`engine.io.limits`), NaN/Infinity refused (not JSON; they would become the text "nan"), and a key
-repeated in one object refused (the standard leaves it undefined; `json` keeps the last silently).
+integer (`engine.io.limits`), NaN/Infinity refused (not JSON; they would become the text "nan"), a key
+repeated in one object refused (the standard leaves it undefined; `json` keeps the last silently), and a
+lone surrogate escape (`"\ud800"`) refused (it is no character: writing it as UTF-8 later fails).
 Out: NaN and infinities become null, so what we print is always valid JSON.
 """
 from __future__ import annotations
@@ -18,6 +19,11 @@ from engine.errors import EngineError, where
 from engine.io.limits import limit, over
 
 _STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+class InvalidJSON(EngineError):
+    """Text that is not JSON at all (a syntax error), as opposed to JSON past one of our limits."""
 
 
 class _Bad(Exception):
@@ -64,11 +70,14 @@ def parse_json(text: str, origin: object, line: int | None = None) -> Any:
     if depth > limit("max_json_depth"):
         raise over("max_json_depth", f"JSON nested {depth:,} levels deep", where(origin, line))
     try:
-        return json.loads(text, parse_int=lambda s: _number(s, int), parse_float=lambda s: _number(s, float),
+        value = json.loads(text, parse_int=lambda s: _number(s, int), parse_float=lambda s: _number(s, float),
                           parse_constant=_constant, object_pairs_hook=_pairs)
+        if _SURROGATE_ESCAPE.search(text):  # rare: only then walk the strings
+            _no_lone_surrogates(value)
+        return value
     except json.JSONDecodeError as exc:
         at = line if line is not None else exc.lineno
-        raise EngineError(f"{where(origin, at)}: invalid JSON ({exc.msg})") from None
+        raise InvalidJSON(f"{where(origin, at)}: invalid JSON ({exc.msg})") from None
     except _Bad as exc:
         if exc.error is not None:
             exc.error.message = f"{where(origin, line)}: {exc.error.message}"
@@ -76,6 +85,23 @@ def parse_json(text: str, origin: object, line: int | None = None) -> Any:
         raise EngineError(f"{where(origin, line)}: {exc.message}") from None
     except RecursionError:
         raise over("max_json_depth", "JSON nested too deeply to parse", where(origin, line)) from None
+
+
+def _no_lone_surrogates(obj: Any) -> None:
+    stack = [obj]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise _Bad(f"string {item[:20]!r} holds a lone surrogate (\\u{ord(item[exc.start]):04x}), "
+                           "which is no character") from None
 
 
 def finite(obj: Any) -> Any:

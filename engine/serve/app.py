@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import io
-import json
 import logging
 import time
 from pathlib import Path
@@ -20,17 +19,21 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect
 
 from engine import __version__
 from engine.core.collection import Hit
 from engine.errors import EngineError
 from engine.serve.batching import MicroBatcher
+from engine.serve.body import BodyTimeout, json_body, left, on_disconnect, on_timeout, within
 from engine.serve.catalog import Catalog, Served, UnknownCollection
 from engine.serve.limits import BodyTooLarge, Guard, read_upload
 from engine.serve.metrics import Metrics
 from engine.serve.options import ServeOptions
+from engine.serve.schema import openapi_schema
+from engine.serve.vectors import check_vector, finite_hits
 
 STATIC = Path(__file__).parent / "static"
 log = logging.getLogger("engine.serve")
@@ -58,13 +61,13 @@ class Lexical(BaseModel):
 
 class SearchRequest(Query, Lexical):
     collection: str
-    k: int = 10
+    k: StrictInt = Field(10, description="Results wanted: 1 to the server's --max-k (1000 by default)")
 
 
 class BatchRequest(Lexical):
     model_config = ConfigDict(extra="forbid")
     collection: str
-    k: int = 10
+    k: StrictInt = Field(10, description="Results wanted per query: 1 to the server's --max-k (1000 by default)")
     queries: list[Query] = Field(description="Each with one of text, id, vector")
 
 
@@ -125,6 +128,8 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
                   description="Search engine collections by text, image, item id or vector. Every error is "
                               "`{\"detail\": \"one line\"}`.")
     app.state.catalog, app.state.options, app.state.metrics = catalog, opts, metrics
+    app.openapi = lambda: openapi_schema(app, (SearchRequest, BatchRequest), opts.max_k,  # type: ignore
+                                         opts.max_query_chars)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_middleware(Guard, api_key=opts.api_key, max_json=opts.max_body_bytes,
                        max_multipart=opts.max_upload_bytes + (64 << 10), metrics=metrics)
@@ -154,6 +159,9 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
     @app.exception_handler(BodyTooLarge)
     async def _too_large(_: Request, exc: BodyTooLarge) -> JSONResponse:
         return error(413, str(exc))
+
+    app.add_exception_handler(ClientDisconnect, on_disconnect)  # type: ignore[arg-type]
+    app.add_exception_handler(BodyTimeout, on_timeout)  # type: ignore[arg-type]
 
     @app.exception_handler(asyncio.TimeoutError)
     async def _timeout(_: Request, exc: asyncio.TimeoutError) -> JSONResponse:
@@ -189,7 +197,7 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
 
     def by_vectors(s: Served, vectors: np.ndarray, k: int) -> list[list[Hit]]:
         t0 = time.perf_counter()
-        out = s.col.hits(*s.col.search_vectors(vectors, k))
+        out = s.col.hits(*finite_hits(s.name, *s.col.search_vectors(vectors, k)))
         metrics.search.observe(time.perf_counter() - t0)
         return out
 
@@ -198,14 +206,12 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
             row = s.rows.get(q.id)
             if row is None:
                 raise _refuse(404, f"no item {q.id!r} in collection {s.name!r}")
-            return np.asarray(s.col.embeddings[row], dtype=np.float32)
+            return s.vector(row)
         with np.errstate(over="ignore"):
             vec = np.asarray(q.vector, dtype=np.float32)
         if vec.ndim != 1 or len(vec) != s.col.dim:
             raise _refuse(422, f"vector has {vec.size} values; collection {s.name!r} is {s.col.dim}-d")
-        if not np.isfinite(vec).all():
-            raise _refuse(422, "vector holds a NaN or infinite value")
-        return vec
+        return check_vector(vec)
 
     def check_query(q: Query) -> None:
         given = [f for f in ("text", "id", "vector") if getattr(q, f) is not None]
@@ -216,8 +222,12 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
         if q.text is not None and len(q.text) > opts.max_query_chars:
             raise _refuse(422, f"text is {len(q.text)} characters, over the limit of {opts.max_query_chars}")
 
-    async def bounded(awaitable):
-        return await asyncio.wait_for(awaitable, opts.timeout_s)
+    async def bounded(awaitable, deadline: float | None = None):
+        """`awaitable` within what is left of the request's `timeout_s` (the body's reading counts)."""
+        return await asyncio.wait_for(awaitable, opts.timeout_s if deadline is None else left(deadline))
+
+    def deadline() -> float:
+        return time.monotonic() + opts.timeout_s
 
     async def run_queries(s: Served, queries: list[Query], k: int) -> list[list[Hit]]:
         """Texts go through the micro-batcher; ids and vectors are searched together in one FAISS call."""
@@ -246,26 +256,15 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
                 s.col.hits(*search_rows(s.col, k, None, query_vector(s, q)[None], how.mode, how.fusion, how.where))[0]
                 for q in queries]
 
-    async def json_body(request: Request) -> Any:
-        ctype = request.headers.get("content-type", "")
-        if ctype and not ctype.startswith("application/json"):
-            raise _refuse(415, f"send JSON (Content-Type: application/json) or, for an image, multipart/form-data; "
-                               f"got {ctype!r}")
-        body = await request.body()
-        try:
-            return json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise _refuse(400, f"malformed JSON: {exc}") from None
-
-    async def image_search(request: Request) -> JSONResponse:
+    async def image_search(request: Request, until: float) -> JSONResponse:
         t0 = time.perf_counter()
-        form = await request.form(max_files=1, max_fields=8, max_part_size=64 << 10)
+        form = await within(request.form(max_files=1, max_fields=8, max_part_size=64 << 10), until, opts.timeout_s)
         try:
-            return await answer_form(form, t0)
+            return await answer_form(form, t0, until)
         finally:
             await form.close()
 
-    async def answer_form(form: Any, t0: float) -> JSONResponse:
+    async def answer_form(form: Any, t0: float, until: float) -> JSONResponse:
         upload = form.get("image")
         name = form.get("collection")
         if not isinstance(name, str) or not name:
@@ -288,7 +287,7 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
             metrics.encode.labels("image").observe(time.perf_counter() - t1)
             return by_vectors(s, vec, k)[0]
 
-        hits = await bounded(run_in_threadpool(encode_and_search))
+        hits = await bounded(run_in_threadpool(encode_and_search), until)
         return JSONResponse({"collection": s.name, "hits": [hit_json(s, h) for h in hits],
                              "took_ms": round((time.perf_counter() - t0) * 1000, 3)})
 
@@ -332,14 +331,15 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
                                                                     "image": {"type": "string",
                                                                               "format": "binary"}}}}}}})
     async def search(request: Request):
+        until = deadline()
         if request.headers.get("content-type", "").startswith("multipart/form-data"):
-            return await image_search(request)
+            return await image_search(request, until)
         t0 = time.perf_counter()
-        req = _parse(SearchRequest, await json_body(request))
+        req = _parse(SearchRequest, await json_body(request, until, opts.timeout_s))
         k = check_k(req.k)
         s = await run_in_threadpool(served, req.collection)
         hits = (await bounded(run_in_threadpool(lexical, s, [req], k, req) if req.given(s.col)
-                              else run_queries(s, [req], k)))[0]
+                              else run_queries(s, [req], k), until))[0]
         return {"collection": s.name, "hits": [hit_json(s, h) for h in hits],
                 "took_ms": round((time.perf_counter() - t0) * 1000, 3)}
 
@@ -347,14 +347,14 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
               openapi_extra={"requestBody": {"required": True, "content": {
                   "application/json": {"schema": BatchRequest.model_json_schema()}}}})
     async def search_batch(request: Request):
-        t0 = time.perf_counter()
-        req = _parse(BatchRequest, await json_body(request))
+        t0, until = time.perf_counter(), deadline()
+        req = _parse(BatchRequest, await json_body(request, until, opts.timeout_s))
         k = check_k(req.k)
         if not 1 <= len(req.queries) <= opts.max_batch_queries:
             raise _refuse(422, f"queries: give 1 to {opts.max_batch_queries} (got {len(req.queries)})")
         s = await run_in_threadpool(served, req.collection)
         results = await bounded(run_in_threadpool(lexical, s, req.queries, k, req) if req.given(s.col)
-                                else run_queries(s, req.queries, k))
+                                else run_queries(s, req.queries, k), until)
         return {"collection": s.name, "results": [[hit_json(s, h) for h in hits] for hits in results],
                 "took_ms": round((time.perf_counter() - t0) * 1000, 3)}
 

@@ -4,15 +4,23 @@ A commit (`engine.core.store.generations.commit`) writes a generation's files fi
 manifest that changed names complete files; the new generation is opened and verified beside the old one,
 which keeps answering until the swap, and any failure (a later commit already deleting those files) keeps
 the old one and tries again on the next request. No request ever sees a half-written generation.
+
+A generation stays readable until no request uses it: everything a request reads is loaded or memory-mapped
+when the generation is opened (index, items, image files, and the embeddings an `id` query reads its vector
+from), so a commit that deletes the old generation's files while a request still holds it (Linux keeps an
+unlinked file's mapping alive) changes nothing for that request.
 """
 from __future__ import annotations
 
 import logging
 import os
 import threading
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from engine.core.collection import (
     IMAGE_FILES,
@@ -37,6 +45,12 @@ class Served:
     stamp: tuple[int, int, int]
     rows: dict[str, int] = field(default_factory=dict)  # item id → row
     files: dict[str, str] = field(default_factory=dict)  # item id → the image file the build encoded
+    embeddings: np.ndarray | None = None  # mapped at open: `id` queries read it after a commit deleted the file
+
+    def vector(self, row: int) -> np.ndarray:
+        """The stored vector of `row`, from this generation whatever has been committed since."""
+        emb = self.embeddings if self.embeddings is not None else self.col.embeddings
+        return np.asarray(emb[row], dtype=np.float32)
 
     @property
     def name(self) -> str:
@@ -61,7 +75,7 @@ def open_served(name: str, root: Path) -> Served:
         # same text side as `engine search` (ONNX where the encoder has one), so scores agree to the bit
         col.text_query_encoder  # noqa: B018  (first: once the whole encoder is loaded, texts would use it)
         col.encoder  # noqa: B018
-    return Served(col, stamp, rows, files)
+    return Served(col, stamp, rows, files, col.embeddings)
 
 
 class Catalog:
@@ -84,12 +98,14 @@ class Catalog:
 
     def get(self, name: str) -> Served:
         """The current generation of `name`; re-opened when its manifest changed since it was loaded."""
+        if any(unicodedata.category(c) in ("Cc", "Cs") for c in name):
+            raise UnknownCollection(f"no collection {name!r} on this server: a name holds no control characters")
         if self.allowed is not None and name not in self.allowed:
             raise UnknownCollection(f"no collection {name!r} on this server (serving: {', '.join(self.names())})")
         try:
             path = collection_path(name, self.root)
             stamp = _stamp(path)
-        except (EngineError, OSError):
+        except (EngineError, OSError, ValueError):
             self._loaded.pop(name, None)
             known = ", ".join(self.names()) or "none"
             raise UnknownCollection(f"no collection {name!r} on this server (serving: {known})") from None

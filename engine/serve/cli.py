@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from engine.serve.options import API_KEY_ENV, ServeOptions
+from engine.serve.options import API_KEY_ENV, ServeOptions, upload_bytes
 
 DEFAULTS = ServeOptions()
 
@@ -17,19 +17,19 @@ def serve_cmd(
                            "(default: every collection under --root, new ones included).")] = None,
     host: Annotated[str, typer.Option("--host", help="Address to listen on; anything but loopback needs "
                     "--api-key.")] = DEFAULTS.host,
-    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = DEFAULTS.port,
+    port: Annotated[int, typer.Option("--port", help="Port to listen on (1–65535).")] = DEFAULTS.port,
     api_key: Annotated[str | None, typer.Option("--api-key", envvar=API_KEY_ENV, show_envvar=True,
                        help="Key every request must carry (X-API-Key or Authorization: Bearer).")] = None,
-    max_k: Annotated[int, typer.Option("--max-k", help="Most results per query.")] = DEFAULTS.max_k,
-    max_upload_mb: Annotated[float, typer.Option("--max-upload-mb", help="Largest uploaded image, MiB.")]
+    max_k: Annotated[int, typer.Option("--max-k", help="Most results per query (1–100000).")] = DEFAULTS.max_k,
+    max_upload_mb: Annotated[float, typer.Option("--max-upload-mb", help="Largest uploaded image, MiB (up to 1024).")]
     = DEFAULTS.max_upload_bytes / 2**20,
     max_image_pixels: Annotated[int, typer.Option("--max-image-pixels", help="Largest uploaded image, width × "
-                                "height.")] = DEFAULTS.max_image_pixels,
-    timeout_s: Annotated[float, typer.Option("--timeout", help="Seconds a request may take (then 503).")]
+                                "height (1–1e9).")] = DEFAULTS.max_image_pixels,
+    timeout_s: Annotated[float, typer.Option("--timeout", help="Seconds a request may take, its body's arrival included (over 0, up to 3600; then 503, or 408 for a body still arriving).")]
     = DEFAULTS.timeout_s,
     batch_window_ms: Annotated[float, typer.Option("--batch-window-ms", help="How long a text query waits for "
-                               "others to be encoded with it.")] = DEFAULTS.batch_window_ms,
-    max_batch: Annotated[int, typer.Option("--max-batch", help="Most text queries encoded together.")]
+                               "others to be encoded with it (0–1000).")] = DEFAULTS.batch_window_ms,
+    max_batch: Annotated[int, typer.Option("--max-batch", help="Most text queries encoded together (1–1024).")]
     = DEFAULTS.max_batch,
 ) -> None:
     """Serve collections over HTTP: JSON search API (docs at /docs), Prometheus /metrics and a web page at /."""
@@ -37,7 +37,7 @@ def serve_cmd(
     from engine.serve.server import serve
     names = split_list(collections)
     serve(ServeOptions(root=root, collections=tuple(names) if names else None, host=host, port=port,
-                       api_key=api_key, max_k=max_k, max_upload_bytes=int(max_upload_mb * 2**20),
+                       api_key=api_key, max_k=max_k, max_upload_bytes=upload_bytes(max_upload_mb),
                        max_image_pixels=max_image_pixels, timeout_s=timeout_s, batch_window_ms=batch_window_ms,
                        max_batch=max_batch))
 

@@ -38,14 +38,32 @@ class ServeOptions:
         if not is_loopback(self.host) and not key:
             raise EngineError(f"serving on {self.host} (not loopback) needs an API key: give {opt('api_key')} "
                               f"KEY or set {API_KEY_ENV}")
-        for name in ("max_k", "max_query_chars", "max_batch_queries", "max_body_bytes", "max_upload_bytes",
-                     "max_image_pixels", "max_batch", "thumb_size"):
-            if getattr(self, name) < 1:
-                raise EngineError(f"{opt(name)} must be at least 1 (got {getattr(self, name)})")
-        if self.timeout_s <= 0 or self.batch_window_ms < 0:
-            raise EngineError(f"{opt('timeout_s')} must be > 0 and {opt('batch_window_ms')} ≥ 0")
+        for name, (lo, hi) in RANGES.items():
+            in_range(name, getattr(self, name), lo, hi)
+        if self.timeout_s == 0:
+            raise EngineError(f"{opt('timeout_s')} must be over 0 (got 0)")
         from dataclasses import replace
         return replace(self, api_key=key)
+
+
+RANGES: dict[str, tuple[float, float]] = {
+    "port": (1, 65535), "max_k": (1, 100_000), "max_query_chars": (1, 1_000_000), "max_batch_queries": (1, 10_000),
+    "max_body_bytes": (1, 1 << 30), "max_upload_bytes": (1, 1 << 30), "max_image_pixels": (1, 1_000_000_000),
+    "timeout_s": (0, 3600), "batch_window_ms": (0, 1000), "max_batch": (1, 1024), "thumb_size": (16, 1024),
+}
+"""Each numeric option's range, both ends included (`timeout_s` must also be over 0): out of range is refused."""
+
+
+def in_range(name: str, value: float, lo: float, hi: float) -> float:
+    """`value` when it is a finite number within [lo, hi] (NaN fails every comparison: refused too)."""
+    if not lo <= value <= hi:
+        raise EngineError(f"{opt(name)} must be between {lo:g} and {hi:g} (got {value:g})")
+    return value
+
+
+def upload_bytes(mib: float) -> int:
+    """`--max-upload-mb` in bytes, refused out of range before it is converted (NaN cannot become an int)."""
+    return int(in_range("max_upload_mb", mib, 0.001, 1024) * 2**20)
 
 
 def is_loopback(host: str) -> bool:

@@ -46,8 +46,8 @@ def wait(driver, condition, timeout: float = 60):
 
 
 def first_hit(driver) -> str | None:
-    hits = driver.find_elements("css selector", "#results .hit")
-    return hits[0].get_attribute("data-id") if hits else None
+    """Read in one script: results re-rendered between a find and a read would be stale elements."""
+    return driver.execute_script("const h = document.querySelector('#results .hit'); return h && h.dataset.id")
 
 
 def test_search_upload_more_like_this_and_a_bad_upload(browser, served_root, sample_photos, tmp_path):
@@ -94,3 +94,62 @@ def test_search_upload_more_like_this_and_a_bad_upload(browser, served_root, sam
     spread = ImageStat.Stat(image.convert("L")).stddev[0]
     colours = len(image.getcolors(maxcolors=1 << 20) or [])
     assert spread > 20 and colours > 1000, (spread, colours)  # photos on the page, not a blank screen
+
+
+def hits_text(driver) -> list[str]:
+    return driver.execute_script("return [...document.querySelectorAll('#results .hit')]"
+                                 ".map(h => h.innerText.split('\\n')[0])")
+
+
+def test_the_url_holds_the_search_and_the_page_fits_the_collection(browser, served_root, tmp_path):
+    """A link `/?collection=…&q=…&k=…` runs that search; each search is pushed to the history (back returns
+    to the previous one); text results are numbered once; the drop zone only for collections that take
+    images; the first image collection is the default (not the first name: `a-docs` is a text collection)."""
+    root = tmp_path / "root"
+    root.mkdir()
+    for link, name in (("a-docs", "docs"), ("demo", "demo")):
+        (root / link).symlink_to(served_root / name, target_is_directory=True)
+    with running(ServeOptions(root=root)) as url:
+        browser.get(url + "/")
+        wait(browser, lambda d: len(d.find_elements("css selector", "#collection option")) == 2)
+        assert browser.find_element("id", "collection").get_attribute("value") == "demo"
+        assert browser.find_element("id", "drop").is_displayed()
+        browser.save_screenshot(str(tmp_path / "default.png"))
+
+        browser.get(url + "/?collection=a-docs&q=deep+learning+backprop&k=3")
+        wait(browser, lambda d: first_hit(d) == "d6")
+        assert browser.find_element("id", "query").get_attribute("value") == "deep learning backprop"
+        assert browser.find_element("id", "k").get_attribute("value") == "3"
+        assert not browser.find_element("id", "drop").is_displayed()
+        lines = hits_text(browser)
+        assert len(lines) == 3 and lines[0].startswith("1. d6") and not lines[0].startswith("1. 1.")
+        assert browser.execute_script("return getComputedStyle(document.querySelector('#results ol')).listStyleType")\
+            == "none"
+        browser.save_screenshot(str(tmp_path / "text.png"))
+
+        from selenium.webdriver.common.keys import Keys
+        query = browser.find_element("id", "query")
+        query.clear()
+        query.send_keys("bread", Keys.ENTER)
+        wait(browser, lambda d: first_hit(d) == "d1" and "q=bread" in d.current_url)
+        browser.find_elements("css selector", "#results .hit")[1].click()  # more like this: in the URL too
+        wait(browser, lambda d: "id=" in d.current_url and "more like" in d.find_element("id", "status").text)
+        browser.back()
+        wait(browser, lambda d: "q=bread" in d.current_url and first_hit(d) == "d1")
+        browser.back()
+        wait(browser, lambda d: "q=deep+learning" in d.current_url and first_hit(d) == "d6")
+        assert browser.find_element("id", "query").get_attribute("value") == "deep learning backprop"
+        browser.forward()
+        wait(browser, lambda d: first_hit(d) == "d1")
+
+        browser.get(url + "/?collection=demo&q=a+cat&k=5")
+        wait(browser, lambda d: first_hit(d) == "chelsea")
+        assert len(browser.find_elements("css selector", "#results .hit")) == 5
+        assert browser.find_element("id", "drop").is_displayed()
+        wait(browser, lambda d: d.execute_script(
+            "return [...document.querySelectorAll('#results img')].every(i => i.complete && i.naturalWidth > 0)"))
+        browser.save_screenshot(str(tmp_path / "image.png"))
+
+        browser.get(url + "/?collection=nope&q=x")
+        error = browser.find_element("id", "error")
+        wait(browser, lambda d: error.is_displayed() and "nope" in error.text)

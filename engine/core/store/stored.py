@@ -13,7 +13,7 @@ import numpy as np
 
 from engine.core.store import generations
 from engine.core.store.npy_rows import NpyRows
-from engine.core.store.structure import check_structure
+from engine.core.store.structure import check_finite, check_structure
 from engine.errors import EngineError, opt
 from engine.progress import make_progress
 
@@ -106,12 +106,15 @@ class StoredCollection:
         generations.check(self.path, self.manifest, rebuild_hint(self.name))
 
     def verify(self) -> None:
-        """`check`, then every byte of every file against its sha256 (`engine verify NAME`)."""
+        """`check`, then every byte of every file against its sha256 (`engine verify NAME`), and every stored
+        vector finite."""
         files = self.manifest.get("files") or {}
         total = sum(int((m or {}).get("bytes") or 0) for m in files.values()) if isinstance(files, dict) else 0
         with make_progress() as bar:
             task = bar.add_task(f"verifying {self.name}", total=total)
             generations.verify(self.path, self.manifest, rebuild_hint(self.name), lambda n: bar.advance(task, n))
+        if "embeddings" in (self.manifest.get("roles") or {}):
+            check_finite(self.file("embeddings"), rebuild_hint(self.name))
 
     # ------------------------------------------------------------------ properties
     @property

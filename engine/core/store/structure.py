@@ -75,6 +75,21 @@ def check_item_offsets(offsets_file: Path, items: Path, count: int, path: Path, 
                           f"{rebuild}")
 
 
+def check_finite(file: Path, rebuild: str, block: int = 65536) -> None:
+    """Every stored vector finite (`verify` reads them all anyway): FAISS silently drops a NaN row from every
+    hit list and a query against an infinite one scores NaN."""
+    try:
+        emb: Any = np.load(file, mmap_mode="r")
+    except Exception:  # noqa: BLE001 (check_structure names a damaged header)
+        return
+    for lo in range(0, len(emb), block):
+        bad = ~np.isfinite(np.asarray(emb[lo:lo + block])).reshape(min(block, len(emb) - lo), -1).all(axis=1)
+        if bad.any():
+            more = f" (and {int(bad.sum()) - 1} more rows)" if bad.sum() > 1 else ""
+            raise EngineError(f"{file}: row {lo + int(np.flatnonzero(bad)[0])} holds a NaN or infinite value{more}; "
+                              f"{rebuild}")
+
+
 def check_structure(folder: Path, manifest: dict, rebuild: str) -> None:
     """The manifest's schema, then its files against it and each other (see the module's docstring)."""
     path = folder / "manifest.json"

@@ -1,5 +1,7 @@
 // The page: a collection picker, a text box, an image drop zone; results as thumbnails or a ranked list.
 // Clicking a result searches "more like this" (POST /search with its id). No build step, no dependencies.
+// A text or "more like this" search is in the URL (/?collection=NAME&q=TEXT&k=10, or &id=ITEM instead of q):
+// a result can be linked and bookmarked, and the back button returns to the previous search.
 "use strict";
 const $ = (id) => document.getElementById(id);
 let collections = {};
@@ -44,11 +46,67 @@ async function loadCollections() {
       select.appendChild(option);
     }
     const last = localStorage.getItem("engine-collection");
+    const firstImage = Object.values(collections).find(takesImages);
     if (last && collections[last]) select.value = last;
+    else if (firstImage) select.value = firstImage.name;
+    showDrop();
     if (!list.length) showError("no collections on this server: build one with `engine build`");
+    else fromUrl();
   } catch (e) {
     showError(e.message);
   }
+}
+
+function takesImages(c) { return Boolean(c && (c.queries || []).includes("image")); }
+
+// the drop zone only for a collection whose encoder takes images
+function showDrop() { $("drop").hidden = !takesImages(collections[$("collection").value]); }
+
+// the search a URL names: {collection, k, query: {text} or {id}} (null when it names none)
+function stateOf(params) {
+  const collection = params.get("collection"), text = params.get("q"), id = params.get("id");
+  const k = Number(params.get("k") || $("k").value);
+  if (!collection || !(text || id)) return { collection, k, query: null };
+  return { collection, k, query: text ? { text } : { id } };
+}
+
+function urlOf(collection, k, query) {
+  const params = new URLSearchParams({ collection });
+  if (query.text !== undefined) params.set("q", query.text); else params.set("id", query.id);
+  params.set("k", String(k));
+  return "/?" + params.toString();
+}
+
+function labelOf(query) { return query.text !== undefined ? `"${query.text}"` : `more like ${query.id}`; }
+
+function setK(k) {
+  if (!Number.isInteger(k) || k < 1) return;
+  const select = $("k");
+  if (![...select.options].some((o) => Number(o.value) === k)) {
+    const option = document.createElement("option");
+    option.textContent = String(k);
+    select.appendChild(option);
+  }
+  select.value = String(k);
+}
+
+// show (and run) the search in the address bar: on load and when the back/forward buttons are used
+function fromUrl() {
+  const state = stateOf(new URLSearchParams(location.search));
+  if (state.collection) {
+    if (!collections[state.collection]) return showError(`no collection ${JSON.stringify(state.collection)} on this server`);
+    $("collection").value = state.collection;
+    showDrop();
+  }
+  setK(state.k);
+  if (!state.query) {  // back to the page without a search
+    $("query").value = "";
+    $("results").innerHTML = "";
+    $("status").textContent = "";
+    return;
+  }
+  $("query").value = state.query.text || "";
+  search(state.query, labelOf(state.query), false);
 }
 
 function render(result, label) {
@@ -57,7 +115,7 @@ function render(result, label) {
   const images = c.kind === "image";
   const box = $("results");
   box.innerHTML = "";
-  const holder = document.createElement(images ? "div" : "ol");
+  const holder = document.createElement(images ? "div" : "ol");  // numbered by the rank span, not the list
   holder.className = images ? "grid" : "list";
   for (const hit of result.hits) {
     const item = document.createElement(images ? "figure" : "li");
@@ -77,7 +135,7 @@ function render(result, label) {
       `<div class="meta"></div><div class="more">more like this</div>`);
     item.querySelector(".id").textContent = hit.id;
     item.querySelector(".meta").textContent = meta.join(" · ").slice(0, 300);
-    item.addEventListener("click", () => search({ id: hit.id }, `more like ${hit.id}`));
+    item.addEventListener("click", () => search({ id: hit.id }, `more like ${hit.id}`, true));
     holder.appendChild(item);
   }
   box.appendChild(holder);
@@ -85,13 +143,16 @@ function render(result, label) {
     `(server), ${result.roundtrip_ms.toFixed(1)} ms round trip`;
 }
 
-async function search(query, label) {
+async function search(query, label, remember) {
   const collection = $("collection").value;
   if (!collection) return showError("pick a collection first");
   localStorage.setItem("engine-collection", collection);
+  const k = Number($("k").value);
+  const url = urlOf(collection, k, query);
+  if (remember && url !== location.pathname + location.search) history.pushState(null, "", url);
   $("status").textContent = "searching…";
   try {
-    const body = Object.assign({ collection, k: Number($("k").value) }, query);
+    const body = Object.assign({ collection, k }, query);
     render(await call("/search", { method: "POST", headers: headers({ "Content-Type": "application/json" }),
                                    body: JSON.stringify(body) }), label);
   } catch (e) {
@@ -117,8 +178,10 @@ async function searchImage(file) {
 $("search-form").addEventListener("submit", (event) => {
   event.preventDefault();
   const text = $("query").value.trim();
-  if (text) search({ text }, `"${text}"`);
+  if (text) search({ text }, `"${text}"`, true);
 });
+$("collection").addEventListener("change", showDrop);
+window.addEventListener("popstate", fromUrl);
 $("file").addEventListener("change", () => { if ($("file").files.length) searchImage($("file").files[0]); $("file").value = ""; });
 $("apikey").addEventListener("change", () => { localStorage.setItem("engine-api-key", $("apikey").value); loadCollections(); });
 const drop = $("drop");
