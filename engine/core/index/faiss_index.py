@@ -112,9 +112,24 @@ def check_knobs(factory: str, params: dict) -> None:
                               f"index is {factory}")
 
 
+SINGLE_THREAD_WORK = 64 << 20
+"""Searches of fewer multiply-adds than this (queries × vectors × dim) run on one FAISS thread: waking an
+OpenMP team (while onnxruntime's pool still holds the cores) costs more than it saves on a few queries over a
+small collection (benchmarks/serve_threads.py measures the crossover)."""
+
+
+def use_threads_for(index, n_queries: int) -> None:
+    """One OpenMP thread for small searches, every core for big ones (per calling thread in libgomp)."""
+    faiss = faiss_module()
+    _FAISS_BLAS.setdefault("threads", int(faiss.omp_get_max_threads()))
+    work = n_queries * int(getattr(index, "ntotal", 0)) * int(getattr(index, "d", 0))
+    faiss.omp_set_num_threads(1 if work < SINGLE_THREAD_WORK else _FAISS_BLAS["threads"])
+
+
 def search_index(index, queries: np.ndarray, k: int, stored: dict | None = None, override: dict | None = None):
     """index.search with `override` knobs for this call; the stored ones are put back afterwards."""
     use_blas_for(index)
+    use_threads_for(index, len(queries))
     if not override:
         return index.search(queries, k)
     with _lock:
