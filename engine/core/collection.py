@@ -105,8 +105,8 @@ class Collection(StoredCollection):
         if self._image_encoder is None:
             if self._encoder is not None or not self.manifest.get("encoder"):
                 return self.encoder
-            from engine.core.encoders.registry import load_image_query_encoder
-            self._image_encoder = load_image_query_encoder(self.manifest["encoder"])
+            from engine.core.encoders.registry import light_image_query_encoder
+            self._image_encoder = light_image_query_encoder(self.manifest["encoder"]) or self.encoder
         return self._image_encoder
 
     @property

@@ -84,10 +84,15 @@ def load_text_query_encoder(spec: str):
     return _light_side(spec, "text_query") or load_encoder(spec)
 
 
+def light_image_query_encoder(spec: str):
+    """`spec`'s light image side (ONNX + PIL: no torch, torchvision, timm or sentence-transformers), or None
+    where it has none or it cannot run here."""
+    return _light_side(spec, "image_query")
+
+
 def load_image_query_encoder(spec: str):
-    """An encoder for image queries of `spec`'s collections: its light image side where it has one (ONNX + PIL,
-    no torch, torchvision, timm or sentence-transformers), else the whole encoder."""
-    return _light_side(spec, "image_query") or load_encoder(spec)
+    """An encoder for image queries of `spec`'s collections: its light image side, else the whole encoder."""
+    return light_image_query_encoder(spec) or load_encoder(spec)
 
 
 def prepare_queries(spec: str) -> list[str]:
