@@ -112,10 +112,12 @@ def check_knobs(factory: str, params: dict) -> None:
                               f"index is {factory}")
 
 
-SINGLE_THREAD_WORK = 64 << 20
-"""Searches of fewer multiply-adds than this (queries × vectors × dim) run on one FAISS thread: waking an
-OpenMP team (while onnxruntime's pool still holds the cores) costs more than it saves on a few queries over a
-small collection (benchmarks/serve_threads.py measures the crossover)."""
+SINGLE_THREAD_WORK = 2 << 30
+"""Searches of fewer multiply-adds than this (queries × vectors × dim) run on one FAISS thread. Measured on
+2 shared cores (benchmarks/serve_threads.py): one thread was as fast or faster at every size the service
+forms (1–32 queries over 20k–100k × 384); two threads after an onnxruntime call took 1.5–2× as long on 20k,
+and 20–40× as long (9–10 s) on 100k with batches of 8 and 32, where BLAS's and OpenMP's threads wait on
+each other. Only bigger searches (`search --queries` files over large collections) use every core."""
 
 
 def use_threads_for(index, n_queries: int) -> None:
