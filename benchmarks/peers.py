@@ -121,7 +121,7 @@ def cold_image(env: dict, repeat: int, tmp: Path) -> dict:
                    check=True)
     base = [*ENGINE, "search", "photos", "--root", str(root), "-q", "--json", "-k", "5"]
     return alternate({"engine search --image (conse)": ([*base, "--image", str(folder / "p03.jpg")], env),
-                      "engine search text (same collection)": ([*base[:3], "a dog", *base[3:]], env)}, repeat)
+                      "engine search text (same collection)": ([*base[:5], "a dog", *base[5:]], env)}, repeat)
 
 
 def start(cmd: list[str], env: dict, port: int) -> subprocess.Popen:
@@ -225,6 +225,10 @@ def report(result: dict) -> list[list[str]]:
             e = s["engine serve"][clients]
             f = s["floor app"][clients]
             med = lambda runs, key: statistics.median(r[key] for r in runs)  # noqa: E731
+            errors = sum(r["errors"] for r in e + f)
+            if errors:
+                rows.append([f"service, {clients} clients: ERRORS", str(sum(r["errors"] for r in e)),
+                             str(sum(r["errors"] for r in f)), "results invalid"])
             if clients == "1":
                 rows.append(["service, 1 client, p50", f"{med(e, 'p50_ms'):.1f} ms, {med(e, 'qps'):.0f} QPS",
                              f"floor app {med(f, 'p50_ms'):.1f} ms, {med(f, 'qps'):.0f} QPS",

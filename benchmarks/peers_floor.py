@@ -1,4 +1,5 @@
-"""The floors `benchmarks/peers.py` measures the engine against: nothing of the engine is imported here.
+"""The floors `benchmarks/peers.py` measures the engine against: nothing of the engine is imported here
+(except the patch that makes this machine's CUDA-only torchvision importable, as every torch user here needs).
 
     python benchmarks/peers_floor.py app EMB.npy IDS.txt MODEL PORT   a minimal FastAPI + faiss +
                                                                       sentence-transformers search service
@@ -6,7 +7,6 @@
                                                                       one text query: tokenizers + onnxruntime +
                                                                       faiss, the least a cold query can load
 """
-from __future__ import annotations
 
 import json
 import sys
@@ -18,6 +18,7 @@ def app(emb_file: str, ids_file: str, model: str, port: str) -> None:
     import uvicorn
     from fastapi import FastAPI
     from pydantic import BaseModel
+    import engine.core.encoders.torchvision_patch  # noqa: F401  (this machine's CUDA-only torchvision; no engine code)
     from sentence_transformers import SentenceTransformer
 
     emb = np.load(emb_file)

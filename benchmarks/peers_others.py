@@ -57,6 +57,10 @@ def lancedb_query(folder: Path, text: str) -> list:
 
 
 def main() -> None:
+    try:  # this machine's CUDA-only torchvision wheel needs the engine's patch before transformers (no engine code)
+        import engine.core.encoders.torchvision_patch  # noqa: F401
+    except ImportError:
+        pass
     peer, action, folder = sys.argv[1], sys.argv[2], Path(sys.argv[3])
     builders = {"txtai": txtai_build, "lancedb": lancedb_build}
     if action == "build":
