@@ -249,6 +249,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=20_000, help="documents in the searched collection")
     ap.add_argument("--build-n", type=int, default=20_000, help="texts in the build comparison")
     ap.add_argument("--repeat", type=int, default=5, help="alternated runs of each cold query and build")
+    ap.add_argument("--build-repeat", type=int, default=3, help="alternated runs of the build comparison")
     ap.add_argument("--rounds", type=int, default=3, help="alternated rounds of each service load level")
     ap.add_argument("--requests", default="1:200,8:600,32:1200", help="clients:requests per round")
     ap.add_argument("--budget-s", type=float, default=600, help="wall-clock bound of the service phase")
@@ -259,7 +260,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=HERE / "results" / "peers.json")
     args = ap.parse_args()
     only = set(args.only.split(","))
-    if not only <= {"cold", "image", "serve", "build"} or min(args.n, args.build_n, args.repeat, args.rounds) < 1:
+    if not only <= {"cold", "image", "serve", "build"} or min(args.n, args.build_n, args.repeat, args.build_repeat, args.rounds) < 1:
         raise SystemExit("--only takes cold,image,serve,build; --n, --build-n, --repeat, --rounds must be ≥ 1")
     from engine.display import format_table
     result: dict = {"n": args.n, "build_n": args.build_n, "cores": os.cpu_count(), "load_before": os.getloadavg()}
@@ -292,7 +293,7 @@ def main() -> None:
             result["serve"] = service(root, env, levels, args.rounds, args.budget_s, tmp)
         if "build" in only:
             print("text build", flush=True)
-            result["build"] = build(args.build_n, args.repeat, tmp)
+            result["build"] = build(args.build_n, args.build_repeat, tmp)
     result["load_after"] = os.getloadavg()
     print(f"\nengine vs floors and peers ({os.cpu_count()} cores, load {result['load_before'][0]:.1f} → "
           f"{result['load_after'][0]:.1f}; each run's load in the JSON)\n")
