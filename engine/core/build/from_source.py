@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from engine.core.build.chunks import encode_chunked, encode_local
+from engine.core.build.chunks import encode_chunked, encode_local, in_input_order, length_order
 from engine.core.build.commit import commit_collection, new_manifest
 from engine.core.build.options import BuildOptions, BuildReport, build_options
 from engine.core.index.faiss_index import FlatFile, build_index, is_exact, recall_at_k
@@ -96,8 +96,11 @@ def _build_collection(name: str, images: str | Path | None, texts: str | Path | 
 
     if o.ray is not None:
         from engine.core.build.ray_encode import encode_on_ray
-    emb, kept, failed = encode_chunked(path, encoder, kind, items, o, report,
-                                       encode_local if o.ray is None else encode_on_ray)
+    order = length_order(items) if kind == "text" else None  # lengths sorted across chunks: less padding
+    emb, kept, failed = encode_chunked(path, encoder, kind, items if order is None else [items[i] for i in order],
+                                       o, report, encode_local if o.ray is None else encode_on_ray)
+    if order is not None:
+        emb, kept, failed = in_input_order(order, emb, kept, failed)
     for n, reason in failed:
         report.failed.append({"id": items[n].id, "path": items[n].source, "reason": reason})
 
