@@ -260,8 +260,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=HERE / "results" / "peers.json")
     args = ap.parse_args()
     only = set(args.only.split(","))
-    if not only <= {"cold", "image", "serve", "build"} or min(args.n, args.build_n, args.repeat, args.build_repeat, args.rounds) < 1:
-        raise SystemExit("--only takes cold,image,serve,build; --n, --build-n, --repeat, --rounds must be ≥ 1")
+    counts = (args.n, args.build_n, args.repeat, args.build_repeat, args.rounds)
+    if not only <= {"cold", "image", "serve", "build"} or min(counts) < 1:
+        raise SystemExit("--only takes cold,image,serve,build; --n, --build-n, --repeat, --build-repeat, --rounds must be ≥ 1")
     from engine.display import format_table
     result: dict = {"n": args.n, "build_n": args.build_n, "cores": os.cpu_count(), "load_before": os.getloadavg()}
     with tempfile.TemporaryDirectory() as tmp_name:
