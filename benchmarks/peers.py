@@ -18,7 +18,6 @@ it saw (other processes share the CPUs; ratios of alternated runs are what to re
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
 import shutil
@@ -34,7 +33,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from cold_query import timed  # noqa: E402  (benchmarks share their helpers)
-from serve_load import free_port, load, queries, rss_mib  # noqa: E402
+from serve_load import free_port, load, queries, rss_mib, started  # noqa: E402
 
 ENGINE = [sys.executable, "-m", "engine.cli"]
 MODEL = "sbert:all-MiniLM-L6-v2"
@@ -124,22 +123,6 @@ def cold_image(env: dict, repeat: int, tmp: Path) -> dict:
                       "engine search text (same collection)": ([*base[:5], "a dog", *base[5:]], env)}, repeat)
 
 
-def start(cmd: list[str], env: dict, port: int) -> subprocess.Popen:
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    t = time.monotonic()
-    while True:
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            conn.request("GET", "/health")
-            if conn.getresponse().status == 200:
-                return proc
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() - t > 180:
-            raise SystemExit(f"{cmd[2:4]} did not start: {proc.stderr.read().decode()[-2000:]}")
-        time.sleep(0.2)
-
-
 def service(root: Path, env: dict, levels: list[tuple[int, int]], rounds: int, budget_s: float, tmp: Path) -> dict:
     from engine.core.collection import Collection
     from engine.core.encoders.sbert import resolve_model_path
@@ -148,9 +131,9 @@ def service(root: Path, env: dict, levels: list[tuple[int, int]], rounds: int, b
     (tmp / "ids.txt").write_text("\n".join(col.ids), encoding="utf-8")
     texts = queries(500)
     ports = {"engine serve": free_port(), "floor app": free_port()}
-    servers = {"engine serve": start([*ENGINE, "serve", "--root", str(root), "--port", str(ports["engine serve"])],
+    servers = {"engine serve": started([*ENGINE, "serve", "--root", str(root), "--port", str(ports["engine serve"])],
                                      env, ports["engine serve"]),
-               "floor app": start([sys.executable, str(HERE / "peers_floor.py"), "app", str(tmp / "emb.npy"),
+               "floor app": started([sys.executable, str(HERE / "peers_floor.py"), "app", str(tmp / "emb.npy"),
                                    str(tmp / "ids.txt"), resolve_model_path("all-MiniLM-L6-v2"),
                                    str(ports["floor app"])], env, ports["floor app"])}
     out: dict = {label: {str(c): [] for c, _ in levels} for label in servers}
