@@ -54,6 +54,24 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def started(cmd: list[str], env: dict, port: int) -> subprocess.Popen:
+    """A server process answering GET /health on 127.0.0.1:`port` (SystemExit with its stderr if it does not)."""
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    t = time.monotonic()
+    while True:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            conn.request("GET", "/health")
+            if conn.getresponse().status == 200:
+                return proc
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() - t > 180:
+            proc.kill()
+            raise SystemExit(f"{' '.join(cmd[:4])} did not start: {proc.stderr.read().decode()[-2000:]}")
+        time.sleep(0.2)
+
+
 def post(conn: http.client.HTTPConnection, body: dict) -> tuple[int, bytes]:
     conn.request("POST", "/search", body=json.dumps(body), headers={"Content-Type": "application/json"})
     r = conn.getresponse()
@@ -153,21 +171,10 @@ def main() -> None:
         del xb
         port = free_port()
         env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
-        server = subprocess.Popen([sys.executable, "-m", "engine.cli", "serve", "--root", str(root), "--port",
-                                   str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        start = time.monotonic()
+        server = started([sys.executable, "-m", "engine.cli", "serve", "--root", str(root), "--port", str(port)],
+                         env, port)
         try:
-            start = time.monotonic()
-            while True:
-                try:
-                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                    conn.request("GET", "/health")
-                    if conn.getresponse().status == 200:
-                        break
-                except OSError:
-                    pass
-                if server.poll() is not None or time.monotonic() - start > 180:
-                    raise SystemExit(f"server did not start: {server.stderr.read().decode()[-2000:]}")
-                time.sleep(0.2)
             result["server_start_s"] = time.monotonic() - start
             warm = load(port, name, texts, 4, args.warmup, args.k, time.monotonic() + 120)
             result["rss_before_mib"] = rss_mib(server.pid)

@@ -21,15 +21,19 @@ CORE_ONLY = {"build", "search", "info", "verify", "list", "bench", "demo", "mode
 READS_RUNS = {"eval", "compare", "fuse"}  # may read a task's run format: import the task packages (not their CLIs)
 
 
-def build_app(tasks: Sequence[str] = TASKS) -> typer.Typer:
-    """The app with the core and evaluation commands and those of `tasks` (package names)."""
+def build_app(tasks: Sequence[str] = TASKS, only: str | None = None) -> typer.Typer:
+    """The app with the core and evaluation commands and those of `tasks` (package names); with `only`, a
+    core command's name, that command alone (a query's start-up assembles no other command's options)."""
     from engine.core import cli as core_cli
-    from engine.eval import cli as eval_cli
-    from engine.serve import cli as serve_cli
     app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
                       help="Dense multimodal retrieval for shared tasks: build FAISS collections, search, "
                            "write submission files, evaluate runs with the official metrics.")
     app.callback()(_root_options)
+    if only in core_cli.COMMANDS:
+        app.command(only)(core_cli.COMMANDS[only])
+        return app
+    from engine.eval import cli as eval_cli
+    from engine.serve import cli as serve_cli
     core_cli.register(app)
     validate, convert = eval_cli.register(app)
     serve_cli.register(app)
@@ -111,7 +115,7 @@ def main() -> None:
     """Console-script entry: user errors become one red line and exit code 2, never a traceback."""
     from engine.core.cli import bare_ray_flag
     argv = sys.argv[1:] = bare_ray_flag(sys.argv[1:])
-    command = typer.main.get_command(build_app(tasks_for(argv)))
+    command = typer.main.get_command(build_app(tasks_for(argv), only=argv[0] if argv else None))
     show_flags_as_flags(command)
     set_option_names(flag_names(command, argv))
     try:

@@ -2,19 +2,38 @@
 from __future__ import annotations
 
 import sys
-from typing import Iterable, Iterator, TypeVar
-
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                           TimeRemainingColumn)
+from typing import TYPE_CHECKING, Iterable, Iterator, TypeVar
 
 from engine.errors import render_options
 
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
+
 T = TypeVar("T")
 
-_state = {"quiet": False}
-console = Console(stderr=True)
+_state: dict = {"quiet": False}
+
+
+def _console() -> "Console":
+    """The stderr console, made on first output: a quiet query never imports rich."""
+    if "console" not in _state:
+        from rich.console import Console
+        _state["console"] = Console(stderr=True)
+    return _state["console"]
+
+
+def _escape(text: str) -> str:
+    """Text shown as it is: rich would take `[serve]` in a message for markup and drop it."""
+    from rich.markup import escape
+    return escape(text)
+
+
+def __getattr__(name: str):
+    """`engine.progress.console`, made on first use."""
+    if name == "console":
+        return _console()
+    raise AttributeError(f"module 'engine.progress' has no attribute {name!r}")
 
 
 def set_quiet(quiet: bool) -> None:
@@ -24,17 +43,19 @@ def set_quiet(quiet: bool) -> None:
 def info(message: str) -> None:
     """A status line on stderr (stdout is kept for results)."""
     if not _state["quiet"]:
-        console.print(escape(render_options(message)), soft_wrap=True)  # tables keep their lines
+        _console().print(_escape(render_options(message)), soft_wrap=True)  # tables keep their lines
 
 
 def warn(message: str) -> None:
     """Warnings show even with --quiet."""
-    console.print(f"[yellow]warning:[/yellow] {escape(render_options(message))}")
+    _console().print(f"[yellow]warning:[/yellow] {_escape(render_options(message))}")
 
 
-def make_progress() -> Progress:
+def make_progress() -> "Progress":
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
     return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), TimeRemainingColumn(), console=console,
+                    TimeElapsedColumn(), TimeRemainingColumn(), console=_console(),
                     disable=_state["quiet"] or not sys.stderr.isatty(), transient=False)
 
 

@@ -339,8 +339,16 @@ def demo_cmd(root: Root = DEFAULT_ROOT, device: Device = "auto", quiet: Quiet = 
         console.print(hits_table(col.search(text=q, k=3), title=f"demo: {q!r}"))
 
 
-def models_cmd(markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown table.")] = False) -> None:
+def models_cmd(markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown table.")] = False,
+               prepare: Annotated[Optional[str], typer.Option("--prepare", metavar="SPEC", help="Export SPEC's "
+                                  "torch-free query models (ONNX) now, as a build does, instead of listing "
+                                  "the specs.")] = None) -> None:
     """The encoder specs `--model` takes (the registry in engine/core/encoders/registry.py)."""
+    if prepare is not None:
+        from engine.core.encoders.registry import entry_for, prepare_queries
+        entry_for(prepare)  # an unknown spec is refused before any model loads
+        typer.echo(f"{prepare}: queries run on " + ", ".join(prepare_queries(prepare)))
+        return
     from engine.core.encoders.registry import model_table
     from engine.display import doc_table
     typer.echo(doc_table(*model_table(), markdown=markdown, left=3))

@@ -70,6 +70,7 @@ class Collection(StoredCollection):
         super().__init__(path, manifest)
         self._encoder = None
         self._text_encoder = None
+        self._image_encoder = None
         self._index = None
 
     @property
@@ -98,6 +99,17 @@ class Collection(StoredCollection):
         return self._text_encoder
 
     @property
+    def image_query_encoder(self):
+        """What embeds image queries: the encoder's light image side (ONNX + PIL) unless the whole encoder is
+        already loaded (then it is used: no second model)."""
+        if self._image_encoder is None:
+            if self._encoder is not None or not self.manifest.get("encoder"):
+                return self.encoder
+            from engine.core.encoders.registry import light_image_query_encoder
+            self._image_encoder = light_image_query_encoder(self.manifest["encoder"]) or self.encoder
+        return self._image_encoder
+
+    @property
     def index(self):
         if self._index is None:
             try:
@@ -118,7 +130,7 @@ class Collection(StoredCollection):
     def encode_queries(self, texts: Sequence[str] | None = None, images: Sequence[str] | None = None,
                        batch_size: int = 64) -> np.ndarray:
         from engine.core.encoders.registry import specs_for
-        enc = self.text_query_encoder if texts is not None else self.encoder
+        enc = self.text_query_encoder if texts is not None else self.image_query_encoder
         if texts is not None:
             if "text" not in enc.modalities:
                 raise EngineError(f"collection {self.name!r} ({enc.spec}) takes image queries only; query with "

@@ -184,15 +184,22 @@ def keep_freed_memory() -> bool:
     return bool(mallopt(_M_TRIM_THRESHOLD, ALLOCATOR_BYTES))
 
 
+def stack(tensors: Sequence[Any]) -> Any:
+    """One batch of preprocessed images: numpy arrays (ONNX encoders) stack with numpy, tensors with torch."""
+    if isinstance(tensors[0], np.ndarray):
+        return np.stack(tensors)
+    import torch
+    return torch.stack(list(tensors))
+
+
 def encode_image_files(encoder: "ImageModel", paths: Sequence[str], batch_size: int = 32,
                        workers: int = 2) -> ImageBatchResult:
-    import torch
     keep_freed_memory()
     chunks, ok, failed = [], [], []
     for pos, tensors, bad in iter_image_batches(encoder, paths, batch_size, workers):
         failed.extend(bad)
         if tensors:
-            chunks.append(encoder.encode_image_batch(torch.stack(tensors)))
+            chunks.append(encoder.encode_image_batch(stack(tensors)))
             ok.extend(pos)
     emb = np.concatenate(chunks) if chunks else np.zeros((0, encoder.dim), np.float32)
     return ImageBatchResult(emb, ok, failed)

@@ -280,10 +280,11 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
         data = await upload.read(opts.max_upload_bytes + 1)
 
         def encode_and_search() -> list[Hit]:
-            import torch
+            from engine.core.images import stack
             img = read_upload(data, upload.filename or "image", opts.max_upload_bytes, opts.max_image_pixels)
             t1 = time.perf_counter()
-            vec = s.col.encoder.encode_image_batch(torch.stack([s.col.encoder.preprocess(img)]))
+            enc = s.col.image_query_encoder  # the image side `engine search --image` uses: the same scores
+            vec = enc.encode_image_batch(stack([enc.preprocess(img)]))
             metrics.encode.labels("image").observe(time.perf_counter() - t1)
             return by_vectors(s, vec, k)[0]
 

@@ -1,6 +1,7 @@
 """Micro-batching of concurrent text queries: one thread takes what has queued (waiting at most a short window
-for more, up to a maximum batch), encodes the texts in one forward pass per collection and searches them in
-one FAISS call per k, so throughput grows with the number of clients while a lone query waits only the window.
+for more, up to a maximum batch, only when others are already queued), encodes the texts in one forward pass
+per collection and searches them in one FAISS call per k, so throughput grows with the number of clients while
+a lone query is answered at once.
 """
 from __future__ import annotations
 
@@ -44,6 +45,8 @@ class MicroBatcher:
         if first is None:
             return None
         batch = [first]
+        if self._queue.empty():
+            return batch  # nothing else waiting: a lone query is answered at once, never held for the window
         deadline = time.perf_counter() + self.window_s
         while len(batch) < self.max_batch:
             try:

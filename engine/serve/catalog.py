@@ -72,8 +72,9 @@ def open_served(name: str, root: Path) -> Served:
     files = col.document(IMAGE_FILES) if IMAGE_FILES in col.stored else {}
     if col.manifest.get("encoder"):
         # models are cached per process: one load, shared by every collection; text queries go through the
-        # same text side as `engine search` (ONNX where the encoder has one), so scores agree to the bit
+        # same text and image sides as `engine search` (ONNX where the encoder has them), so scores agree to the bit
         col.text_query_encoder  # noqa: B018  (first: once the whole encoder is loaded, texts would use it)
+        col.image_query_encoder  # noqa: B018  (likewise: ONNX + PIL where the encoder has them)
         col.encoder  # noqa: B018
     return Served(col, stamp, rows, files, col.embeddings)
 

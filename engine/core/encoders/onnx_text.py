@@ -2,7 +2,8 @@
 
 Importing sentence-transformers costs ≈ 5 s (it drags in transformers, scikit-learn, torch.distributed),
 more than everything else in a one-off `engine search`. The model's transformer is exported once to ONNX
-(with torch, on the first query that needs it) and cached with its tokenizer and pooling settings under
+(with torch, when a collection is built, by `engine models --prepare SPEC`, or, said on a status line, by the
+first query that needs it) and cached with its tokenizer and pooling settings under
 the engine cache (`$ENGINE_CACHE/onnx/`, next to conse's class vectors); later queries load only
 onnxruntime and the tokenizer. Embeddings equal the torch ones within 1e-4 (tests/core/test_fast_query.py).
 Models whose pipeline is not Transformer → mean/CLS pooling (→ Normalize) stay on torch.
@@ -107,6 +108,28 @@ def export(model, target: Path) -> bool:
     return True
 
 
+ORT_THREADS_ENV, ORT_SPIN_ENV = "ENGINE_ORT_THREADS", "ENGINE_ORT_SPIN"
+
+
+def session_options(optimized: bool = False):
+    """Options of every query session. Intra-op threads: $ENGINE_ORT_THREADS (0 = one per core, onnxruntime's
+    default). Spinning off unless $ENGINE_ORT_SPIN=1: idle onnxruntime workers that spin take the cores FAISS
+    searches on next (benchmarks/serve_threads.py measures both). `optimized`: the graph was fused at export."""
+    import onnxruntime as ort
+    from engine.errors import EngineError
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    opts.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_DISABLE_ALL if optimized
+                                     else ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED)
+    threads, spin = os.environ.get(ORT_THREADS_ENV, "0"), os.environ.get(ORT_SPIN_ENV, "0")
+    if not threads.isdigit() or int(threads) > 1024 or spin not in ("0", "1"):
+        raise EngineError(f"${ORT_THREADS_ENV} must be a whole number from 0 to 1024 and ${ORT_SPIN_ENV} 0 or 1, "
+                          f"not {threads!r} and {spin!r}")
+    opts.intra_op_num_threads = int(threads)
+    opts.add_session_config_entry("session.intra_op.allow_spinning", spin)
+    return opts
+
+
 class OnnxText:
     """A tokenizer and an onnxruntime session: texts → pooled, L2-normalized float32 rows."""
 
@@ -117,10 +140,8 @@ class OnnxText:
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_length=int(self.config["max_seq_length"]))
         self.tokenizer.enable_padding(pad_id=int(self.config["pad_id"]))
-        opts = ort.SessionOptions()
-        opts.log_severity_level = 3
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # optimized at export
-        self.session = ort.InferenceSession(str(folder / "model.onnx"), opts, providers=["CPUExecutionProvider"])
+        self.session = ort.InferenceSession(str(folder / "model.onnx"), session_options(optimized=True),
+                                            providers=["CPUExecutionProvider"])
 
     def __call__(self, texts, batch_size: int) -> np.ndarray:
         out = []
@@ -152,6 +173,8 @@ def text_encoder(name: str) -> Encoder | None:
         return None
     if not (folder / "config.json").is_file():
         from engine.core.encoders.sbert import load_sentence_model
+        from engine.progress import info
+        info(f"exporting {name} to ONNX for torch-free text queries (once, into {folder})")
         try:
             ok = export(load_sentence_model(name, "cpu"), folder)
         except Exception as exc:  # noqa: BLE001  (an exporter failure must not stop a query: torch answers it)

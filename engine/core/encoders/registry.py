@@ -5,6 +5,7 @@ are all generated from this list.
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass
 
 from engine.errors import EngineError
@@ -21,12 +22,14 @@ class EncoderEntry:
     default_for: str = ""  # "images" or "texts": this encoder is used when no spec is given …
     default_spec: str = ""  # … with this spec
     text_query: str = ""  # "module:function" → the text side alone, light to load (None when it cannot run)
+    image_query: str = ""  # "module:function" → the image side alone, light to load (None when it cannot run)
 
 
 ENCODERS: tuple[EncoderEntry, ...] = (
     EncoderEntry("conse", "engine.core.encoders.conse:conse_encoder", "conse", "text ↔ image, 384-d",
                  "offline image–text bridge: EfficientNet-Lite0 (ImageNet) + all-MiniLM-L6-v2", default_for="images",
-                 default_spec="conse", text_query="engine.core.encoders.conse:text_query_encoder"),
+                 default_spec="conse", text_query="engine.core.encoders.conse:text_query_encoder",
+                 image_query="engine.core.encoders.conse:image_query_encoder"),
     EncoderEntry("clip", "engine.core.encoders.clip:clip_encoder", "clip:ARCH:WEIGHTS", "text ↔ image",
                  "open_clip, e.g. `clip:ViT-B-32:openai`, `clip:ViT-B-32:laion2b_s34b_b79k`, or "
                  "`clip:ViT-B-32:/path/to/checkpoint.safetensors`", aliases=("open_clip", "openclip")),
@@ -35,7 +38,8 @@ ENCODERS: tuple[EncoderEntry, ...] = (
                  "name or local folder", aliases=("text", "st"), default_for="texts",
                  default_spec="sbert:all-MiniLM-L6-v2", text_query="engine.core.encoders.onnx_text:text_encoder"),
     EncoderEntry("effnet", "engine.core.encoders.efficientnet:efficientnet_encoder", "effnet", "image → image",
-                 "EfficientNet-Lite0 pooled features, 1280-d"),
+                 "EfficientNet-Lite0 pooled features, 1280-d",
+                 image_query="engine.core.encoders.onnx_image:effnet_query_encoder"),
 )
 
 SPEC_ALIASES = {"minilm": "sbert:all-MiniLM-L6-v2", "efficientnet-lite0": "effnet"}
@@ -64,16 +68,50 @@ def load_encoder(spec: str):
     return getattr(importlib.import_module(module), function)(arg)
 
 
+def _light_side(spec: str, field: str):
+    """The light encoder `field` ("text_query" or "image_query") of `spec`'s entry names, or None (also for a
+    spec the registry does not list: `load_encoder` then says what is wrong, or a test's stand-in answers)."""
+    try:
+        entry, arg = entry_for(spec)
+    except EngineError:
+        return None
+    loader = getattr(entry, field)
+    if not loader:
+        return None
+    module, _, function = loader.partition(":")
+    return getattr(importlib.import_module(module), function)(arg)
+
+
 def load_text_query_encoder(spec: str):
     """An encoder for text queries of `spec`'s collections: its light text side where it has one (ONNX, no
     torch), else the whole encoder."""
-    entry, arg = entry_for(spec)
-    if entry.text_query:
-        module, _, function = entry.text_query.partition(":")
-        enc = getattr(importlib.import_module(module), function)(arg)
-        if enc is not None:
-            return enc
-    return load_encoder(spec)
+    return _light_side(spec, "text_query") or load_encoder(spec)
+
+
+def light_image_query_encoder(spec: str):
+    """`spec`'s light image side (ONNX + PIL: no torch, torchvision, timm or sentence-transformers), or None
+    where it has none or it cannot run here."""
+    return _light_side(spec, "image_query")
+
+
+def load_image_query_encoder(spec: str):
+    """An encoder for image queries of `spec`'s collections: its light image side, else the whole encoder."""
+    return light_image_query_encoder(spec) or load_encoder(spec)
+
+
+def prepare_queries(spec: str) -> list[str]:
+    """Export what `spec`'s light query sides need (each export says so on a status line; nothing is done
+    twice); returns how each modality's queries will run, e.g. ["text: onnx", "image: torch"]."""
+    try:
+        entry, _ = entry_for(spec)
+    except EngineError:
+        return []  # an encoder the registry does not list (installed by a test or a plugin): nothing to export
+    out = []
+    for field, modality in (("text_query", "text"), ("image_query", "image")):
+        if modality in re.findall(r"[a-z]+", entry.modalities):
+            enc = _light_side(spec, field)
+            out.append(f"{modality}: {enc.info.get('runtime', 'torch') if enc is not None else 'torch'}")
+    return out
 
 
 def specs_for(modality: str) -> list[str]:

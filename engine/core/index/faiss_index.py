@@ -112,9 +112,26 @@ def check_knobs(factory: str, params: dict) -> None:
                               f"index is {factory}")
 
 
+SINGLE_THREAD_WORK = 2 << 30
+"""Searches of fewer multiply-adds than this (queries × vectors × dim) run on one FAISS thread. Measured on
+2 shared cores (benchmarks/serve_threads.py): one thread was as fast or faster at every size the service
+forms (1–32 queries over 20k–100k × 384); two threads after an onnxruntime call took 1.5–2× as long on 20k,
+and 20–40× as long (9–10 s) on 100k with batches of 8 and 32, where BLAS's and OpenMP's threads wait on
+each other. Only bigger searches (`search --queries` files over large collections) use every core."""
+
+
+def use_threads_for(index, n_queries: int) -> None:
+    """One OpenMP thread for small searches, every core for big ones (per calling thread in libgomp)."""
+    faiss = faiss_module()
+    _FAISS_BLAS.setdefault("threads", int(faiss.omp_get_max_threads()))
+    work = n_queries * int(getattr(index, "ntotal", 0)) * int(getattr(index, "d", 0))
+    faiss.omp_set_num_threads(1 if work < SINGLE_THREAD_WORK else _FAISS_BLAS["threads"])
+
+
 def search_index(index, queries: np.ndarray, k: int, stored: dict | None = None, override: dict | None = None):
     """index.search with `override` knobs for this call; the stored ones are put back afterwards."""
     use_blas_for(index)
+    use_threads_for(index, len(queries))
     if not override:
         return index.search(queries, k)
     parts = getattr(index, "shards", None) or [getattr(index, "index", index)]  # a folder index: its FAISS parts

