@@ -31,6 +31,7 @@ def build_app(tasks: Sequence[str] = TASKS, only: str | None = None) -> typer.Ty
     app.callback()(_root_options)
     if only in core_cli.COMMANDS:
         app.command(only)(core_cli.COMMANDS[only])
+        check_options_first(app)
         return app
     from engine.eval import cli as eval_cli
     from engine.serve import cli as serve_cli

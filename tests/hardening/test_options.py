@@ -20,9 +20,8 @@ from engine.errors import EngineError
 # ---------------------------------------------------------------- the option layer
 
 def _numeric_options():
-    """(command path, parameter name, annotation) of every int/float option, and every --batch-size."""
-    import typing
-
+    """(command path, parameter name, {int} or {float}) of every int/float option, and every --batch-size; read
+    from the click parameter type's name, which every typer version (its own click or a vendored one) gives."""
     from engine.cli import app
     root = typer.main.get_command(app)
     out = []
@@ -31,9 +30,8 @@ def _numeric_options():
         for name, sub in getattr(command, "commands", {}).items():
             walk(sub, [*path, name])
         for p in getattr(command, "params", []):
-            desc = getattr(p, "type_descriptor", None)
-            annotation = getattr(desc, "annotation", None)
-            base = {a for a in typing.get_args(annotation)} - {type(None)} or {annotation}
+            kind = getattr(p.type, "name", "")
+            base = {int} if kind.startswith("int") else {float} if kind.startswith("float") else {str}
             if base & {int, float} or p.name == "batch_size":
                 out.append((" ".join(path), p.name, base))
     walk(root, [])
