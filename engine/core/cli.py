@@ -12,6 +12,7 @@ from engine.core.build.options import BuildOptions
 from engine.core.collection import DEFAULT_ROOT
 from engine.core.cluster import LOCAL
 from engine.core.encoders.registry import model_help
+from engine.core.rerankers.options import RerankOptions, reranker_help
 from engine.errors import EngineError, opt
 from engine.progress import set_quiet
 from engine.serve.options import API_KEY_ENV
@@ -130,6 +131,10 @@ def search_cmd(
     k_factor: KFactor = None,
     server: Annotated[Optional[str], typer.Option("--server", help="URL of a running `engine serve` to ask "
                       "instead of loading the collection here (same output).")] = None,
+    rerank: Annotated[Optional[str], typer.Option("--rerank", help=reranker_help() + " Reorders the first "
+                      "stage's top --rerank-depth hits of a text query (docs/rerank.md).", show_default=False)] = None,
+    rerank_depth: Annotated[Optional[int], typer.Option("--rerank-depth", help="Hits the first stage fetches for "
+                            "the reranker (at least -k; default 100).", show_default=False)] = None,
     api_key: Annotated[Optional[str], typer.Option("--api-key", envvar=API_KEY_ENV, show_envvar=True,
                        help="Key for a --server that needs one.")] = None,
     ray: Annotated[Optional[str], typer.Option("--ray", metavar="[ADDRESS]", help="Search a sharded collection's "
@@ -148,7 +153,7 @@ def search_cmd(
     set_device(device)
     batch = check_batch_size(batch_size)
     args = (name, text, image, k, as_json, queries, out, run_id, 64 if batch == "auto" else int(batch), knobs,
-            server, api_key, root)
+            server, api_key, root, RerankOptions.checked(rerank, rerank_depth, k))
     if ray is None:
         return _search(*args, ray=None)
     if server is not None:
@@ -160,7 +165,7 @@ def search_cmd(
 
 def _search(name: str, text: Optional[str], image: Optional[Path], k: int, as_json: bool, queries: Optional[Path],
             out: Optional[Path], run_id: Optional[str], batch_size: int, knobs, server: Optional[str],
-            api_key: Optional[str], root: Path, ray: Optional[str]) -> None:
+            api_key: Optional[str], root: Path, rr: "RerankOptions", ray: Optional[str]) -> None:
     from engine.core.collection import Collection
     from engine.progress import info
 
@@ -183,7 +188,8 @@ def _search(name: str, text: Optional[str], image: Optional[Path], k: int, as_js
         trec_safe_ids([run_id or name], "strict", opt("run_id"), fixable=False)
         col = opened()
         col.check_search(k, knobs)
-        n = col.search_to_run(qs, out, k=k, run_id=run_id, batch_size=batch_size, knobs=knobs)
+        col.check_rerank(rr.spec, rr.depth, k, True)
+        n = col.search_to_run(qs, out, k=k, run_id=run_id, batch_size=batch_size, knobs=knobs, **rr.kwargs())
         info(f"wrote {n} lines for {len(qs)} queries to {out}")
         return
     if out is not None:
@@ -192,9 +198,9 @@ def _search(name: str, text: Optional[str], image: Optional[Path], k: int, as_js
         raise EngineError(f"give a text query or {opt('image')} PATH (or {opt('queries')} FILE {opt('out')} RUN)")
     if server is not None:
         from engine.serve.client import remote_search
-        hits = remote_search(server, name, text=text, image=image, k=k, api_key=api_key)
+        hits = remote_search(server, name, text=text, image=image, k=k, api_key=api_key, **rr.remote())
     else:
-        hits = opened().search(text=text, image=str(image) if image else None, k=k, knobs=knobs)
+        hits = opened().search(text=text, image=str(image) if image else None, k=k, knobs=knobs, **rr.kwargs())
     if as_json:
         print_json({"query": text if text is not None else str(image), "hits": [h.as_dict() for h in hits]})
     else:

@@ -13,7 +13,8 @@ from engine.errors import EngineError
 
 
 def remote_search(url: str, collection: str, text: str | None = None, image: str | Path | None = None,
-                  k: int = 10, api_key: str | None = None, timeout: float = 60.0) -> list[Hit]:
+                  k: int = 10, api_key: str | None = None, timeout: float = 60.0, rerank: str | None = None,
+                  rerank_depth: int | None = None) -> list[Hit]:
     """The hits a running `engine serve` returns for one text or image query, as `Collection.search` would."""
     endpoint = url.rstrip("/") + "/search"
     headers = {"X-API-Key": api_key} if api_key else {}
@@ -25,7 +26,9 @@ def remote_search(url: str, collection: str, text: str | None = None, image: str
             raise EngineError(f"query image {path}: {exc.strerror or exc}") from None
         body, ctype = _multipart({"collection": collection, "k": str(k)}, "image", path.name, data)
     else:
-        body, ctype = json.dumps({"collection": collection, "text": text, "k": k}).encode(), "application/json"
+        staged = {"rerank": rerank, **({"rerank_depth": rerank_depth} if rerank_depth else {})} if rerank else {}
+        body, ctype = json.dumps({"collection": collection, "text": text, "k": k, **staged}).encode(), \
+            "application/json"
     request = Request(endpoint, data=body, headers={**headers, "Content-Type": ctype}, method="POST")
     try:
         with urlopen(request, timeout=timeout) as response:

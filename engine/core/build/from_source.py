@@ -101,7 +101,7 @@ def _build_collection(name: str, images: str | Path | None, texts: str | Path | 
     for n, reason in failed:
         report.failed.append({"id": items[n].id, "path": items[n].source, "reason": reason})
 
-    kept_items = [{"id": items[i].id, **items[i].meta} for i in kept]
+    kept_items = [{"id": items[i].id, **_stored(items[i], kind, fields_used)} for i in kept]
     if old is not None:
         emb = np.concatenate([np.asarray(old.embeddings), emb]) if len(emb) else np.asarray(old.embeddings)
         kept_items = old.items + kept_items
@@ -146,6 +146,14 @@ def _build_collection(name: str, images: str | Path | None, texts: str | Path | 
         warn(f"{len(report.failed)} of {len(items)} images skipped:\n{lines}{more}")
     info(f"collection {name!r}: {len(kept_items)} items in {path}")
     return path
+
+
+def _stored(item: Item, kind: str, fields_used: list[str] | None) -> dict:
+    """An item's row: its metadata, plus the embedded text where no text field holds it (a reranker reads it)."""
+    if kind != "text" or fields_used:
+        return item.meta
+    from engine.core.sources import STORED_TEXT
+    return {**item.meta, STORED_TEXT: item.source}
 
 
 def _image_files(old: StoredCollection | None, items: Sequence[Item], kept: Sequence[int]) -> dict[str, dict]:

