@@ -303,3 +303,5 @@ COMMANDS = {"build": build_cmd, "search": search_cmd, "info": info_cmd, "verify"
 def register(app: typer.Typer) -> None:
     for name, command in COMMANDS.items():
         app.command(name)(command)
+    from engine.core.rerankers import cli as rerank_cli
+    rerank_cli.register(app)

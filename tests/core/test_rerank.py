@@ -108,15 +108,55 @@ def test_bad_rerank_options_are_one_line(args, message, text_col, tmp_path, monk
     assert message in text and "Traceback" not in text and len(text.splitlines()) <= 2
 
 
-def test_image_collection_refuses_a_text_only_reranker(tmp_path, sample_photos, tiny_cross):
+def test_image_collection_refuses_a_text_only_reranker(tmp_path, tiny_cross):
+    """Refused before any model loads (the collection's encoder is never needed)."""
     from engine.core.collection import Collection
     from engine.errors import EngineError
-    folder = tmp_path / "photos"
-    folder.mkdir()
-    for name, p in list(sample_photos.items())[:2]:
-        shutil.copy(p, folder / Path(p).name)
-    col = Collection.build("pics", images=folder, root=tmp_path)
+    vecs = np.random.default_rng(0).normal(size=(3, 8)).astype(np.float32)
+    col = Collection.from_vectors("pics", ["a", "b", "c"], vecs, "conse", "image", root=tmp_path)
     with pytest.raises(EngineError, match="scores texts only"):
         col.search(text="a cat", k=1, rerank=f"cross:{tiny_cross}")
     with pytest.raises(EngineError, match="image query takes none"):
-        col.search(image=str(next(folder.iterdir())), k=1, rerank=f"cross:{tiny_cross}")
+        col.search(image=str(tmp_path / "x.jpg"), k=1, rerank=f"cross:{tiny_cross}")
+
+
+def test_rerank_a_trec_run(tiny_cross, tmp_path, monkeypatch, capsys):
+    """Any run's top depth is reordered as CrossEncoder.predict orders it; the rest follow, scores decreasing."""
+    from engine.eval.runs import parse_run, write_run
+    docs = tmp_path / "docs.tsv"
+    docs.write_text("id\ttext\n" + "".join(f"d{i}\t{d}\n" for i, d in enumerate(DOCS)))
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\tanimals\n")
+    run = tmp_path / "bm25.run"
+    write_run(run, {"q1": [(f"d{i}", 10.0 - i) for i in range(8)]}, "bm25")
+    out = tmp_path / "re.run"
+    code, _, err = run_cli(monkeypatch, capsys, "rerank", run, "--queries", queries, "--docs", docs,
+                           "--model", f"cross:{tiny_cross}", "--depth", "5", "--out", out, "-q")
+    assert code == 0, err
+    got = [ln.split() for ln in out.read_text().splitlines()]
+    ref = reference(tiny_cross, "animals", DOCS[:5])
+    assert [ln[2] for ln in got[:5]] == [f"d{i}" for i in np.argsort(-ref, kind="stable")]
+    assert [ln[2] for ln in got[5:]] == ["d5", "d6", "d7"]
+    scores = [float(ln[4]) for ln in got]
+    assert all(a > b for a, b in zip(scores, scores[1:])) and not parse_run(out).problems
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"run_text": "q1 Q0 zz 1 1.0 x\n"}, "does not hold"),
+    ({"queries_text": "q9\tother\n"}, "has no text"),
+    ({"model": "bad:x"}, "unknown reranker spec"),
+    ({"depth": "0"}, "--depth must be"),
+])
+def test_rerank_bad_input_is_one_line(change, message, tmp_path, monkeypatch, capsys):
+    docs = tmp_path / "docs.tsv"
+    docs.write_text("id\ttext\nd0\tcats\n")
+    queries = tmp_path / "q.tsv"
+    queries.write_text(change.get("queries_text", "q1\tanimals\n"))
+    run = tmp_path / "a.run"
+    run.write_text(change.get("run_text", "q1 Q0 d0 1 1.0 x\n"))
+    code, out, err = run_cli(monkeypatch, capsys, "rerank", run, "--queries", queries, "--docs", docs,
+                             "--model", change.get("model", "cross:/no/such/model"), "--depth",
+                             change.get("depth", "10"), "--out", tmp_path / "o.run")
+    text = (out + err).strip()
+    assert code == 2 and message in text and len(text.splitlines()) <= 2 and "Traceback" not in text
+    assert not (tmp_path / "o.run").exists()

@@ -50,15 +50,15 @@ def load_reranker(spec: str):
     return getattr(importlib.import_module(module), function)(arg)
 
 
-def check_depth(depth: int | None, k: int) -> int:
+def check_depth(depth: int | None, k: int, option: str = "rerank_depth") -> int:
     """Candidates the first stage fetches for the reranker: at least k, at most MAX_DEPTH."""
     from engine.errors import opt
     if depth is None:
         return max(k, DEFAULT_DEPTH)
     if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= MAX_DEPTH:
-        raise EngineError(f"{opt('rerank_depth')} must be a whole number from 1 to {MAX_DEPTH}, not {depth!r}")
+        raise EngineError(f"{opt(option)} must be a whole number from 1 to {MAX_DEPTH}, not {depth!r}")
     if depth < k:
-        raise EngineError(f"{opt('rerank_depth')} {depth} is below -k {k}: the reranker can only order what the "
+        raise EngineError(f"{opt(option)} {depth} is below -k {k}: the reranker can only order what the "
                           "first stage fetched; give a depth of at least k")
     return depth
 
