@@ -31,6 +31,7 @@ from engine.serve.catalog import Catalog, Served, UnknownCollection
 from engine.serve.limits import BodyTooLarge, Guard, read_upload
 from engine.serve.metrics import Metrics
 from engine.serve.options import ServeOptions
+from engine.serve.rerank import chosen_spec, reranked_search
 
 STATIC = Path(__file__).parent / "static"
 log = logging.getLogger("engine.serve")
@@ -47,6 +48,8 @@ class Query(BaseModel):
 class SearchRequest(Query):
     collection: str
     k: int = 10
+    rerank: bool | str | None = Field(None, description="true: the server's reranker; or one it allows by spec")
+    rerank_depth: int | None = None
 
 
 class BatchRequest(BaseModel):
@@ -316,7 +319,12 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
         req = _parse(SearchRequest, await json_body(request))
         k = check_k(req.k)
         s = await run_in_threadpool(served, req.collection)
-        hits = (await bounded(run_queries(s, [req], k)))[0]
+        spec = chosen_spec(opts.rerank, req.rerank)
+        if spec is not None:
+            check_query(req)
+            hits = await bounded(run_in_threadpool(reranked_search, s.col, req.text, k, spec, req.rerank_depth))
+        else:
+            hits = (await bounded(run_queries(s, [req], k)))[0]
         return {"collection": s.name, "hits": [hit_json(s, h) for h in hits],
                 "took_ms": round((time.perf_counter() - t0) * 1000, 3)}
 

@@ -160,3 +160,25 @@ def test_rerank_bad_input_is_one_line(change, message, tmp_path, monkeypatch, ca
     text = (out + err).strip()
     assert code == 2 and message in text and len(text.splitlines()) <= 2 and "Traceback" not in text
     assert not (tmp_path / "o.run").exists()
+
+
+def test_service_reranks_only_what_it_allows(tiny_cross, text_col, tmp_path):
+    from fastapi.testclient import TestClient
+
+    from engine.serve.app import create_app
+    from engine.serve.options import ServeOptions
+    spec = f"cross:{tiny_cross}"
+    want = [h.id for h in text_col.search(text="animals", k=3, rerank=spec, rerank_depth=12)]
+    with TestClient(create_app(ServeOptions(root=tmp_path / "idx", rerank=(spec,))),
+                    raise_server_exceptions=False) as c:
+        r = c.post("/search", json={"collection": "docs", "text": "animals", "k": 3, "rerank": True,
+                                    "rerank_depth": 12})
+        assert r.status_code == 200, r.text
+        assert [h["id"] for h in r.json()["hits"]] == want
+        r = c.post("/search", json={"collection": "docs", "text": "animals", "rerank": "cross:other"})
+        assert r.status_code == 422 and "not allowed" in r.json()["detail"]
+        r = c.post("/search", json={"collection": "docs", "id": "d1", "rerank": True})
+        assert r.status_code == 422 and "text query" in r.json()["detail"]
+    with TestClient(create_app(ServeOptions(root=tmp_path / "idx")), raise_server_exceptions=False) as c:
+        r = c.post("/search", json={"collection": "docs", "text": "animals", "rerank": True})
+        assert r.status_code == 422 and "reranks nothing" in r.json()["detail"]
