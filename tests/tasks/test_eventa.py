@@ -165,6 +165,35 @@ def test_each_stage_alone_and_fused(built):
         assert stages["fused w=0"]["eventa"] < fused  # image similarity alone inside the top articles is worse
 
 
+def test_empty_articles_leave_the_image_stage_intact(built, tmp_path):
+    """The real OpenEvents sample's shape: every article empty. The article stage ties everywhere, so the
+    default fused ranking must be the image stage's, not an arbitrary article order's images."""
+    paths, _, _ = built
+    db = json.loads(paths.database.read_text())
+    for a in db.values():
+        a["title"], a["content"] = "", ""
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps(db))
+    build_eventa(empty, paths.images, "blank", tmp_path)
+    table = eval_eventa(paths.labeled, "blank", tmp_path, RankParams(), poolings=("mean",))
+    stages = table["mean"]
+    assert stages["fused"]["eventa"] >= stages["images"]["eventa"] > 0
+    index = EventaIndex.open("blank", tmp_path)
+    texts = [t for t in json.loads(json.dumps([r[1] for r in csv.reader(open(paths.queries))][1:4]))]
+    res = index.rank(texts, RankParams(), ("images", "fused"))
+    assert [[d for d, _ in r] for r in res.images["fused"]] == [[d for d, _ in r] for r in res.images["images"]]
+
+
+def test_top_articles_0_skips_the_article_stage(built):
+    paths, root, _ = built
+    texts = [r[1] for r in csv.reader(open(paths.queries))][1:4]
+    index = EventaIndex.open("fix", root)
+    res = index.rank(texts, RankParams(top_articles=0), ("images", "fused"))
+    assert [[d for d, _ in r] for r in res.images["fused"]] == [[d for d, _ in r] for r in res.images["images"]]
+    with pytest.raises(EngineError, match="at least 0"):
+        RankParams(top_articles=-1).check()
+
+
 def test_eval_command_rejects_bad_sweep_and_pooling(built):
     paths, root, _ = built
     with pytest.raises(EngineError, match="sweep takes comma-separated article weights"):

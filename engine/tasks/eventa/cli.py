@@ -31,7 +31,7 @@ EventaArticleFusion = Annotated[str, typer.Option("--article-fusion", help="Dens
                                 "rank fusion, untuned) or weighted (min-max normalized scores × weights).")]
 EventaDenseWeight = Annotated[float, typer.Option("--dense-weight", help="Weight of the dense article ranking.")]
 EventaBm25Weight = Annotated[float, typer.Option("--bm25-weight", help="Weight of the BM25 article ranking.")]
-EventaTopArticles = Annotated[int, typer.Option("--top-articles", help="Articles whose images are scored.")]
+EventaTopArticles = Annotated[int, typer.Option("--top-articles", help="Articles whose images are scored (0: skip the article stage: images alone).")]
 EventaImageFusion = Annotated[str, typer.Option("--image-fusion", help="Image similarity + article score: "
                               "weighted (min-max) or rrf.")]
 EventaArticleWeight = Annotated[float, typer.Option("--article-weight", help="Share of the article score in the "

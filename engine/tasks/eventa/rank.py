@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from engine.core.collection import Collection
-from engine.core.fusion import ranked, rrf, weighted
+from engine.core.fusion import informative, ranked, rrf, weighted
 from engine.core.text_pooling import POOLINGS, SentenceVectors, encode_queries, similarity
 from engine.errors import EngineError, opt
 from engine.progress import info, track, warn
@@ -38,7 +38,7 @@ class RankParams:
     article_fusion: str = "rrf"    # dense + BM25 articles: rrf | weighted (min-max)
     dense_weight: float = 1.0
     bm25_weight: float = 1.0
-    top_articles: int = 10         # whose images are scored
+    top_articles: int = 10         # whose images are scored (0: skip the article stage, images alone)
     image_fusion: str = "weighted"  # image similarity + article score: weighted | rrf
     article_weight: float = 0.8    # share of the article score in the image fusion (0: images only)
     depth: int = 100               # articles kept per system before fusion
@@ -52,8 +52,9 @@ class RankParams:
                 raise EngineError(f"unknown {what} {value!r}; use one of {', '.join(FUSIONS)}")
         if not 0.0 <= self.article_weight <= 1.0:
             raise EngineError(f"{opt('article_weight')} must be between 0 and 1, not {self.article_weight}")
-        if self.top_articles < 1 or self.depth < 1 or self.k < 1:
-            raise EngineError(f"{opt('top_articles')}, {opt('depth')} and k must be at least 1")
+        if self.top_articles < 0 or self.depth < 1 or self.k < 1:
+            raise EngineError(f"{opt('top_articles')} must be at least 0 (0: skip the article stage), "
+                              f"{opt('depth')} and k at least 1")
         if self.dense_weight < 0 or self.bm25_weight < 0 or self.dense_weight + self.bm25_weight == 0:
             raise EngineError(f"{opt('dense_weight')} and {opt('bm25_weight')} must be >= 0 and not both 0")
 
@@ -155,9 +156,7 @@ class EventaIndex:
         timer.add("images_global", t4 - t3)
 
         w = (params.dense_weight, params.bm25_weight)
-        fused_articles = [rrf([d, b], weights=w, depth=params.depth) if params.article_fusion == "rrf"
-                          else weighted([d, b], weights=w, method="minmax", depth=params.depth)
-                          for d, b in zip(dense, bm25)]
+        fused_articles = [self._fuse_articles(d, b, w, params) for d, b in zip(dense, bm25)]
         out_images: dict[str, list[Ranked]] = {}
         want = set(stages)
         for stage, arts in zip(ARTICLE_STAGES, (dense, bm25, fused_articles)):
@@ -173,6 +172,16 @@ class EventaIndex:
         timer.add("fusion", time.perf_counter() - t4)
         timer.add("total", time.perf_counter() - t0)
         return RankResult(out_images, dict(zip(ARTICLE_STAGES, (dense, bm25, fused_articles))))
+
+    @staticmethod
+    def _fuse_articles(dense: Ranked, bm25: Ranked, w: tuple[float, float], params: RankParams) -> Ranked:
+        """Dense and BM25 articles fused; none when neither says anything about this caption (all its scores
+        tie: empty articles), so the image stage is not reordered by an arbitrary article order."""
+        if not (informative(dense) or informative(bm25)):
+            return []
+        if params.article_fusion == "rrf":
+            return rrf([dense, bm25], weights=w, depth=params.depth)
+        return weighted([dense, bm25], weights=w, method="minmax", depth=params.depth)
 
     def _fused(self, sv: SentenceVectors, articles: list[Ranked], glob: list[Ranked],
                params: RankParams) -> list[Ranked]:
