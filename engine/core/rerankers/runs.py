@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from engine.core.rerankers.base import Reranker
 from engine.errors import EngineError, opt
 
 
@@ -21,17 +20,6 @@ def check_coverage(run: Mapping[str, Mapping[str, float]], run_path: Path, queri
             if doc not in docs:
                 raise EngineError(f"{run_path}: query {qid!r} ranks document {doc!r}, which {docs_path} does not "
                                   f"hold (give {opt('docs')} the table the run was made from)")
-
-
-def rerank_ranking(reranker: Reranker, query: str, ranking: Mapping[str, float], docs: Mapping[str, str],
-                   depth: int) -> list[tuple[str, float]]:
-    """One query: the top `depth` by the reranker's scores, then the rest in their order, scored below."""
-    from engine.core.fusion import ranked
-    from engine.core.rerankers.stage import rerank_pairs
-    pairs = ranked(ranking)
-    head = rerank_pairs(reranker, query, [(d, docs[d]) for d, _ in pairs[:depth]], depth)
-    floor = min((s for _, s in head), default=0.0)
-    return head + [(d, floor - n) for n, (d, _) in enumerate(pairs[depth:], 1)]
 
 
 def rerank_run_file(run_path: Path, queries_path: Path, docs_path: Path, spec: str, depth: int, out: Path,
@@ -52,5 +40,6 @@ def rerank_run_file(run_path: Path, queries_path: Path, docs_path: Path, spec: s
     docs = {it.id: it.source for it in items}
     check_coverage(run, run_path, queries, queries_path, docs, docs_path, depth)
     reranker = load_reranker(spec)
+    from engine.core.rerankers.stage import rerank_ranking
     reranked = {qid: rerank_ranking(reranker, queries[qid], ranking, docs, depth) for qid, ranking in run.items()}
     return len(reranked), write_run(out, reranked, run_id or f"rerank-{Path(run_path).stem}".replace(" ", "_"))

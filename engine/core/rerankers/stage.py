@@ -6,12 +6,15 @@ stored_text`), an image collection's recorded files. Ties in the reranker's scor
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
 from engine.core.rerankers.base import IMAGE, TEXT, Reranker
 from engine.errors import EngineError
+
+if TYPE_CHECKING:
+    from engine.core.ranking import Ranking
 
 
 def as_reranker(rerank: "str | Reranker") -> Reranker:
@@ -65,6 +68,17 @@ def rerank_pairs(reranker: Reranker, query: str, candidates: Sequence[tuple[str,
     """(id, text) candidates in the first stage's order → (id, score) of the top k by the reranker."""
     scores = reranker.score(query, [t for _, t in candidates])
     return [(candidates[int(i)][0], float(scores[i])) for i in order(scores)[:k]]
+
+
+def rerank_ranking(reranker: Reranker, query: str, ranking: "Ranking", docs: Mapping[str, str],
+                   depth: int) -> list[tuple[str, float]]:
+    """One query's ranking: its top `depth` by the reranker's scores (`docs`: id → text; a missing one reads
+    as ""), then the rest in their order, scored below them."""
+    from engine.core.fusion import ranked
+    pairs = ranked(ranking)
+    head = rerank_pairs(reranker, query, [(d, docs.get(d, "")) for d, _ in pairs[:depth]], depth)
+    floor = min((s for _, s in head), default=0.0)
+    return head + [(d, floor - n) for n, (d, _) in enumerate(pairs[depth:], 1)]
 
 
 def check_rerank(col: Any, rerank: "str | Reranker | None", depth: int | None, k: int, text: bool) -> int:

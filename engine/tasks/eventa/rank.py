@@ -22,8 +22,9 @@ from engine.errors import EngineError, opt
 from engine.progress import info, track, warn
 from engine.tasks.eventa.build import ARTICLE_IMAGES, BM25, DEFAULT_NAME, open_collections
 
-STAGES = ("images", "articles_dense", "articles_bm25", "articles", "fused")
+STAGES = ("images", "articles_dense", "articles_bm25", "articles", "articles_reranked", "fused")
 ARTICLE_STAGES = ("articles_dense", "articles_bm25", "articles")
+RERANKED = "articles_reranked"  # the article stage reordered by --rerank (present only with a reranker)
 FUSIONS = ("rrf", "weighted")
 BATCH_SIZE = 64  # captions ranked per batch
 
@@ -43,6 +44,8 @@ class RankParams:
     article_weight: float = 0.8    # share of the article score in the image fusion (0: images only)
     depth: int = 100               # articles kept per system before fusion
     k: int = 10
+    rerank: str | None = None      # reranker spec reordering the fused articles (e.g. cross:DIR); None: no stage
+    rerank_depth: int = 20         # fused articles the reranker reads per caption
 
     def check(self) -> None:
         if self.pooling not in POOLINGS:
@@ -55,6 +58,10 @@ class RankParams:
         if self.top_articles < 0 or self.depth < 1 or self.k < 1:
             raise EngineError(f"{opt('top_articles')} must be at least 0 (0: skip the article stage), "
                               f"{opt('depth')} and k at least 1")
+        if self.rerank is not None:
+            from engine.core.rerankers.registry import check_depth, entry_for
+            entry_for(self.rerank)
+            check_depth(self.rerank_depth, 1)
         if self.dense_weight < 0 or self.bm25_weight < 0 or self.dense_weight + self.bm25_weight == 0:
             raise EngineError(f"{opt('dense_weight')} and {opt('bm25_weight')} must be >= 0 and not both 0")
 
@@ -159,6 +166,13 @@ class EventaIndex:
         fused_articles = [self._fuse_articles(d, b, w, params) for d, b in zip(dense, bm25)]
         out_images: dict[str, list[Ranked]] = {}
         want = set(stages)
+        articles = dict(zip(ARTICLE_STAGES, (dense, bm25, fused_articles)))
+        if params.rerank is not None:
+            from engine.tasks.eventa.rerank import rerank_articles
+            fused_articles = articles[RERANKED] = rerank_articles(self, texts, fused_articles, params)
+            if RERANKED in want:
+                out_images[RERANKED] = [self._fill(self._article_order(a), g, params.k)
+                                        for a, g in zip(fused_articles, glob)]
         for stage, arts in zip(ARTICLE_STAGES, (dense, bm25, fused_articles)):
             if stage in want:
                 out_images[stage] = [self._fill(self._article_order(a), g, params.k) for a, g in zip(arts, glob)]
@@ -171,7 +185,7 @@ class EventaIndex:
                                                           replace(params, article_weight=weight))
         timer.add("fusion", time.perf_counter() - t4)
         timer.add("total", time.perf_counter() - t0)
-        return RankResult(out_images, dict(zip(ARTICLE_STAGES, (dense, bm25, fused_articles))))
+        return RankResult(out_images, articles)
 
     @staticmethod
     def _fuse_articles(dense: Ranked, bm25: Ranked, w: tuple[float, float], params: RankParams) -> Ranked:
@@ -238,8 +252,9 @@ class EventaIndex:
 def rank_in_batches(index: EventaIndex, texts: Sequence[str], params: RankParams, stages: Sequence[str],
                     batch_size: int = BATCH_SIZE, timer: Timer | None = None, sweep: Sequence[float] = ()) -> RankResult:
     """`EventaIndex.rank` over many captions, a batch at a time, with a progress bar."""
-    names = list(stages) + [sweep_stage(w) for w in sweep]
-    result = RankResult({s: [] for s in names}, {s: [] for s in ARTICLE_STAGES})
+    names = [s for s in stages if s != RERANKED or params.rerank] + [sweep_stage(w) for w in sweep]
+    result = RankResult({s: [] for s in names}, {s: [] for s in ARTICLE_STAGES + ((RERANKED,) if params.rerank
+                                                                                   else ())})
     starts = range(0, len(texts), batch_size)
     for start in track(starts, len(starts), "ranking captions"):
         part = index.rank(texts[start:start + batch_size], params, stages, timer, sweep)
