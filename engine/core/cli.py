@@ -100,6 +100,12 @@ def build_cmd(
     ray: RayAddress = BUILD.ray,
     shards: Annotated[int, typer.Option("--shards", help="Split the index into N shards searched side by side "
                       "(results equal one index's, except HNSW); filled in parallel with --ray.")] = BUILD.shards,
+    query_prompt: Annotated[Optional[str], typer.Option("--query-prompt", help="Prompt put before every text "
+                            "query (stored; search and serve apply it). Default: the model's own, or its family's "
+                            "preset (e5 'query: ', bge, nomic, Qwen3-Embedding …); '' for none.",
+                            show_default=False)] = None,
+    doc_prompt: Annotated[Optional[str], typer.Option("--doc-prompt", help="Prompt put before every embedded "
+                          "document text (e5: 'passage: '); '' for none.", show_default=False)] = None,
     root: Root = DEFAULT_ROOT,
     quiet: Quiet = False,
 ) -> None:
@@ -111,7 +117,8 @@ def build_cmd(
                      workers=workers, threads=threads, chunk_size=chunk_size, add=add, force=force,
                      fields=split_list(fields), id_column=id_column, path_column=path_column,
                      recall_queries=recall_queries, id_policy=id_policy, wait=wait, store=store,
-                     memory_budget=memory_budget, recall=recall, device=device, ray=ray, shards=shards)
+                     memory_budget=memory_budget, recall=recall, device=device, ray=ray, shards=shards,
+                     query_prompt=query_prompt, doc_prompt=doc_prompt)
 
 
 def search_cmd(

@@ -125,7 +125,8 @@ class Collection(StoredCollection):
                 raise EngineError(f"collection {self.name!r} ({enc.spec}) takes image queries only; query with "
                                   f"{opt('image')}, or build it with an image–text model "
                                   f"({', '.join(s for s in specs_for('text') if s in specs_for('image'))})")
-            return enc.encode_texts(list(texts), batch_size=batch_size)
+            from engine.core.encoders.prompts import query_prompted
+            return query_prompted(enc, self.manifest).encode_texts(list(texts), batch_size=batch_size)
         if "image" not in enc.modalities:
             raise EngineError(f"collection {self.name!r} ({enc.spec}) takes text queries only; "
                               f"search it with text, or build an image collection for image queries")
