@@ -36,6 +36,9 @@ ENCODERS: tuple[EncoderEntry, ...] = (
                  default_spec="sbert:all-MiniLM-L6-v2", text_query="engine.core.encoders.onnx_text:text_encoder"),
     EncoderEntry("effnet", "engine.core.encoders.efficientnet:efficientnet_encoder", "effnet", "image → image",
                  "EfficientNet-Lite0 pooled features, 1280-d"),
+    EncoderEntry("adapted", "engine.core.encoders.adapted:adapted_encoder", "adapted:DIR", "as its base",
+                 "a base encoder with the adapter `engine adapt` fitted on labelled pairs (DIR/adapter.json names "
+                 "the base)"),
 )
 
 SPEC_ALIASES = {"minilm": "sbert:all-MiniLM-L6-v2", "efficientnet-lite0": "effnet"}
