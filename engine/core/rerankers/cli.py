@@ -18,6 +18,10 @@ class RunOrSubcommand(TyperGroup):
     """`engine rerank RUN …` runs the default command; `engine rerank train …` the named one."""
 
     def parse_args(self, ctx, args):
+        if args and args[0] == "train" and "train" not in self.commands:
+            from engine.errors import EngineError
+            raise EngineError("`engine rerank train` (fine-tuning a cross-encoder on pairs) is not built yet; "
+                              "give `engine rerank RUN …` a trained cross-encoder folder")
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
             args = ["run", *args]
         return super().parse_args(ctx, args)
