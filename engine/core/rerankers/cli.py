@@ -1,5 +1,5 @@
-"""`engine rerank RUN …` (reorder a TREC run) and `engine rerank train …` (fit a cross-encoder on pairs).
-Parsing only: the work lives in `engine.core.rerankers.runs` and `.train`."""
+"""`engine rerank RUN …`: reorder a TREC run (a group, so `engine rerank train` can join it as a subcommand).
+Parsing only: the work lives in `engine.core.rerankers.runs`."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,8 +28,8 @@ class RunOrSubcommand(TyperGroup):
 
 
 rerank_app = typer.Typer(cls=RunOrSubcommand, no_args_is_help=True,
-                         help="Reorder a TREC run's top documents with a reranker (`engine rerank RUN …`), or fit "
-                              "a cross-encoder on labelled pairs (`engine rerank train …`).")
+                         help="Reorder a TREC run's top documents with a reranker: `engine rerank RUN --queries Q "
+                              "--docs SOURCE --model SPEC --depth N --out RUN2`.")
 
 
 @rerank_app.command("run")
