@@ -31,6 +31,10 @@ def build_app(tasks: Sequence[str] = TASKS) -> typer.Typer:
                            "write submission files, evaluate runs with the official metrics.")
     app.callback()(_root_options)
     core_cli.register(app)
+    from engine.core.adapters import cli as adapt_cli
+    from engine.core.rerankers import cli as rerank_cli
+    rerank_cli.register(app)
+    adapt_cli.register(app)
     validate, convert = eval_cli.register(app)
     serve_cli.register(app)
     for task in tasks:

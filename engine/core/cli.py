@@ -310,7 +310,3 @@ COMMANDS = {"build": build_cmd, "search": search_cmd, "info": info_cmd, "verify"
 def register(app: typer.Typer) -> None:
     for name, command in COMMANDS.items():
         app.command(name)(command)
-    from engine.core.adapters import cli as adapt_cli
-    from engine.core.rerankers import cli as rerank_cli
-    rerank_cli.register(app)
-    adapt_cli.register(app)

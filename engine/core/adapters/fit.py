@@ -4,7 +4,6 @@ its image among all images of the batch) with a penalty toward the identity, ear
 of the pairs split by image/document (never fitted on it). Only embeddings are computed from the model, once."""
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -12,8 +11,7 @@ import numpy as np
 
 from engine.errors import EngineError, opt
 
-ADAPTER_FILE = "adapter.npz"
-CONFIG_FILE = "adapter.json"
+from engine.core.encoders.adapted import ADAPTER_FILE, CONFIG_FILE
 
 
 @dataclass(frozen=True)
@@ -141,13 +139,3 @@ def adapt(base: str, pairs_path: str | Path, out: str | Path, options: FitOption
               "report": report}
     write_json(out / CONFIG_FILE, config)
     return config
-
-
-def read_config(folder: Path) -> dict:
-    path = folder / CONFIG_FILE
-    try:
-        return json.loads(path.read_text())
-    except OSError:
-        raise EngineError(f"{folder}: no adapter here ({CONFIG_FILE} missing); make one with `engine adapt`") from None
-    except ValueError:
-        raise EngineError(f"{path}: not valid JSON; make the adapter again with `engine adapt`") from None

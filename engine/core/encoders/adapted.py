@@ -2,18 +2,32 @@
 side), so a collection, a search, the service or a task takes it wherever a spec is taken."""
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
 from engine.errors import EngineError
 
+ADAPTER_FILE = "adapter.npz"
+CONFIG_FILE = "adapter.json"
 
-def adapted_encoder(folder: str):
-    """The base encoder named in DIR/adapter.json, its outputs mapped by DIR/adapter.npz (then normalized)."""
-    from engine.core.adapters.fit import ADAPTER_FILE, read_config
-    from engine.core.encoders.registry import load_encoder
+
+def read_config(folder: Path) -> dict:
+    path = folder / CONFIG_FILE
+    try:
+        return json.loads(path.read_text())
+    except OSError:
+        raise EngineError(f"{folder}: no adapter here ({CONFIG_FILE} missing); make one with `engine adapt`") from None
+    except ValueError:
+        raise EngineError(f"{path}: not valid JSON; make the adapter again with `engine adapt`") from None
+
+
+def adapted_encoder(folder: str, load_encoder: Callable[[str], Any]):
+    """The base encoder named in DIR/adapter.json (loaded by the registry's `load_encoder`, handed in), its
+    outputs mapped by DIR/adapter.npz (then normalized)."""
     path = Path(folder).expanduser().resolve()
     config = read_config(path)
     try:

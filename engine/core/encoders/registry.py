@@ -21,6 +21,7 @@ class EncoderEntry:
     default_for: str = ""  # "images" or "texts": this encoder is used when no spec is given …
     default_spec: str = ""  # … with this spec
     text_query: str = ""  # "module:function" → the text side alone, light to load (None when it cannot run)
+    wraps: bool = False   # its loader wraps another encoder: called with (arg, load_encoder)
 
 
 ENCODERS: tuple[EncoderEntry, ...] = (
@@ -38,7 +39,7 @@ ENCODERS: tuple[EncoderEntry, ...] = (
                  "EfficientNet-Lite0 pooled features, 1280-d"),
     EncoderEntry("adapted", "engine.core.encoders.adapted:adapted_encoder", "adapted:DIR", "as its base",
                  "a base encoder with the adapter `engine adapt` fitted on labelled pairs (DIR/adapter.json names "
-                 "the base)"),
+                 "the base)", wraps=True),
 )
 
 SPEC_ALIASES = {"minilm": "sbert:all-MiniLM-L6-v2", "efficientnet-lite0": "effnet"}
@@ -64,7 +65,8 @@ def load_encoder(spec: str):
     """The encoder a spec names; bad or unavailable specs raise EngineError with the fix."""
     entry, arg = entry_for(spec)
     module, _, function = entry.loader.partition(":")
-    return getattr(importlib.import_module(module), function)(arg)
+    loader = getattr(importlib.import_module(module), function)
+    return loader(arg, load_encoder) if entry.wraps else loader(arg)
 
 
 def load_text_query_encoder(spec: str):

@@ -2,15 +2,14 @@
 reranker reading the article's own stored text (its first passage: title and opening)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import Any, Sequence
 
 from engine.errors import EngineError
 
-if TYPE_CHECKING:
-    from engine.tasks.eventa.rank import EventaIndex, RankParams, Ranked
+Ranked = list[tuple[str, float]]
 
 
-def article_texts(index: "EventaIndex") -> dict[str, str]:
+def article_texts(index: Any) -> dict[str, str]:
     """Article id → the text of its first passage, from the passage collection's stored text."""
     cached = getattr(index, "_article_texts", None)
     if cached is not None:
@@ -26,8 +25,8 @@ def article_texts(index: "EventaIndex") -> dict[str, str]:
     return out
 
 
-def rerank_articles(index: "EventaIndex", texts: Sequence[str], fused: list["Ranked"],
-                    params: "RankParams") -> list["Ranked"]:
+def rerank_articles(index: Any, texts: Sequence[str], fused: list[Ranked],
+                    params: Any) -> list[Ranked]:
     """Per caption: the top `rerank_depth` fused articles by the reranker's scores, the rest below in their
     order. A caption with no informative articles keeps none (the image stage decides)."""
     from engine.core.rerankers.registry import cached_reranker
