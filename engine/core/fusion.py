@@ -28,6 +28,26 @@ def ranked(ranking: Ranking) -> list[tuple[str, float]]:
     return sorted(best.items(), key=lambda kv: -kv[1])  # sorted() is stable
 
 
+def informative(ranking: Ranking) -> bool:
+    """Whether a system says anything about this query: it returned a doc, and not two or more all tied (an
+    empty article store scores every article alike; such a system must not reorder the others)."""
+    scores = [s for _, s in as_pairs(ranking)]
+    if len(scores) <= 1:
+        return bool(scores)
+    lo, hi = min(scores), max(scores)
+    return hi - lo > 1e-9 * max(1.0, abs(hi), abs(lo))
+
+
+def _informative_only(rankings: Sequence[Ranking], weights: Sequence[float]
+                      ) -> tuple[list[Ranking], list[float]]:
+    """The systems (and their weights) that carry information, or all of them when none does: a stage with
+    none never reorders the stages that have some."""
+    keep = [i for i, r in enumerate(rankings) if informative(r)]
+    if not keep or len(keep) == len(rankings):
+        return list(rankings), list(weights)
+    return [rankings[i] for i in keep], [weights[i] for i in keep]
+
+
 def _check_weights(n: int, weights: Sequence[float] | None) -> list[float]:
     if weights is None:
         return [1.0] * n
@@ -46,11 +66,12 @@ def rrf(rankings: Sequence[Ranking], k: int = RRF_K, weights: Sequence[float] | 
     """Reciprocal rank fusion (Cormack et al. 2009): score(d) = Σ w_s / (k + rank_s(d)), rank from 1.
 
     Untuned and scale-free, so it is the safe default when systems' scores are not comparable;
-    a doc a system does not return gains nothing from it.
+    a doc a system does not return gains nothing from it. A system whose scores all tie is left out
+    (`informative`) while another has information.
     """
     if k < 0:
         raise EngineError(f"RRF k must be >= 0, not {k}")
-    ws = _check_weights(len(rankings), weights)
+    rankings, ws = _informative_only(rankings, _check_weights(len(rankings), weights))
     fused: dict[str, float] = {}
     for w, ranking in zip(ws, rankings):
         for rank, (doc, _) in enumerate(ranked(ranking), 1):
@@ -95,8 +116,9 @@ def weighted(rankings: Sequence[Ranking], weights: Sequence[float] | None = None
     A doc missing from a system gets that system's lowest normalized score, not 0: under z-scores 0 is
     average, and a system that did not return a doc has no reason to rank it above its own last doc.
     (Under min-max and sum the lowest is 0, so those agree with ranx, which counts a missing doc as 0.)
+    A system whose scores all tie is left out (`informative`) while another has information.
     """
-    ws = _check_weights(len(rankings), weights)
+    rankings, ws = _informative_only(rankings, _check_weights(len(rankings), weights))
     normed = [normalize(r, method) for r in rankings]
     docs: dict[str, None] = {}
     for n in normed:

@@ -85,7 +85,7 @@ def text_items(source: str | Path, id_column: str | None = None,
         item_id = id_text(row.data.get(id_col), source, row.line)
         if not item_id:
             raise EngineError(f"{where(source, row.line)}: empty id")
-        text = "\n".join(p for p in (cell_text(row.data.get(f), source, row.line, f) for f in used) if p)
+        text = joined_text(row.data, used, source, row.line)
         if not text:
             empty.append(f"line {row.line} ({item_id})")
             continue
@@ -98,3 +98,17 @@ def text_items(source: str | Path, id_column: str | None = None,
              + (" …" if len(empty) > 10 else ""))
     check_unique([it.id for it in items], "id", str(source), lines)
     return items, used
+
+
+STORED_TEXT = "text"  # the items-row key holding the embedded text where no text fields name it (ready items)
+
+
+def joined_text(row: dict, fields: Sequence[str], origin: object = "", line: int | None = None) -> str:
+    """The text a build embeds for a row: its non-empty `fields`, joined by newlines."""
+    return "\n".join(p for p in (cell_text(row.get(f), origin, line, f) for f in fields) if p)
+
+
+def stored_text(row: dict, fields: Sequence[str] | None) -> str:
+    """An item's embedded text read back from its items row (the collection's manifest's `text_fields`, or
+    the `text` key ready items are stored with): what a reranker reads; "" where the row holds none."""
+    return joined_text(row, fields) if fields else cell_text(row.get(STORED_TEXT), "", None)

@@ -32,6 +32,7 @@ from engine.serve.catalog import Catalog, Served, UnknownCollection
 from engine.serve.limits import BodyTooLarge, Guard, read_upload
 from engine.serve.metrics import Metrics
 from engine.serve.options import ServeOptions
+from engine.serve.rerank import chosen_spec, reranked_search
 from engine.serve.schema import openapi_schema
 from engine.serve.vectors import check_vector, finite_hits
 
@@ -62,6 +63,8 @@ class Lexical(BaseModel):
 class SearchRequest(Query, Lexical):
     collection: str
     k: StrictInt = Field(10, description="Results wanted: 1 to the server's --max-k (1000 by default)")
+    rerank: bool | str | None = Field(None, description="true: the server's reranker; or one it allows by spec")
+    rerank_depth: StrictInt | None = Field(None, description="Candidates the reranker reorders (default: its depth)")
 
 
 class BatchRequest(Lexical):
@@ -339,8 +342,14 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
         req = _parse(SearchRequest, await json_body(request, until, opts.timeout_s))
         k = check_k(req.k)
         s = await run_in_threadpool(served, req.collection)
-        hits = (await bounded(run_in_threadpool(lexical, s, [req], k, req) if req.given(s.col)
-                              else run_queries(s, [req], k), until))[0]
+        spec = chosen_spec(opts.rerank, req.rerank)
+        if spec is not None:
+            check_query(req)
+            hits = await bounded(run_in_threadpool(reranked_search, s.col, req.text, k, spec, req.rerank_depth,
+                                                   mode=req.mode, fusion=req.fusion, where=req.where), until)
+        else:
+            hits = (await bounded(run_in_threadpool(lexical, s, [req], k, req) if req.given(s.col)
+                                  else run_queries(s, [req], k), until))[0]
         return {"collection": s.name, "hits": [hit_json(s, h) for h in hits],
                 "took_ms": round((time.perf_counter() - t0) * 1000, 3)}
 

@@ -31,6 +31,9 @@ def serve_cmd(
                                "others to be encoded with it (0–1000).")] = DEFAULTS.batch_window_ms,
     max_batch: Annotated[int, typer.Option("--max-batch", help="Most text queries encoded together (1–1024).")]
     = DEFAULTS.max_batch,
+    rerank: Annotated[list[str] | None, typer.Option("--rerank", help="A reranker spec requests may ask for "
+                      "(\"rerank\": true takes the first; repeat to allow more), e.g. cross:/models/minilm-ce.")]
+    = None,
 ) -> None:
     """Serve collections over HTTP: JSON search API (docs at /docs), Prometheus /metrics and a web page at /."""
     from engine.core.cli import split_list
@@ -39,7 +42,7 @@ def serve_cmd(
     serve(ServeOptions(root=root, collections=tuple(names) if names else None, host=host, port=port,
                        api_key=api_key, max_k=max_k, max_upload_bytes=upload_bytes(max_upload_mb),
                        max_image_pixels=max_image_pixels, timeout_s=timeout_s, batch_window_ms=batch_window_ms,
-                       max_batch=max_batch))
+                       max_batch=max_batch, rerank=tuple(rerank or ())))
 
 
 def register(app: typer.Typer) -> None:

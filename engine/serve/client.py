@@ -13,7 +13,8 @@ from engine.errors import EngineError
 
 
 def remote_search(url: str, collection: str, text: str | None = None, image: str | Path | None = None,
-                  k: int = 10, api_key: str | None = None, timeout: float = 60.0, **options: str | None) -> list[Hit]:
+                  k: int = 10, api_key: str | None = None, timeout: float = 60.0, rerank: str | None = None,
+                  rerank_depth: int | None = None, **options: str | None) -> list[Hit]:
     """The hits a running `engine serve` returns for one text or image query, as `Collection.search` would;
     `options` (mode, fusion, where) go into a text query's request as given."""
     endpoint = url.rstrip("/") + "/search"
@@ -27,7 +28,8 @@ def remote_search(url: str, collection: str, text: str | None = None, image: str
         body, ctype = _multipart({"collection": collection, "k": str(k)}, "image", path.name, data)
     else:
         extra = {key: v for key, v in options.items() if v is not None}
-        body = json.dumps({"collection": collection, "text": text, "k": k, **extra}).encode()
+        staged = {"rerank": rerank, **({"rerank_depth": rerank_depth} if rerank_depth else {})} if rerank else {}
+        body = json.dumps({"collection": collection, "text": text, "k": k, **extra, **staged}).encode()
         ctype = "application/json"
     request = Request(endpoint, data=body, headers={**headers, "Content-Type": ctype}, method="POST")
     try:

@@ -30,6 +30,7 @@ class ServeOptions:
     batch_window_ms: float = 2.0                # how long the text micro-batcher waits for company
     max_batch: int = 32                         # texts encoded in one forward pass
     thumb_size: int = 256                       # longest side of a thumbnail, pixels
+    rerank: tuple[str, ...] = ()                # reranker specs requests may ask for ("rerank": true: the first)
 
     def checked(self) -> ServeOptions:
         """The options with the API key taken from the environment when not given; binding beyond loopback
@@ -43,7 +44,9 @@ class ServeOptions:
         if self.timeout_s == 0:
             raise EngineError(f"{opt('timeout_s')} must be over 0 (got 0)")
         from dataclasses import replace
-        return replace(self, api_key=key)
+
+        from engine.serve.rerank import check_allowed
+        return replace(self, api_key=key, rerank=check_allowed(self.rerank))
 
 
 RANGES: dict[str, tuple[float, float]] = {

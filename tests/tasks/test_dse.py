@@ -121,6 +121,27 @@ def test_submit_writes_one_ranking_per_case_without_its_examples(corpus, tmp_pat
     assert first[1] == "Q0" and first[3] == "1" and first[5] == "dse-rrf"
 
 
+def test_reranked_submit_orders_each_case_as_cross_encoder_predict(corpus, tmp_path, tiny_cross):
+    from sentence_transformers import CrossEncoder
+
+    from engine.tasks.dse.data import read_datasets, record_text
+    paths, root = corpus
+    plain, reranked = tmp_path / "plain.txt", tmp_path / "re.txt"
+    base = ["dse", "submit", "--queries", str(paths["queries"]), "--cases", str(paths["cases"]), "--name", "synth",
+            "--root", str(root), "--depth", "20", "--quiet"]
+    _invoke(base + ["--out", str(plain)])
+    _invoke(base + ["--out", str(reranked), "--rerank", f"cross:{tiny_cross}", "--rerank-depth", "5"])
+    first, second = read_run(plain), read_run(reranked)
+    cases, queries = read_cases(paths["cases"]), read_dse_queries(paths["queries"])
+    records = {r["id"]: r for r in read_datasets(paths["datasets"])}
+    cid = sorted(first)[0]
+    top = sorted(first[cid], key=lambda d: -first[cid][d])
+    text = queries[cases[cid].query_id]
+    ref = CrossEncoder(str(tiny_cross), device="cpu").predict([(text, record_text(records[d])) for d in top[:5]])
+    want = [top[i] for i in np.argsort(-ref, kind="stable")] + top[5:]
+    assert sorted(second[cid], key=lambda d: -second[cid][d]) == want
+
+
 def test_variant_table_fused_beats_query_only_and_examples_only(corpus, tmp_path):
     paths, root = corpus
     out = tmp_path / "table.json"

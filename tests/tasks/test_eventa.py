@@ -165,6 +165,56 @@ def test_each_stage_alone_and_fused(built):
         assert stages["fused w=0"]["eventa"] < fused  # image similarity alone inside the top articles is worse
 
 
+def test_empty_articles_leave_the_image_stage_intact(built, tmp_path):
+    """The real OpenEvents sample's shape: every article empty. The article stage ties everywhere, so the
+    default fused ranking must be the image stage's, not an arbitrary article order's images."""
+    paths, _, _ = built
+    db = json.loads(paths.database.read_text())
+    for a in db.values():
+        a["title"], a["content"] = "", ""
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps(db))
+    build_eventa(empty, paths.images, "blank", tmp_path)
+    table = eval_eventa(paths.labeled, "blank", tmp_path, RankParams(), poolings=("mean",))
+    stages = table["mean"]
+    assert stages["fused"]["eventa"] >= stages["images"]["eventa"] > 0
+    index = EventaIndex.open("blank", tmp_path)
+    texts = [t for t in json.loads(json.dumps([r[1] for r in csv.reader(open(paths.queries))][1:4]))]
+    res = index.rank(texts, RankParams(), ("images", "fused"))
+    assert [[d for d, _ in r] for r in res.images["fused"]] == [[d for d, _ in r] for r in res.images["images"]]
+
+
+def test_top_articles_0_skips_the_article_stage(built):
+    paths, root, _ = built
+    texts = [r[1] for r in csv.reader(open(paths.queries))][1:4]
+    index = EventaIndex.open("fix", root)
+    res = index.rank(texts, RankParams(top_articles=0), ("images", "fused"))
+    assert [[d for d, _ in r] for r in res.images["fused"]] == [[d for d, _ in r] for r in res.images["images"]]
+    with pytest.raises(EngineError, match="at least 0"):
+        RankParams(top_articles=-1).check()
+
+
+def test_article_reranking_stage_orders_as_cross_encoder_predict(built, tiny_cross):
+    from sentence_transformers import CrossEncoder
+
+    from engine.tasks.eventa.rerank import article_texts
+    paths, root, _ = built
+    index = EventaIndex.open("fix", root)
+    text = [r[1] for r in csv.reader(open(paths.queries))][1]
+    params = RankParams(rerank=f"cross:{tiny_cross}", rerank_depth=5)
+    res = index.rank([text], params, ("articles_reranked", "fused"))
+    fused = index.rank([text], RankParams(), ("fused",)).articles["articles"][0]
+    docs = article_texts(index)
+    ref = CrossEncoder(str(tiny_cross), device="cpu").predict([(text, docs[a]) for a, _ in fused[:5]])
+    want = [fused[i][0] for i in np.argsort(-ref, kind="stable")] + [a for a, _ in fused[5:]]
+    assert [a for a, _ in res.articles["articles_reranked"][0]] == want
+    assert "articles_reranked" in res.images
+    table = eval_eventa(paths.labeled, "fix", root, params, poolings=("mean",), limit=4)
+    assert "articles_reranked" in table["mean"] and "article_r@10" in table["mean"]["articles_reranked"]
+    with pytest.raises(EngineError, match="unknown reranker spec"):
+        RankParams(rerank="nope").check()
+
+
 def test_eval_command_rejects_bad_sweep_and_pooling(built):
     paths, root, _ = built
     with pytest.raises(EngineError, match="sweep takes comma-separated article weights"):

@@ -13,6 +13,7 @@ from engine.core.build.chunks import encode_chunked, encode_local
 from engine.core.build.commit import commit_collection, new_manifest
 from engine.core.build.lexical import ROLE as BM25, bm25_files, check_lexical, stored_texts
 from engine.core.build.options import BuildOptions, BuildReport, build_options
+from engine.core.encoders.prompts import prompted
 from engine.core.index.faiss_index import FlatFile, build_index, is_exact, recall_at_k
 from engine.core.sources import Item, image_items, text_items
 from engine.core.store.replaced import announce_replacement
@@ -25,22 +26,29 @@ from engine.progress import info, warn
 def build_collection(name: str, *, images: str | Path | None = None, texts: str | Path | None = None,
                      items: Sequence[Item] | None = None, kind: str | None = None, root: str | Path | None = None,
                      options: BuildOptions | None = None, report: BuildReport | None = None,
-                     extra: Mapping[str, Any] | None = None, **settings: Any) -> Path:
+                     extra: Mapping[str, Any] | None = None, query_prompt: str | None = None,
+                     doc_prompt: str | None = None, **settings: Any) -> Path:
     """See `Collection.build`; returns the collection's folder. The whole build holds the collection's writer
-    lock (`engine.core.store.lock`)."""
+    lock (`engine.core.store.lock`). `query_prompt`/`doc_prompt`: see `engine.core.encoders.prompts`."""
+    from engine.core.encoders.prompts import check_prompt
     from engine.core.store.lock import writer_lock
+    check_prompt(query_prompt, "query_prompt")
+    check_prompt(doc_prompt, "doc_prompt")
     o = build_options(options, **settings)
     with writer_lock(collection_path(name, root), wait=o.wait):
         if o.ray is None:
-            return _build_collection(name, images, texts, items, kind, root, o, report, extra)
+            return _build_collection(name, images, texts, items, kind, root, o, report, extra,
+                                     (query_prompt, doc_prompt))
         from engine.core.cluster import ray_session
         with ray_session(o.ray):
-            return _build_collection(name, images, texts, items, kind, root, o, report, extra)
+            return _build_collection(name, images, texts, items, kind, root, o, report, extra,
+                                     (query_prompt, doc_prompt))
 
 
 def _build_collection(name: str, images: str | Path | None, texts: str | Path | None, items: Sequence[Item] | None,
                       kind: str | None, root: str | Path | None, o: BuildOptions, report: BuildReport | None,
-                      extra: Mapping[str, Any] | None) -> Path:
+                      extra: Mapping[str, Any] | None,
+                      prompt_args: tuple[str | None, str | None] = (None, None)) -> Path:
     from engine.core.encoders.base import configure_threads
     from engine.core.encoders.registry import DEFAULT_IMAGE_SPEC, DEFAULT_TEXT_SPEC, load_encoder, specs_for
     from engine.io.ids import check_unique
@@ -103,8 +111,10 @@ def _build_collection(name: str, images: str | Path | None, texts: str | Path | 
     encoder = load_encoder(model or (DEFAULT_IMAGE_SPEC if kind == "image" else DEFAULT_TEXT_SPEC))
     if kind not in encoder.modalities:
         raise EngineError(f"model {encoder.spec} cannot embed {kind}s; pick one of {', '.join(specs_for(kind))}")
+    prompts = _prompts(encoder, old, kind, *prompt_args)
     if kind == "text":
         _warn_truncation(encoder, items)
+        encoder = prompted(encoder, prompts.get("doc"))
 
     if o.ray is not None:
         from engine.core.build.ray_encode import encode_on_ray
@@ -114,7 +124,7 @@ def _build_collection(name: str, images: str | Path | None, texts: str | Path | 
     for n, reason in failed:
         report.failed.append({"id": items[n].id, "path": items[n].source, "reason": reason})
 
-    kept_items = [{"id": items[i].id, **items[i].meta} for i in kept]
+    kept_items = [{"id": items[i].id, **_stored(items[i], kind, fields_used)} for i in kept]
     if old is not None:
         kept_items = old.items + kept_items
     if len(kept_items) == 0:
@@ -142,7 +152,8 @@ def _build_collection(name: str, images: str | Path | None, texts: str | Path | 
                             (old.manifest.get("sources", []) if old is not None else []) + [source_name],
                             text_fields=fields_used if kind == "text" else None,
                             skipped=(old.manifest.get("skipped", []) if old is not None else []) + report.failed,
-                            recall_at_10=report.recall_at_10, **({"shards": o.shards} if o.shards > 1 else {}))
+                            recall_at_10=report.recall_at_10, **({"shards": o.shards} if o.shards > 1 else {}),
+                            **({"prompts": prompts} if prompts else {}))
     if choice is not None:
         manifest["search_params"], manifest["index_choice"] = choice.params, choice.manifest()
     elif old is not None and old.manifest.get("search_params"):
@@ -161,6 +172,24 @@ def _build_collection(name: str, images: str | Path | None, texts: str | Path | 
     from engine.core.encoders.registry import prepare_queries
     prepare_queries(encoder.spec)  # queries then load no torch; exports say so, and happen once
     return path
+
+
+def _stored(item: Item, kind: str, fields_used: list[str] | None) -> dict:
+    """An item's row: its metadata, plus the embedded text where no text field holds it (a reranker reads it)."""
+    if kind != "text" or fields_used:
+        return item.meta
+    from engine.core.sources import STORED_TEXT
+    return {**item.meta, STORED_TEXT: item.source}
+
+
+def _prompts(encoder, old: StoredCollection | None, kind: str, query: str | None, doc: str | None) -> dict:
+    """The prompts the manifest stores: an added-to collection's own, else those given or preset."""
+    from engine.core.encoders.prompts import resolve_prompts
+    if old is not None:
+        return dict(old.manifest.get("prompts") or {})
+    if kind != "text" and "text" in encoder.modalities:
+        return resolve_prompts(encoder, query, "")  # an image collection's text side takes queries only
+    return resolve_prompts(encoder, query, doc) if "text" in encoder.modalities else {}
 
 
 def _image_files(old: StoredCollection | None, items: Sequence[Item], kept: Sequence[int]) -> dict[str, dict]:

@@ -57,11 +57,12 @@ def _decode(batch: dict[str, np.ndarray], transform: bytes) -> dict[str, np.ndar
 class _Encode:
     """Ray Data actor: one model per actor, loaded once, fed batches of texts or decoded images."""
 
-    def __init__(self, spec: str, kind: str, threads: int, batch_size: int):
+    def __init__(self, spec: str, kind: str, threads: int, batch_size: int, prompt: str | None = None):
         from engine.core.encoders.base import configure_threads
+        from engine.core.encoders.prompts import prompted
         from engine.core.encoders.registry import load_encoder
         configure_threads(threads)
-        self.encoder, self.kind, self.batch_size = load_encoder(spec), kind, batch_size
+        self.encoder, self.kind, self.batch_size = prompted(load_encoder(spec), prompt), kind, batch_size
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         n = len(batch["pos"])
@@ -79,12 +80,12 @@ class _Encode:
         return {"chunk": batch["chunk"], "pos": batch["pos"], "emb": emb, "error": errors}
 
 
-def _encode_actor(spec: str, kind: str, threads: int, batch_size: int) -> type:
+def _encode_actor(spec: str, kind: str, threads: int, batch_size: int, prompt: str | None = None) -> type:
     """`_Encode` with its settings bound: no constructor arguments (Ray would keep them in the object store,
     and warn that a restarted actor could lose them)."""
     class EncodeActor(_Encode):
         def __init__(self) -> None:
-            super().__init__(spec, kind, threads, batch_size)
+            super().__init__(spec, kind, threads, batch_size, prompt)
     return EncodeActor
 
 
@@ -105,7 +106,8 @@ def encode_on_ray(encoder, kind: str, items: Sequence["Item"], todo: Sequence[in
         ds = ds.map_batches(_decode, fn_kwargs={"transform": cloudpickle.dumps(encoder.preprocess)}, batch_size=batch,
                             num_cpus=1, max_retries=TASK_RETRIES)
     actors = gpus if gpus else max(1, cpus // 2 if kind == "image" else cpus)
-    ds = ds.map_batches(_encode_actor(encoder.spec, kind, o.threads, batch), batch_size=batch, compute=ray.data.ActorPoolStrategy(size=actors),
+    ds = ds.map_batches(_encode_actor(encoder.spec, kind, o.threads, batch, encoder.info.get("prompt")),
+                        batch_size=batch, compute=ray.data.ActorPoolStrategy(size=actors),
                         num_gpus=1 if gpus else 0,
                         num_cpus=1, batch_format="numpy")
     pending: dict[int, list[dict[str, np.ndarray]]] = {}

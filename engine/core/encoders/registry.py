@@ -23,6 +23,7 @@ class EncoderEntry:
     default_spec: str = ""  # … with this spec
     text_query: str = ""  # "module:function" → the text side alone, light to load (None when it cannot run)
     image_query: str = ""  # "module:function" → the image side alone, light to load (None when it cannot run)
+    wraps: bool = False   # its loader wraps another encoder: called with (arg, load_encoder)
 
 
 ENCODERS: tuple[EncoderEntry, ...] = (
@@ -40,6 +41,9 @@ ENCODERS: tuple[EncoderEntry, ...] = (
     EncoderEntry("effnet", "engine.core.encoders.efficientnet:efficientnet_encoder", "effnet", "image → image",
                  "EfficientNet-Lite0 pooled features, 1280-d",
                  image_query="engine.core.encoders.onnx_image:effnet_query_encoder"),
+    EncoderEntry("adapted", "engine.core.encoders.adapted:adapted_encoder", "adapted:DIR", "as its base",
+                 "a base encoder with the adapter `engine adapt` fitted on labelled pairs (DIR/adapter.json names "
+                 "the base)", wraps=True),
 )
 
 SPEC_ALIASES = {"minilm": "sbert:all-MiniLM-L6-v2", "efficientnet-lite0": "effnet"}
@@ -65,7 +69,8 @@ def load_encoder(spec: str):
     """The encoder a spec names; bad or unavailable specs raise EngineError with the fix."""
     entry, arg = entry_for(spec)
     module, _, function = entry.loader.partition(":")
-    return getattr(importlib.import_module(module), function)(arg)
+    loader = getattr(importlib.import_module(module), function)
+    return loader(arg, load_encoder) if entry.wraps else loader(arg)
 
 
 def _light_side(spec: str, field: str):

@@ -55,13 +55,14 @@ def sentence_encoder(name: str = DEFAULT_TEXT_MODEL) -> Encoder:
     device = resolve_device()
     model = load_sentence_model(name, device)
 
-    def encode(texts, batch_size: int) -> np.ndarray:
+    def encode(texts, batch_size: int, prompt: str | None = None) -> np.ndarray:
         with autocast(device):
             out = model.encode(texts, batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True,
-                               show_progress_bar=False)
+                               show_progress_bar=False, prompt=prompt or None)
         return np.asarray(out, dtype=np.float32)
 
     get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
     dim = get_dim()
     return Encoder(spec=f"sbert:{name}", dim=int(dim), modalities=frozenset({TEXT}), text_fn=encode,
-                   info={"max_seq_length": int(getattr(model, "max_seq_length", 0) or 0), "device": device})
+                   info={"max_seq_length": int(getattr(model, "max_seq_length", 0) or 0), "device": device,
+                         "prompts": dict(getattr(model, "prompts", None) or {}), "prompt_fn": encode})

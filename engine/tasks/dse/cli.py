@@ -23,6 +23,9 @@ DseCases = Annotated[Path, typer.Option("--cases", help="DSEBench cases.tsv: cas
                                         "no header; repeat a case_id for several examples.")]
 DseFolds = Annotated[Optional[Path], typer.Option("--folds", help="DSEBench Data/Splits/5-Fold_split: fold_k/"
                                                   "{train,valid,test}.json; weights are tuned per fold on train.")]
+DseRerank = Annotated[Optional[str], typer.Option("--rerank", help="Reranker spec reordering each case's top "
+                     "candidates by its query (e.g. cross:/models/bge-reranker).", show_default=False)]
+DseRerankDepth = Annotated[int, typer.Option("--rerank-depth", help="Candidates per case the reranker reads.")]
 DseDepth = Annotated[int, typer.Option("--depth", help="Datasets per case in the ranking.")]
 
 
@@ -65,6 +68,8 @@ def dse_submit_cmd(
     depth: DseDepth = SUBMIT.depth,
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Run id column (default dse-METHOD).",
                       show_default=False)] = SUBMIT.run_id,
+    rerank: DseRerank = SUBMIT.rerank,
+    rerank_depth: DseRerankDepth = SUBMIT.rerank_depth,
     datasets: Annotated[Optional[Path], typer.Option("--datasets", help="DSEBench datasets.json: build the index "
                         "first unless --name already indexes this file (one command from data to run).")] = None,
     root: Root = DEFAULT_ROOT,
@@ -73,7 +78,7 @@ def dse_submit_cmd(
     """Rank the catalogue for every case; a case's example datasets are never returned for it."""
     set_quiet(quiet)
     options = SubmitOptions(split=split, method=method, folds=folds, weights=weights, save_weights=save_weights,
-                            depth=depth, run_id=run_id)
+                            depth=depth, run_id=run_id, rerank=rerank, rerank_depth=rerank_depth)
     submit_dse(queries, cases, out, name, root, options, datasets)
 
 
@@ -89,13 +94,16 @@ def dse_eval_cmd(
     cases: Annotated[Optional[Path], typer.Option("--cases", help="cases.tsv (needed without --run).")] = EVAL.cases,
     name: DseName = DEFAULT_NAME,
     depth: DseDepth = EVAL.depth,
+    rerank: DseRerank = EVAL.rerank,
+    rerank_depth: DseRerankDepth = EVAL.rerank_depth,
     out: Annotated[Optional[Path], typer.Option("--out", help="Also write the table as JSON here.")] = None,
     root: Root = DEFAULT_ROOT,
     quiet: Quiet = False,
 ) -> None:
     """nDCG@5/10, MAP@5/10, R@5/10 with the DSEBench gain, computed by `engine eval`'s metrics."""
     set_quiet(quiet)
-    options = EvalOptions(folds=folds, run=run, queries=queries, cases=cases, depth=depth)
+    options = EvalOptions(folds=folds, run=run, queries=queries, cases=cases, depth=depth, rerank=rerank,
+                          rerank_depth=rerank_depth)
     typer.echo(eval_command(judgments, name, root, options, out))
 
 

@@ -43,6 +43,13 @@ def _check_depth(depth: int) -> None:
         raise EngineError(f"{opt('depth')} must be at least 1, not {depth}")
 
 
+def _check_rerank(spec: str | None, depth: int) -> None:
+    if spec is not None:
+        from engine.core.rerankers.registry import check_depth, entry_for
+        entry_for(spec)
+        check_depth(depth, 1)
+
+
 @dataclass(frozen=True)
 class SubmitOptions:
     """Which cases `engine dse submit` ranks and how; the CLI's option defaults are these."""
@@ -53,8 +60,11 @@ class SubmitOptions:
     save_weights: str | os.PathLike | None = None  # where to write the tuned weights of every fold
     depth: int = DEFAULT_DEPTH                    # datasets per case
     run_id: str | None = None                     # None: dse-METHOD
+    rerank: str | None = None                     # reranker spec reordering each case's top candidates
+    rerank_depth: int = 20                        # candidates it reads per case
 
     def check(self) -> "SubmitOptions":
+        _check_rerank(self.rerank, self.rerank_depth)
         if self.method not in METHODS:
             raise EngineError(f"unknown method {self.method!r}; use one of {', '.join(METHODS)}")
         if self.method == "tuned" and self.folds is None and self.weights is None:
@@ -72,8 +82,11 @@ class EvalOptions:
     queries: str | os.PathLike | None = None      # queries.tsv (needed without a run)
     cases: str | os.PathLike | None = None        # cases.tsv (needed without a run)
     depth: int = DEFAULT_DEPTH
+    rerank: str | None = None                     # adds a row: the fused RRF ranking reranked
+    rerank_depth: int = 20
 
     def check(self) -> "EvalOptions":
+        _check_rerank(self.rerank, self.rerank_depth)
         if self.run is None and (self.queries is None or self.cases is None):
             raise EngineError(f"without {opt('run')}, the judged cases are ranked with the built index: give "
                               f"{opt('queries')} and {opt('cases')} (and the index's {opt('name')})")
@@ -113,6 +126,9 @@ def submit_dse(queries: str | os.PathLike, cases: str | os.PathLike, out: str | 
             if options.save_weights is not None:
                 write_json(options.save_weights, report)
     rankings = rankings_for(prepared, index.ids, options.method, options.depth, per_case)
+    if options.rerank is not None:
+        from engine.tasks.dse.rerank import rerank_cases
+        rankings = rerank_cases(index, cs, qs, rankings, options.rerank, options.rerank_depth)
     write_run(out, rankings, options.run_id or f"dse-{options.method}")
     check_written(out, "dsebench", list(rankings))
     info(f"dse submit: {len(rankings)} cases → {out}")
@@ -162,6 +178,11 @@ def eval_dse(judgments: str | os.PathLike, name: str = DEFAULT_NAME, root: str |
     prepared = prepare_cases(index, cs, qs, case_ids, options.cases)
     table = {VARIANTS[m]: score_run(_as_run(rankings_for(prepared, index.ids, m, options.depth)), qrels)
              for m in ("query", "examples", "rrf")}
+    if options.rerank is not None:
+        from engine.tasks.dse.rerank import rerank_cases
+        reranked = rerank_cases(index, cs, qs, rankings_for(prepared, index.ids, "rrf", options.depth),
+                                options.rerank, options.rerank_depth)
+        table[f"{VARIANTS['rrf']} + rerank {options.rerank_depth}"] = score_run(_as_run(reranked), qrels)
     if fold_list:
         per_case, _ = cross_validated_weights(index, cs, qs, fold_list, case_ids, prepared, options.cases)
         table[VARIANTS["tuned"]] = score_run(

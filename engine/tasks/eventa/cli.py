@@ -31,7 +31,12 @@ EventaArticleFusion = Annotated[str, typer.Option("--article-fusion", help="Dens
                                 "rank fusion, untuned) or weighted (min-max normalized scores × weights).")]
 EventaDenseWeight = Annotated[float, typer.Option("--dense-weight", help="Weight of the dense article ranking.")]
 EventaBm25Weight = Annotated[float, typer.Option("--bm25-weight", help="Weight of the BM25 article ranking.")]
-EventaTopArticles = Annotated[int, typer.Option("--top-articles", help="Articles whose images are scored.")]
+EventaRerank = Annotated[Optional[str], typer.Option("--rerank", help="Reranker spec reordering each caption's "
+                        "fused articles (e.g. cross:/models/ms-marco-MiniLM-L6); adds the articles_reranked stage.",
+                        show_default=False)]
+EventaRerankDepth = Annotated[int, typer.Option("--rerank-depth", help="Fused articles the reranker reads per "
+                              "caption.")]
+EventaTopArticles = Annotated[int, typer.Option("--top-articles", help="Articles whose images are scored (0: skip the article stage: images alone).")]
 EventaImageFusion = Annotated[str, typer.Option("--image-fusion", help="Image similarity + article score: "
                               "weighted (min-max) or rrf.")]
 EventaArticleWeight = Annotated[float, typer.Option("--article-weight", help="Share of the article score in the "
@@ -100,6 +105,8 @@ def eventa_submit_cmd(
     image_fusion: EventaImageFusion = RANK.image_fusion,
     article_weight: EventaArticleWeight = RANK.article_weight,
     depth: EventaDepth = RANK.depth,
+    rerank: EventaRerank = RANK.rerank,
+    rerank_depth: EventaRerankDepth = RANK.rerank_depth,
     batch_size: EventaBatch = BATCH_SIZE,
     id_column: EventaIdColumn = None,
     text_column: EventaTextColumn = None,
@@ -111,8 +118,8 @@ def eventa_submit_cmd(
     from engine.tasks.eventa.rank import submit_eventa
     submit_eventa(queries, out, name, root, RankParams(
         pooling=pooling, article_fusion=article_fusion, dense_weight=dense_weight, bm25_weight=bm25_weight,
-        top_articles=top_articles, image_fusion=image_fusion, article_weight=article_weight, depth=depth), batch_size,
-        id_column, text_column)
+        top_articles=top_articles, image_fusion=image_fusion, article_weight=article_weight, depth=depth,
+        rerank=rerank, rerank_depth=rerank_depth), batch_size, id_column, text_column)
 
 
 @eventa_app.command("eval")
@@ -129,6 +136,8 @@ def eventa_eval_cmd(
     image_fusion: EventaImageFusion = RANK.image_fusion,
     article_weight: EventaArticleWeight = RANK.article_weight,
     depth: EventaDepth = RANK.depth,
+    rerank: EventaRerank = RANK.rerank,
+    rerank_depth: EventaRerankDepth = RANK.rerank_depth,
     sweep: Annotated[Optional[str], typer.Option("--sweep", help="Comma-separated article weights to also score the "
                      "fused stage at (rows `fused w=…`), e.g. 0,0.5,0.8,1: pick the best for submit "
                      "--article-weight.", show_default=False)] = None,
@@ -152,7 +161,7 @@ def eventa_eval_cmd(
     from engine.tasks.eventa.evaluate import eval_command
     params = RankParams(article_fusion=article_fusion, dense_weight=dense_weight, bm25_weight=bm25_weight,
                         top_articles=top_articles, image_fusion=image_fusion, article_weight=article_weight,
-                        depth=depth)
+                        depth=depth, rerank=rerank, rerank_depth=rerank_depth)
     typer.echo(eval_command(queries, name, root, params, split_list(pooling) or [], out, as_json, markdown,
                             batch_size, limit, split_list(sweep) or [],
                             {"id_column": id_column, "text_column": text_column, "image_column": image_column,

@@ -15,7 +15,7 @@ from engine.eval.profiles import PROFILES
 from engine.progress import warn
 from engine.tasks.eventa.build import DEFAULT_NAME
 from engine.tasks.eventa.data import Labeled, read_labeled
-from engine.tasks.eventa.rank import BATCH_SIZE, STAGES, EventaIndex, RankParams, RankResult, rank_in_batches
+from engine.tasks.eventa.rank import BATCH_SIZE, RERANKED, STAGES, EventaIndex, RankParams, RankResult, rank_in_batches
 from engine.tasks.eventa.submission import slot_scores
 
 EVAL_POOLINGS = ("mean", "max")
@@ -35,7 +35,8 @@ def score_stages(labeled: Sequence[Labeled], result: RankResult) -> dict[str, di
     for stage, rankings in result.images.items():
         run = {q.qid: slot_scores([d for d, _ in r]) for q, r in zip(labeled, rankings)}
         table[stage] = dict(evaluate(run, qrels, PROFILES["eventa"].metrics).means)
-        arts = result.articles.get("articles" if stage.startswith("fused") else stage)
+        arts = result.articles.get(stage) if not stage.startswith("fused") \
+            else result.articles.get(RERANKED, result.articles.get("articles"))
         if arts is not None and gold:
             arun = {q.qid: slot_scores([d for d, _ in r]) for q, r in zip(labeled, arts) if q.qid in gold}
             means = evaluate(arun, gold, ARTICLE_METRICS).means

@@ -16,14 +16,15 @@ from typing import Sequence
 import numpy as np
 
 from engine.core.collection import Collection
-from engine.core.fusion import ranked, rrf, weighted
+from engine.core.fusion import informative, ranked, rrf, weighted
 from engine.core.text_pooling import POOLINGS, SentenceVectors, encode_queries, similarity
 from engine.errors import EngineError, opt
 from engine.progress import info, track, warn
 from engine.tasks.eventa.build import ARTICLE_IMAGES, BM25, DEFAULT_NAME, open_collections
 
-STAGES = ("images", "articles_dense", "articles_bm25", "articles", "fused")
+STAGES = ("images", "articles_dense", "articles_bm25", "articles", "articles_reranked", "fused")
 ARTICLE_STAGES = ("articles_dense", "articles_bm25", "articles")
+RERANKED = "articles_reranked"  # the article stage reordered by --rerank (present only with a reranker)
 FUSIONS = ("rrf", "weighted")
 BATCH_SIZE = 64  # captions ranked per batch
 
@@ -38,11 +39,13 @@ class RankParams:
     article_fusion: str = "rrf"    # dense + BM25 articles: rrf | weighted (min-max)
     dense_weight: float = 1.0
     bm25_weight: float = 1.0
-    top_articles: int = 10         # whose images are scored
+    top_articles: int = 10         # whose images are scored (0: skip the article stage, images alone)
     image_fusion: str = "weighted"  # image similarity + article score: weighted | rrf
     article_weight: float = 0.8    # share of the article score in the image fusion (0: images only)
     depth: int = 100               # articles kept per system before fusion
     k: int = 10
+    rerank: str | None = None      # reranker spec reordering the fused articles (e.g. cross:DIR); None: no stage
+    rerank_depth: int = 20         # fused articles the reranker reads per caption
 
     def check(self) -> None:
         if self.pooling not in POOLINGS:
@@ -52,8 +55,13 @@ class RankParams:
                 raise EngineError(f"unknown {what} {value!r}; use one of {', '.join(FUSIONS)}")
         if not 0.0 <= self.article_weight <= 1.0:
             raise EngineError(f"{opt('article_weight')} must be between 0 and 1, not {self.article_weight}")
-        if self.top_articles < 1 or self.depth < 1 or self.k < 1:
-            raise EngineError(f"{opt('top_articles')}, {opt('depth')} and k must be at least 1")
+        if self.top_articles < 0 or self.depth < 1 or self.k < 1:
+            raise EngineError(f"{opt('top_articles')} must be at least 0 (0: skip the article stage), "
+                              f"{opt('depth')} and k at least 1")
+        if self.rerank is not None:
+            from engine.core.rerankers.registry import check_depth, entry_for
+            entry_for(self.rerank)
+            check_depth(self.rerank_depth, 1)
         if self.dense_weight < 0 or self.bm25_weight < 0 or self.dense_weight + self.bm25_weight == 0:
             raise EngineError(f"{opt('dense_weight')} and {opt('bm25_weight')} must be >= 0 and not both 0")
 
@@ -155,11 +163,16 @@ class EventaIndex:
         timer.add("images_global", t4 - t3)
 
         w = (params.dense_weight, params.bm25_weight)
-        fused_articles = [rrf([d, b], weights=w, depth=params.depth) if params.article_fusion == "rrf"
-                          else weighted([d, b], weights=w, method="minmax", depth=params.depth)
-                          for d, b in zip(dense, bm25)]
+        fused_articles = [self._fuse_articles(d, b, w, params) for d, b in zip(dense, bm25)]
         out_images: dict[str, list[Ranked]] = {}
         want = set(stages)
+        articles = dict(zip(ARTICLE_STAGES, (dense, bm25, fused_articles)))
+        if params.rerank is not None:
+            from engine.tasks.eventa.rerank import rerank_articles
+            fused_articles = articles[RERANKED] = rerank_articles(self, texts, fused_articles, params)
+            if RERANKED in want:
+                out_images[RERANKED] = [self._fill(self._article_order(a), g, params.k)
+                                        for a, g in zip(fused_articles, glob)]
         for stage, arts in zip(ARTICLE_STAGES, (dense, bm25, fused_articles)):
             if stage in want:
                 out_images[stage] = [self._fill(self._article_order(a), g, params.k) for a, g in zip(arts, glob)]
@@ -172,7 +185,17 @@ class EventaIndex:
                                                           replace(params, article_weight=weight))
         timer.add("fusion", time.perf_counter() - t4)
         timer.add("total", time.perf_counter() - t0)
-        return RankResult(out_images, dict(zip(ARTICLE_STAGES, (dense, bm25, fused_articles))))
+        return RankResult(out_images, articles)
+
+    @staticmethod
+    def _fuse_articles(dense: Ranked, bm25: Ranked, w: tuple[float, float], params: RankParams) -> Ranked:
+        """Dense and BM25 articles fused; none when neither says anything about this caption (all its scores
+        tie: empty articles), so the image stage is not reordered by an arbitrary article order."""
+        if not (informative(dense) or informative(bm25)):
+            return []
+        if params.article_fusion == "rrf":
+            return rrf([dense, bm25], weights=w, depth=params.depth)
+        return weighted([dense, bm25], weights=w, method="minmax", depth=params.depth)
 
     def _fused(self, sv: SentenceVectors, articles: list[Ranked], glob: list[Ranked],
                params: RankParams) -> list[Ranked]:
@@ -236,8 +259,9 @@ def rank_in_batches(index: EventaIndex, texts: Sequence[str], params: RankParams
         warn(f"{long} caption(s) longer than {LIMITS['max_query_chars'].value():,.0f} characters were cut there "
              f"({LIMITS['max_query_chars'].env} raises the bound)")
     texts = cut
-    names = list(stages) + [sweep_stage(w) for w in sweep]
-    result = RankResult({s: [] for s in names}, {s: [] for s in ARTICLE_STAGES})
+    names = [s for s in stages if s != RERANKED or params.rerank] + [sweep_stage(w) for w in sweep]
+    result = RankResult({s: [] for s in names}, {s: [] for s in ARTICLE_STAGES + ((RERANKED,) if params.rerank
+                                                                                   else ())})
     starts = range(0, len(texts), batch_size)
     for start in track(starts, len(starts), "ranking captions"):
         part = index.rank(texts[start:start + batch_size], params, stages, timer, sweep)

@@ -1,0 +1,45 @@
+"""`engine adapt`: fit an adapter over a frozen encoder on labelled pairs. Parsing only (work: `.fit`)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from engine.core.adapters.fit import FitOptions
+
+FIT = FitOptions()
+
+
+def adapt_cmd(
+    base: Annotated[str, typer.Option("--base", help="Encoder spec to adapt (kept frozen), e.g. conse, "
+                  "sbert:all-MiniLM-L6-v2, clip:ViT-B-32:openai.")],
+    pairs: Annotated[Path, typer.Option("--pairs", help="CSV with the columns text,image (caption and image path, "
+                     "relative to the CSV or absolute) or query,document.")],
+    out: Annotated[Path, typer.Option("--out", help="Folder to write; use it as --model adapted:DIR.")],
+    holdout: Annotated[float, typer.Option("--holdout", help="Share of images/documents held out for early "
+                       "stopping (0.05–0.5).")] = FIT.holdout,
+    reg: Annotated[float, typer.Option("--reg", help="Pull toward the identity (≥ 0).")] = FIT.reg,
+    epochs: Annotated[int, typer.Option("--epochs", help="Most full-batch steps.")] = FIT.epochs,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the held-out split and the fit.")] = FIT.seed,
+    force: Annotated[bool, typer.Option("--force", help="Replace an adapter already in --out.")] = False,
+    device: Annotated[str, typer.Option("--device", help="Where the base encoder runs: auto, cpu, cuda, mps.")]
+    = "auto",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No status lines.")] = False,
+) -> None:
+    """Fit a small adapter (contrastive, regularised toward the identity, early-stopped on held-out pairs)."""
+    from engine.core.adapters.fit import adapt
+    from engine.core.encoders.device import set_device
+    from engine.progress import info, set_quiet
+    set_quiet(quiet)
+    set_device(device)
+    options = FitOptions(holdout=holdout, reg=reg, epochs=epochs, seed=seed).check()
+    config = adapt(base, pairs, out, options, force)
+    r = config["report"]
+    info(f"adapter over {config['base']} in {out}: held-out loss {r['held_out_loss_before']:.3f} → "
+         f"{r['held_out_loss_after']:.3f} ({r['pairs_fitted']} pairs fitted, {r['pairs_held_out']} held out, "
+         f"{r['steps']} steps); use --model adapted:{out}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("adapt")(adapt_cmd)

@@ -1,0 +1,45 @@
+"""Cross-encoders: sentence-transformers `CrossEncoder` reads query and document together, so it orders a short
+candidate list far better than a bi-encoder's dot product, at one forward pass per pair."""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+
+from engine.core.rerankers.base import TEXT, Reranker
+from engine.errors import EngineError, opt
+
+BATCH_SIZE = 32
+
+
+@functools.lru_cache(maxsize=2)
+def load_cross_encoder(name: str, device: str, max_length: int | None = None):
+    """One loaded CrossEncoder per name, device and max length per process."""
+    from engine.core.encoders import torchvision_patch  # noqa: F401  (before sentence-transformers)
+    from sentence_transformers import CrossEncoder
+    local = Path(name).exists()
+    try:
+        return CrossEncoder(name, device=device, max_length=max_length, local_files_only=local or None)
+    except Exception as exc:
+        if local:
+            raise EngineError(f"cross-encoder folder {name} could not be loaded: {str(exc)[:200]}") from None
+        raise EngineError(f"cross-encoder {name!r} could not be loaded ({type(exc).__name__}: {str(exc)[:200]}). "
+                          f"Without a network, give a local folder ({opt('rerank')} cross:/path/to/model)") from None
+
+
+def cross_reranker(name: str, batch_size: int = BATCH_SIZE, max_length: int | None = None) -> Reranker:
+    """`cross:NAME_OR_DIR`; scores are `CrossEncoder.predict`'s, batched, fp16 autocast on CUDA."""
+    from engine.core.encoders.device import autocast, resolve_device
+    device = resolve_device()
+    model = load_cross_encoder(name, device, max_length)
+
+    def score(query: str, docs: list[str], kind: str) -> np.ndarray:
+        with autocast(device):
+            out = model.predict([(query, d) for d in docs], batch_size=batch_size, convert_to_numpy=True,
+                                show_progress_bar=False)
+        out = np.asarray(out, dtype=np.float64)
+        return out if out.ndim == 1 else out[:, -1]  # a 2-label model: the "relevant" logit
+
+    return Reranker(spec=f"cross:{name}", candidates=frozenset({TEXT}), score_fn=score,
+                    info={"device": device, "max_length": getattr(model, "max_length", None)})

@@ -1,0 +1,45 @@
+"""`engine rerank RUN`: any TREC run's top `depth` documents per query reordered by a reranker reading the
+documents' text from a source table; what lies below the depth keeps its order beneath them."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from engine.errors import EngineError, opt
+
+
+def check_coverage(run: Mapping[str, Mapping[str, float]], run_path: Path, queries: Mapping[str, str],
+                   queries_path: Path, docs: Mapping[str, str], docs_path: Path, depth: int) -> None:
+    """Every query of the run has a text and every document it reranks one too: the first that lacks one is
+    named, before any model loads."""
+    from engine.core.fusion import ranked
+    for qid, ranking in run.items():
+        if qid not in queries:
+            raise EngineError(f"{run_path}: query {qid!r} has no text in {queries_path}")
+        for doc, _ in ranked(ranking)[:depth]:
+            if doc not in docs:
+                raise EngineError(f"{run_path}: query {qid!r} ranks document {doc!r}, which {docs_path} does not "
+                                  f"hold (give {opt('docs')} the table the run was made from)")
+
+
+def rerank_run_file(run_path: Path, queries_path: Path, docs_path: Path, spec: str, depth: int, out: Path,
+                    run_id: str | None = None, id_column: str | None = None,
+                    fields: Sequence[str] | None = None) -> tuple[int, int]:
+    """Read, check, rerank and write (atomically); returns (queries, lines written)."""
+    from engine.core.rerankers.registry import check_depth, entry_for, load_reranker
+    from engine.core.sources import text_items
+    from engine.eval.runs import read_run, write_run
+    from engine.io.tables import read_queries
+    entry_for(spec)
+    check_depth(depth, 1, "depth")
+    run = read_run(run_path)
+    if not run:
+        raise EngineError(f"{run_path}: the run holds no lines")
+    queries = dict(read_queries(queries_path))
+    items, _ = text_items(docs_path, id_column=id_column, fields=fields)
+    docs = {it.id: it.source for it in items}
+    check_coverage(run, run_path, queries, queries_path, docs, docs_path, depth)
+    reranker = load_reranker(spec)
+    from engine.core.rerankers.stage import rerank_ranking
+    reranked = {qid: rerank_ranking(reranker, queries[qid], ranking, docs, depth) for qid, ranking in run.items()}
+    return len(reranked), write_run(out, reranked, run_id or f"rerank-{Path(run_path).stem}".replace(" ", "_"))
