@@ -124,7 +124,7 @@ RANGES: dict[str, Range] = {
     "passage_words": Int(16, 100_000),      # the passage splitter's floor (engine.tasks.eventa.build)
     "dense_weight": Float(0, 1_000),
     "bm25_weight": Float(0, 1_000),
-    "top_articles": Int(1, MAX_K),
+    "top_articles": Range(1, MAX_K, integer=True, zero=True),  # 0: skip the article stage (the help says so)
     "article_weight": Float(0, 1),
     "limit": Int(1, 100_000_000),
     "articles": Int(1, 100_000),
@@ -134,6 +134,10 @@ RANGES: dict[str, Range] = {
     "weights": Float(0, 1_000, listed=True),
     "max_texts": Int(2, 100_000),            # modelret-a: labelled texts per task the candidates embed
     "max_length": Int(8, 8192),              # modelret-a: tokens per text for the candidates
+    "rerank_depth": Int(1, 10_000),          # first-stage hits a reranker orders (engine.core.rerankers: MAX_DEPTH)
+    "holdout": Float(0.05, 0.5),             # engine adapt: pairs held out for early stopping
+    "reg": Float(0, 1_000),                  # engine adapt: pull toward the identity
+    "epochs": Int(1, 100_000),               # engine adapt: most full-batch steps
 }
 LEAVE_ONE_OUT = Range(2, 1_000, integer=True, zero=True)  # --folds 0: leave-one-out (the help says so)
 PER_COMMAND: dict[tuple[str, str], Range] = {
