@@ -55,7 +55,8 @@ def test_every_declared_range_refuses_out_of_range_and_non_finite_values_in_one_
         r = range_for(command, name)
         bads = ["nan", "inf", "-inf"] if float in base else []
         if r.lo is not None:
-            bads.append(str(int(r.lo) - 1) if r.integer else str(r.lo - 1))
+            below = int(r.lo) - 1 if r.integer else r.lo - 1
+            bads.append(str(below - 1 if r.zero and below == 0 else below))  # 0 has its own meaning there
         if r.hi is not None:
             bads.append(str(int(r.hi) + 1) if r.integer else str(r.hi * 2 + 1))
         for bad in bads:
@@ -157,7 +158,7 @@ def test_ray_build_gets_an_integer_batch_size(monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "ray", type("M", (), {"cloudpickle": None}))
 
     class Enc:
-        spec, dim = "fake", 4
+        spec, dim, info = "fake", 4, {}
     items = [Item(f"t{i}", f"text {i}") for i in range(3)]
     list(ray_encode.encode_on_ray(Enc(), "text", items, [0], BuildOptions(batch_size="32")))
     assert seen == [32] and all(type(b) is int for b in seen)
