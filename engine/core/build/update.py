@@ -73,6 +73,13 @@ class Remaining:
         """The kept rows' embeddings, read block by block (what a build copies before its new rows)."""
         return KeptRows(NpyRows.open([self.old.file("embeddings")]), self.keep)
 
+    def document(self, name: str) -> Any:
+        doc = self.old.document(name)
+        if name in (IMAGE_FILES, STAMPS):
+            have = set(self.ids)
+            return {k: v for k, v in doc.items() if k in have}
+        return doc
+
 
 class KeptRows:
     """Some rows of an `NpyRows`, in order: `len` and `blocks` as the streaming commit reads them."""
@@ -86,13 +93,6 @@ class KeptRows:
     def blocks(self, block: int = BLOCK) -> Iterator[tuple[int, np.ndarray]]:
         for lo in range(0, len(self.keep), block):
             yield lo, self.rows.take(self.keep[lo:lo + block])
-
-    def document(self, name: str) -> Any:
-        doc = self.old.document(name)
-        if name in (IMAGE_FILES, STAMPS):
-            have = set(self.ids)
-            return {k: v for k, v in doc.items() if k in have}
-        return doc
 
 
 # ------------------------------------------------------------------------------------------------ delete
