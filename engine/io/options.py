@@ -134,7 +134,7 @@ RANGES: dict[str, Range] = {
     "weights": Float(0, 1_000, listed=True),
     "max_texts": Int(2, 100_000),            # modelret-a: labelled texts per task the candidates embed
     "max_length": Int(8, 8192),              # modelret-a: tokens per text for the candidates
-    "rerank_depth": Int(1, 10_000),          # first-stage hits a reranker orders (engine.core.rerankers: MAX_DEPTH)
+    "rerank_depth": Int(1, 10_000),          # first-stage hits a reranker orders (engine.core.rerankers reads its cap here)
     "holdout": Float(0.05, 0.5),             # engine adapt: pairs held out for early stopping
     "reg": Float(0, 1_000),                  # engine adapt: pull toward the identity
     "epochs": Int(1, 100_000),               # engine adapt: most full-batch steps

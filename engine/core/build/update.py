@@ -65,10 +65,6 @@ class Remaining:
     def __len__(self) -> int:
         return len(self.keep)
 
-    @property
-    def embeddings(self) -> np.ndarray:
-        return np.asarray(self.old.embeddings[self.keep])
-
     def embedding_rows(self) -> "KeptRows":
         """The kept rows' embeddings, read block by block (what a build copies before its new rows)."""
         return KeptRows(NpyRows.open([self.old.file("embeddings")]), self.keep)

@@ -9,6 +9,7 @@ import importlib
 from dataclasses import dataclass
 
 from engine.errors import EngineError
+from engine.io.options import RANGES
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ RERANKERS: tuple[RerankerEntry, ...] = (
 )
 
 DEFAULT_DEPTH = 100
-MAX_DEPTH = 10_000
+MAX_DEPTH = int(RANGES["rerank_depth"].hi)  # declared once, in the option layer
 
 
 def entry_for(spec: str) -> tuple[RerankerEntry, str]:

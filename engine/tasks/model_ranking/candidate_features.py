@@ -22,11 +22,12 @@ from engine.core.collection import MANIFEST, Collection
 from engine.core.encoders.device import check_device
 from engine.errors import EngineError, opt
 from engine.progress import info, track
+from engine.io.options import RANGES
 from engine.tasks.model_ranking.data import Task, read_models, sample_indices
 
 POOLINGS = ("mean", "cls")
-MAX_TEXTS = (2, 100_000)
-MAX_LENGTH = (8, 8192)
+MAX_TEXTS = (int(RANGES["max_texts"].lo), int(RANGES["max_texts"].hi))  # declared once, in the option layer
+MAX_LENGTH = (int(RANGES["max_length"].lo), int(RANGES["max_length"].hi))
 BATCH = 32
 Features = Mapping[tuple[str, str], tuple[np.ndarray, np.ndarray]]
 """(task id, model id) → (features: texts × dim, class codes per text)."""
