@@ -130,6 +130,7 @@ def test_sync_equals_a_fresh_build_of_the_folder(tmp_path, sample_photos, monkey
 
 def test_bad_options_are_one_line(tmp_path, monkeypatch, capsys):
     Collection.from_vectors("c", ["a", "b"], _vectors(2), None, "text", root=tmp_path)
+    capsys.readouterr()  # the set-up's own status lines are not the command's output
     cases = [(["build", "c", "--texts", "x.csv", "--update"], "--update replaces items"),
              (["build", "c", "--texts", "x.csv", "--sync", "--add"], "--sync adds, drops"),
              (["delete", "c", "--ids", tmp_path / "none.txt"], "none.txt"),
