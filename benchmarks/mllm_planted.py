@@ -28,6 +28,7 @@ engine/tasks/model_ranking/baseline_blend.py and is not tuned on them.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import sys
@@ -139,18 +140,17 @@ def _cell(values: np.ndarray) -> str:
 def _delta(res: dict, variant: str, metric: str) -> str:
     """Mean gain over the prior ± std over seeds, and the paired p over all seeds' questions."""
     d = np.array(res["variants"][variant][metric]) - np.array(res["variants"][mllm.BASELINE][metric])
-    a = np.concatenate(res["per_query"][variant][metric])
-    b = np.concatenate(res["per_query"][mllm.BASELINE][metric])
-    return f"{d.mean():+.4f} ± {d.std(ddof=1):.4f} (p {paired_p(a, b):.3f})"
+    return f"{d.mean():+.4f} ± {d.std(ddof=1):.4f} (p {res['p'][variant][metric]:.3f})"
 
 
 def run(names: list[str], seeds: int, folds: int) -> dict[str, dict]:
-    """construction → {variants: variant → metric → one mean per seed, per_query: variant → metric → per seed
-    the questions' out-of-fold values, weights: per seed the weights the guard chose}."""
+    """construction → {variants: variant → metric → one mean per seed, p: variant → metric → paired p against
+    the prior over all seeds' questions, weights: per seed the weights the guard chose}."""
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
-            res: dict = {"variants": {}, "per_query": {}, "weights": []}
+            res: dict = {"variants": {}, "weights": []}
+            per_query: dict[str, dict[str, list]] = {}
             for seed in range(seeds):
                 files, emb = make_set(Path(tmp) / f"{name}-{seed}", name, seed)
                 options = MllmOptions(root=Path(tmp) / "idx", name=f"{name}-{seed}",
@@ -162,9 +162,11 @@ def run(names: list[str], seeds: int, folds: int) -> dict[str, dict]:
                     for metric in study.metrics:
                         res["variants"].setdefault(key, {}).setdefault(metric, []).append(
                             float(v.values[metric].mean()))
-                        res["per_query"].setdefault(key, {}).setdefault(metric, []).append(
-                            v.values[metric].mean(axis=0).tolist())
+                        per_query.setdefault(key, {}).setdefault(metric, []).append(v.values[metric].mean(axis=0))
                 res["weights"].append(study.variants[-1].note.rsplit("weights chosen: ", 1)[-1])
+            base = {k: np.concatenate(x) for k, x in per_query[mllm.BASELINE].items()}
+            res["p"] = {variant: {k: paired_p(np.concatenate(x), base[k]) for k, x in metrics.items()}
+                        for variant, metrics in per_query.items()}
             results[name] = res
             print(f"{name}: done (load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
     return results
@@ -195,7 +197,18 @@ def main() -> None:
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--constructions", default=",".join(CONSTRUCTIONS))
     ap.add_argument("--quick", action="store_true", help="2 seeds, 3 constructions (a smoke run)")
+    ap.add_argument("--out", type=Path, default=RESULTS, help="the JSON written")
+    ap.add_argument("--merge", type=Path, nargs="+", help="print one table over these JSON outputs (runs of "
+                    "disjoint constructions, e.g. in parallel) and write them merged to --out; runs nothing")
     args = ap.parse_args()
+    if args.merge:
+        parts = [json.loads(Path(f).read_text()) for f in args.merge]
+        merged = {**parts[0], "results": {k: v for part in parts for k, v in part["results"].items()},
+                  "wall_s": max(part["wall_s"] for part in parts)}
+        print(f"{merged['seeds']} seeds × one {merged['folds']}-fold CV each (merged from {len(parts)} runs)")
+        print(tables(merged["results"]))
+        write_json(args.out, merged)
+        return
     set_quiet(True)
     names = args.constructions.split(",")
     unknown = [n for n in names if n not in NOISE]
@@ -208,16 +221,14 @@ def main() -> None:
         names = names[:3]
     start = time.perf_counter()
     results = run(names, seeds, args.folds)
+    wall = time.perf_counter() - start
     print(f"{seeds} seeds × one {args.folds}-fold CV each; mean ± std over seeds; Δ: mean ± std over seeds, p: "
-          f"paired sign-flip test over all seeds' questions; load average {os.getloadavg()[0]:.1f}; "
-          f"{time.perf_counter() - start:.0f} s")
+          f"paired sign-flip test over all seeds' questions; load average {os.getloadavg()[0]:.1f}; {wall:.0f} s")
     print(tables(results))
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    write_json(RESULTS, {"seeds": seeds, "folds": args.folds, "machine": platform.platform(),
-                         "load_average": os.getloadavg()[0], "rule": RULE,
-                         "results": {k: {"variants": r["variants"], "weights": r["weights"]}
-                                     for k, r in results.items()}})
-    print(f"wrote {RESULTS}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    write_json(args.out, {"seeds": seeds, "folds": args.folds, "machine": platform.platform(),
+                          "load_average": os.getloadavg()[0], "wall_s": wall, "rule": RULE, "results": results})
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":
