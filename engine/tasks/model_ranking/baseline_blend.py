@@ -39,8 +39,8 @@ INNER_REPEATS = 3
 ALPHA = 0.05
 """Family-wise level of the one-sided tests (Bonferroni over the non-zero weights)."""
 TIE = 1e-6
-RULE = (f"inner {INNER_REPEATS} × {INNER_FOLDS}-fold CV on the training folds; w > 0 only if every guarded "
-        f"metric's gain has a one-sided corrected resampled t-test p < {ALPHA:g}/{len(WEIGHTS) - 1} (nested)")
+RULE = (f"inner {INNER_REPEATS} × {INNER_FOLDS}-fold CV on the training queries; w > 0 only if every guarded "
+        f"metric's gain has a one-sided corrected resampled t-test p < {ALPHA:g}/{len(WEIGHTS) - 1}")
 """One line for the CV tables' notes."""
 RowValues = Callable[[np.ndarray, np.ndarray], Mapping[str, np.ndarray]]
 """(predictions (rows × candidates), rows: indices of the training queries) → metric → one value per row."""
