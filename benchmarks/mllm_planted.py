@@ -2,7 +2,7 @@
 several planted Million LLMs constructions: nDCG@10 and MRR out of fold, mean ± std over seeds (each seed a new
 planted set, scored by k-fold CV). Prints the table, writes benchmarks/results/mllm_planted.json.
 
-    flock /work/heavy.lock python benchmarks/mllm_planted.py [--seeds 3] [--folds 5] [--quick]
+    flock /work/heavy.lock python benchmarks/mllm_planted.py [--seeds 5] [--folds 5] [--constructions a,b] [--quick]
 
 Questions are synthetic embeddings (a hidden topic's centre + noise), so only the ranking is measured, not a
 sentence model. Per question, each LLM is relevant with a probability; the relevant ones, ordered by a
@@ -14,6 +14,16 @@ per-LLM quality plus noise, get grade 1 (most relevant) and 2 (second); any furt
                  (noise 2.0)
   mixture        half the topics have experts (0.7); the other half only the generalists (0.5) (noise 2.0)
   noisy          experts (0.5) and generalists (0.3), grades shuffled among the relevant (noise 3.0)
+  pure-prior     the question carries no signal: one relevance vector for every topic (generalists 0.5/0.4/0.3,
+                 five more LLMs 0.2), so the prior is the best any method can do (noise 2.0)
+  one-best       one generalist relevant to 90% of questions and always first when relevant; topic experts 0.5
+                 are second (noise 2.0)
+  label-noise    the experts set, but 30% of the questions draw their relevance from a random other topic and
+                 the grades are shuffled among the relevant (noise 1.5)
+  weak-experts   16 topics of 10 questions; experts 0.3, three generalists 0.35 (noise 2.5): a small signal
+
+The constructions were written before the guard's held-out numbers were looked at; the guard's rule is fixed in
+engine/tasks/model_ranking/baseline_blend.py and is not tuned on them.
 """
 from __future__ import annotations
 
@@ -23,6 +33,7 @@ import os
 import platform
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -32,12 +43,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from engine.io.atomic import write_json  # noqa: E402
 from engine.progress import set_quiet  # noqa: E402
 from engine.tasks.model_ranking import mllm  # noqa: E402
+from engine.tasks.model_ranking.baseline_blend import RULE  # noqa: E402
 from engine.tasks.model_ranking.mllm import MllmOptions  # noqa: E402
+from engine.tasks.model_ranking.study import paired_p  # noqa: E402
 from engine.tasks.model_ranking.transfer import TransferOptions  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "mllm_planted.json"
 GENERALISTS = [0, 1, 2]
-NOISE = {"experts": 1.5, "generalists": 2.5, "second-best": 2.0, "mixture": 2.0, "noisy": 3.0}
+LTR, GUARDED = "LTR (LambdaRank)", "guarded: LTR ⊕ prior (default)"
+NOISE = {"experts": 1.5, "generalists": 2.5, "second-best": 2.0, "mixture": 2.0, "noisy": 3.0, "pure-prior": 2.0,
+         "one-best": 2.0, "label-noise": 1.5, "weak-experts": 2.5}
+CONSTRUCTIONS = tuple(NOISE)
+TOPICS = {"weak-experts": (16, 10)}
+"""(topics, questions per topic) where not the default (8, 20)."""
+MISLABELLED = {"label-noise": 0.3}
+"""Share of questions whose relevance is drawn from a random other topic."""
 """Per-dimension noise of a question around its topic's centre (32 dims, centres N(0, 1)): from 1.5 (a
 question's nearest questions are mostly of its topic) to 3.0 (mostly not)."""
 
@@ -49,7 +69,7 @@ def construction(name: str, topics: int, n_llms: int, rng: np.random.Generator
     p = np.full((topics, n_llms), 0.01)
     quality = rng.random(n_llms)
     expert = lambda t, k=0: 3 + 2 * t + k  # noqa: E731
-    noise, shuffle = NOISE[name], name == "noisy"
+    noise, shuffle = NOISE[name], name in ("noisy", "label-noise")
     for t in range(topics):
         if name == "experts":
             p[t, expert(t)], p[t, expert(t, 1)], p[t, 0] = 0.6, 0.35, 0.2
@@ -64,16 +84,27 @@ def construction(name: str, topics: int, n_llms: int, rng: np.random.Generator
                 p[t, expert(t)], p[t, expert(t, 1)] = 0.7, 0.4
         elif name == "noisy":
             p[t, expert(t)], p[t, GENERALISTS] = 0.5, 0.3
+        elif name == "pure-prior":
+            p[t, GENERALISTS], p[t, 60:65] = (0.5, 0.4, 0.3), 0.2
+        elif name == "one-best":
+            p[t, 0], p[t, expert(t)] = 0.9, 0.5
+        elif name == "label-noise":
+            p[t, expert(t)], p[t, expert(t, 1)], p[t, 0] = 0.6, 0.35, 0.2
+        elif name == "weak-experts":
+            p[t, expert(t)], p[t, GENERALISTS] = 0.3, 0.35
         else:
             raise ValueError(name)
     if name in ("second-best", "noisy"):  # experts are better than generalists when both are relevant
         quality[[expert(t) for t in range(topics)]] += 2.0
+    if name == "one-best":
+        quality[0] += 10.0
     return p, quality, noise, shuffle
 
 
-def make_set(root: Path, name: str, seed: int, topics: int = 8, per_topic: int = 20, n_llms: int = 80,
-             dim: int = 32) -> tuple[dict[str, Path], np.ndarray]:
+def make_set(root: Path, name: str, seed: int, n_llms: int = 80, dim: int = 32
+             ) -> tuple[dict[str, Path], np.ndarray]:
     rng = np.random.default_rng(seed)
+    topics, per_topic = TOPICS.get(name, (8, 20))
     p, quality, noise, shuffle = construction(name, topics, n_llms, rng)
     centres = rng.normal(size=(topics, dim))
     llms = [f"llm_{i:03d}" for i in range(n_llms)]
@@ -83,7 +114,10 @@ def make_set(root: Path, name: str, seed: int, topics: int = 8, per_topic: int =
             qid = f"q{t:02d}{i:03d}"
             dev.append(f"{qid}\tquestion {qid}")
             emb.append(centres[t] + noise * rng.normal(size=dim))
-            rel = np.flatnonzero(rng.random(n_llms) < p[t])
+            drawn = t
+            if rng.random() < MISLABELLED.get(name, 0.0):
+                drawn = (t + 1 + rng.integers(topics - 1)) % topics
+            rel = np.flatnonzero(rng.random(n_llms) < p[drawn])
             order = rel[np.argsort(-(quality[rel] + 0.5 * rng.random(len(rel))))]
             if shuffle:
                 order = rng.permutation(order)
@@ -99,56 +133,102 @@ def make_set(root: Path, name: str, seed: int, topics: int = 8, per_topic: int =
     return files, np.asarray(emb, np.float32)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--folds", type=int, default=5)
-    ap.add_argument("--constructions", default="experts,generalists,second-best,mixture,noisy")
-    ap.add_argument("--quick", action="store_true", help="2 seeds, 3 constructions (a smoke run)")
-    args = ap.parse_args()
-    set_quiet(True)
-    names = args.constructions.split(",")
-    seeds = 2 if args.quick else args.seeds
-    if args.quick:
-        names = names[:3]
+def _cell(values: np.ndarray) -> str:
+    return f"{values.mean():.4f} ± {values.std(ddof=1):.4f}"
+
+
+def _delta(res: dict, variant: str, metric: str) -> str:
+    """Mean gain over the prior ± std over seeds, and the paired p over all seeds' questions."""
+    d = np.array(res["variants"][variant][metric]) - np.array(res["variants"][mllm.BASELINE][metric])
+    return f"{d.mean():+.4f} ± {d.std(ddof=1):.4f} (p {res['p'][variant][metric]:.3f})"
+
+
+def run(names: list[str], seeds: int, folds: int) -> dict[str, dict]:
+    """construction → {variants: variant → metric → one mean per seed, p: variant → metric → paired p against
+    the prior over all seeds' questions, weights: per seed the weights the guard chose}."""
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
-            per_seed: dict[str, dict[str, list[float]]] = {}
-            weights: list[str] = []
+            res: dict = {"variants": {}, "weights": []}
+            per_query: dict[str, dict[str, list]] = {}
             for seed in range(seeds):
                 files, emb = make_set(Path(tmp) / f"{name}-{seed}", name, seed)
                 options = MllmOptions(root=Path(tmp) / "idx", name=f"{name}-{seed}",
-                                      transfer=TransferOptions(folds=args.folds))
+                                      transfer=TransferOptions(folds=folds))
                 study = mllm.cross_validate_dev(files["dev"], files["qrels"], files["ids"], options, embeddings=emb,
                                                 repeats=1)
-                summary = study.summary()
-                for variant, metrics in summary.items():
-                    for metric, entry in metrics.items():
-                        per_seed.setdefault(variant, {}).setdefault(metric, []).append(entry["mean"])
-                weights.append(study.variants[-1].note.rsplit("weights chosen: ", 1)[-1])
-            results[name] = {"variants": per_seed, "weights": weights}
-    rows = []
-    head = "| construction | variant | nDCG@10 | MRR | Δ nDCG@10 vs prior | Δ MRR vs prior |"
-    rows += [head, "|" + "---|" * 6]
+                for v in study.variants:
+                    key = GUARDED if v.name.startswith("guarded") else v.name.replace(" (default)", "")
+                    for metric in study.metrics:
+                        res["variants"].setdefault(key, {}).setdefault(metric, []).append(
+                            float(v.values[metric].mean()))
+                        per_query.setdefault(key, {}).setdefault(metric, []).append(v.values[metric].mean(axis=0))
+                res["weights"].append(study.variants[-1].note.rsplit("weights chosen: ", 1)[-1])
+            base = {k: np.concatenate(x) for k, x in per_query[mllm.BASELINE].items()}
+            res["p"] = {variant: {k: paired_p(np.concatenate(x), base[k]) for k, x in metrics.items()}
+                        for variant, metrics in per_query.items()}
+            results[name] = res
+            print(f"{name}: done (load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
+    return results
+
+
+def tables(results: dict[str, dict]) -> str:
+    head = ("| construction | prior nDCG@10 | LTR nDCG@10 | guarded nDCG@10 | Δ guarded − prior nDCG@10 (p) | "
+            "prior MRR | LTR MRR | guarded MRR | Δ guarded − prior MRR (p) | weights chosen (per seed) |")
+    rows = [head, "|" + "---|" * 10]
     for name, res in results.items():
-        prior = res["variants"][mllm.BASELINE]
-        for variant, metrics in res["variants"].items():
-            nd, mr = np.array(metrics["ndcg@10"]), np.array(metrics["mrr"])
-            dn = nd - np.array(prior["ndcg@10"])
-            dm = mr - np.array(prior["mrr"])
-            rows.append(f"| {name} | {variant} | {nd.mean():.4f} ± {nd.std(ddof=1):.4f} | "
-                        f"{mr.mean():.4f} ± {mr.std(ddof=1):.4f} | {dn.mean():+.4f} ± {dn.std(ddof=1):.4f} | "
-                        f"{dm.mean():+.4f} ± {dm.std(ddof=1):.4f} |")
-        rows.append(f"| {name} | weights chosen per outer fold, by seed | {'; '.join(res['weights'])} | | | |")
-    print(f"{seeds} seeds × one {args.folds}-fold CV each; mean ± std over seeds; load average "
-          f"{os.getloadavg()[0]:.1f}")
-    print("\n".join(rows))
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    write_json(RESULTS, {"seeds": seeds, "folds": args.folds, "machine": platform.platform(),
-                         "load_average": os.getloadavg()[0], "results": results})
-    print(f"wrote {RESULTS}")
-    json.dumps(results)
+        v = {k: {m: np.array(x) for m, x in metrics.items()} for k, metrics in res["variants"].items()}
+        rows.append(f"| {name} | {_cell(v[mllm.BASELINE]['ndcg@10'])} | {_cell(v[LTR]['ndcg@10'])} | "
+                    f"{_cell(v[GUARDED]['ndcg@10'])} | {_delta(res, GUARDED, 'ndcg@10')} | "
+                    f"{_cell(v[mllm.BASELINE]['mrr'])} | {_cell(v[LTR]['mrr'])} | {_cell(v[GUARDED]['mrr'])} | "
+                    f"{_delta(res, GUARDED, 'mrr')} | {'; '.join(res['weights'])} |")
+    rows += ["", "| construction | variant | Δ nDCG@10 vs prior (p) | Δ MRR vs prior (p) |", "|---|---|---|---|"]
+    for name, res in results.items():
+        for variant in res["variants"]:
+            if variant != mllm.BASELINE:
+                rows.append(f"| {name} | {variant} | {_delta(res, variant, 'ndcg@10')} | "
+                            f"{_delta(res, variant, 'mrr')} |")
+    return "\n".join(rows)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--constructions", default=",".join(CONSTRUCTIONS))
+    ap.add_argument("--quick", action="store_true", help="2 seeds, 3 constructions (a smoke run)")
+    ap.add_argument("--out", type=Path, default=RESULTS, help="the JSON written")
+    ap.add_argument("--merge", type=Path, nargs="+", help="print one table over these JSON outputs (runs of "
+                    "disjoint constructions, e.g. in parallel) and write them merged to --out; runs nothing")
+    args = ap.parse_args()
+    if args.merge:
+        parts = [json.loads(Path(f).read_text()) for f in args.merge]
+        merged = {**parts[0], "results": {k: v for part in parts for k, v in part["results"].items()},
+                  "wall_s": max(part["wall_s"] for part in parts)}
+        print(f"{merged['seeds']} seeds × one {merged['folds']}-fold CV each (merged from {len(parts)} runs)")
+        print(tables(merged["results"]))
+        write_json(args.out, merged)
+        return
+    set_quiet(True)
+    names = args.constructions.split(",")
+    unknown = [n for n in names if n not in NOISE]
+    if unknown:
+        ap.error(f"--constructions: unknown {unknown[0]!r} (one of {', '.join(CONSTRUCTIONS)})")
+    if args.seeds < 2 or args.folds < 2:
+        ap.error("--seeds and --folds must be at least 2")
+    seeds = 2 if args.quick else args.seeds
+    if args.quick:
+        names = names[:3]
+    start = time.perf_counter()
+    results = run(names, seeds, args.folds)
+    wall = time.perf_counter() - start
+    print(f"{seeds} seeds × one {args.folds}-fold CV each; mean ± std over seeds; Δ: mean ± std over seeds, p: "
+          f"paired sign-flip test over all seeds' questions; load average {os.getloadavg()[0]:.1f}; {wall:.0f} s")
+    print(tables(results))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    write_json(args.out, {"seeds": seeds, "folds": args.folds, "machine": platform.platform(),
+                          "load_average": os.getloadavg()[0], "wall_s": wall, "rule": RULE, "results": results})
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

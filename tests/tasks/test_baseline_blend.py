@@ -1,8 +1,10 @@
-"""The guarded blend: it stays the baseline when the method carries no signal, and follows the method when it
-does (weights fitted inside the training rows only)."""
+"""The guarded blend: it stays the baseline when the method carries no signal or hurts a guarded metric, and
+follows the method when its gain is shown (weights fitted inside the training rows only)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
+from scipy import stats
 
 from engine.tasks.model_ranking import baseline_blend
 from engine.tasks.model_ranking.transfer import rank_targets
@@ -23,23 +25,58 @@ def _truth(seed: int = 0) -> np.ndarray:
 
 def _values(truth: np.ndarray):
     def values(pred: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
-        best = truth[rows].argmax(axis=1)
-        return {"hit": (pred.argmax(axis=1) == best).astype(float)}
+        hit = (pred.argmax(axis=1) == truth[rows].argmax(axis=1)).astype(float)
+        return {"hit": hit, "miss": 1 - hit}
     return values
 
 
-def test_noise_method_keeps_the_baseline_and_an_oracle_is_followed():
-    truth = _truth()
-    baseline = lambda tr, te: np.tile(rank_targets(truth[tr]).mean(axis=0), (len(te), 1))  # noqa: E731
-    noise = lambda tr, te: np.random.default_rng(len(te)).random((len(te), M))  # noqa: E731
-    oracle = lambda tr, te: truth[te]  # noqa: E731
-    rows = np.arange(N)
-    fit = baseline_blend.fit_weight(noise, baseline, rows, _values(truth), ["hit"], ["hit"], M)
+def _baseline(truth: np.ndarray):
+    return lambda tr, te: np.tile(rank_targets(truth[tr]).mean(axis=0), (len(te), 1))
+
+
+def _noise(seed: int):
+    return lambda tr, te: np.random.default_rng([seed, len(tr), int(te[0])]).random((len(te), M))
+
+
+def test_lower_bound_is_scipys_t_interval_widened_by_the_cv_correction():
+    d = np.random.default_rng(0).normal(0.02, 0.05, 15)
+    plain = stats.ttest_1samp(d, 0.0, alternative="greater").confidence_interval(0.95).low
+    assert baseline_blend.corrected_lower_bound(d, 0.0, 0.05) == pytest.approx(plain)
+    wider = baseline_blend.corrected_lower_bound(d, 0.2, 0.05)
+    se = d.std(ddof=1) * np.sqrt(1 / 15 + 0.25)
+    assert wider == pytest.approx(d.mean() - stats.t.ppf(0.95, 14) * se) and wider < plain
+    assert baseline_blend.corrected_lower_bound(np.zeros(15), 0.2, 0.05) == -np.inf
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_no_signal_keeps_the_baseline(seed):
+    truth = _truth(seed)
+    fit = baseline_blend.fit_weight(_noise(seed), _baseline(truth), np.arange(N), _values(truth), ["hit"], ["hit"], M)
     assert fit.weight == 0.0
-    fit = baseline_blend.fit_weight(oracle, baseline, rows, _values(truth), ["hit"], ["hit"], M)
-    assert fit.weight > 0 and fit.gains[fit.weight]["hit"] > 0.3
-    # the fold predictor blends the held-out rows with the weight fitted on the training rows
+    assert all(lower["hit"] <= 0 for lower in fit.lower.values())
+
+
+def test_a_method_that_hurts_a_guarded_metric_is_not_followed():
+    truth = _truth()
+    oracle = lambda tr, te: truth[te]  # noqa: E731
+    fit = baseline_blend.fit_weight(oracle, _baseline(truth), np.arange(N), _values(truth), ["hit"], ["hit", "miss"], M)
+    assert fit.weight == 0.0 and fit.gains[1.0]["hit"] > 0.2 and fit.lower[1.0]["hit"] > 0
+
+
+def test_strong_signal_is_followed_and_beats_the_baseline_held_out():
+    truth = _truth()
+    oracle = lambda tr, te: truth[te] + np.random.default_rng(len(tr)).random((len(te), M)) * 0.3  # noqa: E731
+    rows, values = np.arange(N), _values(truth)
+    fit = baseline_blend.fit_weight(oracle, _baseline(truth), rows, values, ["hit"], ["hit"], M)
+    assert fit.weight > 0 and fit.lower[fit.weight]["hit"] > 0
+    assert fit.weight == max(fit.lower, key=lambda w: fit.lower[w]["objective"])
     chosen: list[float] = []
-    pred = baseline_blend.guarded(noise, baseline, _values(truth), ["hit"], ["hit"], M, chosen)(rows[:40], rows[40:])
+    train, test = rows[::2], rows[1::2]
+    pred = baseline_blend.guarded(oracle, _baseline(truth), values, ["hit"], ["hit"], M, chosen)(train, test)
+    assert chosen[0] > 0
+    assert values(pred, test)["hit"].mean() > values(_baseline(truth)(train, test), test)["hit"].mean() + 0.2
+    # and with noise it is the baseline, row for row
+    chosen.clear()
+    pred = baseline_blend.guarded(_noise(0), _baseline(truth), values, ["hit"], ["hit"], M, chosen)(train, test)
     assert chosen == [0.0]
-    np.testing.assert_array_equal(pred.argmax(axis=1), baseline(rows[:40], rows[40:]).argmax(axis=1))
+    np.testing.assert_array_equal(pred.argmax(axis=1), _baseline(truth)(train, test).argmax(axis=1))

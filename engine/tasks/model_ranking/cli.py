@@ -73,7 +73,7 @@ def modelret_a_cmd(
                                      "paired p against the baseline.")] = False,
     method: Annotated[str, typer.Option("--method", help="guarded: the view ensemble (with --candidates: LTR over "
                       "the candidate features) blended with the average rank, weight by CV inside the training tasks "
-                      "and 0 unless it gains; ensemble: mean of the views' transferred predictions at "
+                      "and 0 unless every nDCG gains significantly; ensemble: mean of the views' transferred predictions at "
                       f"fixed k={modelret_a.FIXED.k} T={modelret_a.FIXED.temperature:g} prior weight "
                       f"{modelret_a.FIXED.prior_weight:g}; ltr: LightGBM LambdaRank over transfer features (and "
                       "candidate features); blend: the view blend and params with the best leave-one-out score (the "
@@ -141,7 +141,7 @@ def mllm_cmd(
                                      "prior, transfer (fixed and tuned per fold), LTR and the guarded blend, mean ± std over --repeats, "
                                      "paired p against the prior.")] = False,
     method: Annotated[str, typer.Option("--method", help="guarded: LTR blended with the popularity prior, weight by "
-                      "CV inside the dev questions and 0 unless nDCG@10 and MRR both hold; ltr: LightGBM LambdaRank "
+                      "CV inside the dev questions and 0 unless nDCG@10 and MRR both gain significantly; ltr: LightGBM LambdaRank "
                       "over transfer features; transfer: "
                       f"fixed k={mllm.FIXED.k} T={mllm.FIXED.temperature:g} prior weight "
                       f"{mllm.FIXED.prior_weight:g}; tuned: params by leave-one-out nDCG@10 on the dev questions (the "

@@ -212,8 +212,7 @@ def cross_validate_dev(dev_queries: str | Path, qrels: str | Path, llm_ids: str 
          f"LightGBM {ltr.LTRParams()}; transfer features at {params}"),
         ("guarded: LTR ⊕ prior" + (" (default)" if options.method == "guarded" else ""),
          guarded(ltr_fold, scores, grades, gain, m, chosen),
-         f"weight of LTR by inner {baseline_blend.INNER_FOLDS}-fold CV on the training folds, 0 unless the mean "
-         f"gain of nDCG@10 and MRR is ≥ {baseline_blend.MARGIN:g} SE and neither drops (nested)")]
+         f"weight of LTR: {baseline_blend.RULE} (nested)")]
     if not options.full_cv:
         variants = [v for v in variants if "per fold" not in v[0] or "(default)" in v[0]]
     scored = [run_variant(name, fn, lambda p: per_query_scores(grades, gain, p), n, m, folds, repeats, note)
@@ -259,7 +258,7 @@ def rank_questions(dev_queries: str | Path, qrels: str | Path, queries: str | Pa
                                           side.candidate_ids, params)
         predictions = guarded(fold, side.scores, side.grades, gain, len(side.candidate_ids), chosen)(
             np.arange(n), np.arange(n, len(emb)))
-        how = f"weight {chosen[0]:g} on LambdaRank at {params}, the rest on the prior (inner 5-fold CV on dev)"
+        how = f"weight {chosen[0]:g} on LambdaRank at {params}, the rest on the prior ({baseline_blend.RULE})"
     elif options.method == "ltr":
         predictions = ltr_predict(side.embeddings[EMBEDDING], new_emb, side.scores, side.grades, gain,
                                   side.candidate_ids, params)

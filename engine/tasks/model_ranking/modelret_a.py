@@ -398,8 +398,7 @@ def cross_validate_tasks(train_dir: str | Path, tasks_csv: str | Path | None = N
         variants += [(mark("LTR (LambdaRank) + candidate features", "ltr"), data.ltr(params, True),
                       "LightGBM over the transfer features and each score's within-task z and rank")]
     variants += [(mark(f"guarded: {inner} ⊕ average rank", "guarded"), data.guarded(names, params, chosen),
-                  f"weight of {inner} by inner {baseline_blend.INNER_FOLDS}-fold CV on the training folds, "
-                  f"0 unless its gain is ≥ {baseline_blend.MARGIN:g} SE and no nDCG drops (nested)")]
+                  f"weight of {inner}: {baseline_blend.RULE} (nested)")]
     if not options.full_cv:
         variants = [v for v in variants if "per fold" not in v[0] or "(default)" in v[0]]
     tiers = [tier_name(meta["criticality"]) for meta in side.meta]
@@ -465,7 +464,7 @@ def rank_tasks(train_dir: str | Path, queries_dir: str | Path, out: str | Path,
             chosen: list[float] = []
             predictions = data.guarded(names, params, chosen)(tr, te)
             how = f"weight {chosen[0]:g} on {'LTR' if models is not None else 'the view ensemble'}, the rest on " \
-                  "the average rank (inner 5-fold CV on the training tasks)"
+                  f"the average rank ({baseline_blend.RULE})"
     else:
         candidates = blends(side.embeddings, names, fixed=options.views is not None)
         sims = {name: emb @ emb.T for name, emb in candidates.items()}
