@@ -68,8 +68,8 @@ def rerank_train_cmd(
                      "document per row; the other documents of the file are the negatives).")],
     base: Annotated[str, typer.Option("--base", help="Cross-encoder to start from: a local folder, a Hugging "
                     "Face id, or all-MiniLM-L6-v2 (installed; a bare encoder, so a fresh head is added).")],
-    out: Annotated[Path, typer.Option("--out", help="Folder to write the trained model to; use it as "
-                   "--rerank cross:DIR or --model cross:DIR.")],
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder to write the trained model to; use it as "
+                       "--rerank cross:DIR or --model cross:DIR.")],
     holdout: Annotated[float, typer.Option("--holdout", help="Share of the documents (with their pairs) held "
                        "out, never fitted, to pick the best epoch (0.05–0.5).")] = TRAIN.holdout,
     epochs: Annotated[int, typer.Option("--epochs", help="Most passes over the fitted queries (stops "
@@ -95,10 +95,10 @@ def rerank_train_cmd(
     set_device(device)
     options = TrainOptions(holdout=holdout, epochs=epochs, seed=seed, batch_size=batch_size, lr=lr,
                            negatives=negatives)
-    r = train_cross_encoder(pairs, base, out, options, force, say=info)
+    r = train_cross_encoder(pairs, base, out_dir, options, force, say=info)
     info(f"trained on {r['queries_fitted']} queries ({r['queries_held_out']} held out): held-out MRR "
          f"{r['held_out_mrr_before']:.3f} → {r['held_out_mrr_after']:.3f} (epoch {r['best_epoch']}); "
-         f"use --rerank cross:{out}")
+         f"use --rerank cross:{out_dir}")
 
 
 def register(app: typer.Typer) -> None:

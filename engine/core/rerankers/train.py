@@ -18,7 +18,7 @@ import numpy as np
 from engine.errors import EngineError, opt
 
 EVAL_CANDIDATES = 20   # a held-out query's document among this many
-PATIENCE = 100           # epochs without a better held-out MRR before stopping
+PATIENCE = 2           # epochs without a better held-out MRR before stopping
 REPORT_FILE = "rerank-train.json"
 
 
