@@ -174,7 +174,6 @@ def train_epoch(model, split: PairSplit, negatives: Negatives, options: TrainOpt
     net, tok = model.model, model.tokenizer
     net.train()
     losses = []
-    group = 1 + options.negatives
     for start in range(0, len(order), options.batch_size):
         batch = [queries[int(i)] for i in order[start:start + options.batch_size]]
         firsts, seconds, sizes = [], [], []
