@@ -109,12 +109,17 @@ class Negatives:
             self.hard[q] = [pool[i] for i in order if pool[i] not in pos][: (n + 1) // 2]
 
     def draw(self, query: str) -> list[int]:
-        pos = set(self.split.fit[query])
+        """The hard ones plus random others (rejection sampling: no pass over every document per query)."""
+        pool = self.split.fit_docs
         out = list(self.hard[query])
-        others = [d for d in self.split.fit_docs if d not in pos and d not in out]
-        need = min(self.n - len(out), len(others))
-        if need > 0:
-            out += [others[int(i)] for i in self.rng.choice(len(others), need, replace=False)]
+        taken = set(out) | set(self.split.fit[query])
+        need = min(self.n - len(out), len(pool) - len(taken))
+        while need > 0:
+            d = pool[int(self.rng.integers(len(pool)))]
+            if d not in taken:
+                taken.add(d)
+                out.append(d)
+                need -= 1
         return out
 
 
