@@ -41,6 +41,7 @@ def minilm_sized_cross_encoder(folder: Path) -> Path:
 
 
 def main() -> None:
+    from engine.core.encoders import torchvision_patch  # noqa: F401  (before sentence-transformers)
     from sentence_transformers import CrossEncoder
 
     from engine.core.collection import Collection

@@ -6,8 +6,6 @@ Folder layout: bm25s' files (`params.index.json`, `vocab.index.json`, `*.csc.ind
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Sequence
 
@@ -74,24 +72,10 @@ class BM25Index:
 
     def save(self, folder: str | os.PathLike) -> Path:
         """Write into a temporary sibling folder, then swap it in: never a half-written index."""
-        folder = Path(folder)
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-        try:
+        from engine.io.atomic import atomic_dir
+        with atomic_dir(folder) as tmp:
             self.write_into(tmp)
-            old = None
-            if folder.exists():
-                old = folder.with_name(f".{folder.name}.old")
-                if old.exists():
-                    shutil.rmtree(old)
-                folder.rename(old)
-            tmp.rename(folder)
-            if old is not None:
-                shutil.rmtree(old, ignore_errors=True)
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
-        return folder
+        return Path(folder)
 
     @classmethod
     def load(cls, folder: str | os.PathLike) -> "BM25Index":

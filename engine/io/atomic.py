@@ -94,3 +94,26 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
 def write_npy(path: str | os.PathLike, array: np.ndarray) -> None:
     with atomic_open(path, "wb") as fh:
         np.save(fh, array)
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary folder beside `path`; on success it replaces `path` (a folder written by a library in
+    many files, e.g. a saved model), so a crash leaves the previous folder or none, never half of one."""
+    path = check_writable(path, folder=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise EngineError(f"{path}: cannot create its folder: {exc.strerror}") from None
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    old = path.parent / f".{path.name}.old"
+    try:
+        yield tmp
+        os.chmod(tmp, 0o777 & ~_umask())
+        if path.exists():
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(path, old)
+        os.replace(tmp, path)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -137,11 +137,14 @@ RANGES: dict[str, Range] = {
     "rerank_depth": Int(1, 10_000),          # first-stage hits a reranker orders (engine.core.rerankers reads its cap here)
     "holdout": Float(0.05, 0.5),             # engine adapt: pairs held out for early stopping
     "reg": Float(0, 1_000),                  # engine adapt: pull toward the identity
-    "epochs": Int(1, 100_000),               # engine adapt: most full-batch steps
+    "epochs": Int(1, 100_000),               # engine adapt: most full-batch steps; rerank train: most passes
+    "lr": Float(0, 0.01, open_lo=True),      # engine rerank train: AdamW learning rate
+    "negatives": Int(1, 63),                 # engine rerank train: other documents per query per step
 }
 LEAVE_ONE_OUT = Range(2, 1_000, integer=True, zero=True)  # --folds 0: leave-one-out (the help says so)
 PER_COMMAND: dict[tuple[str, str], Range] = {
     ("fuse", "k"): Int(0, 1_000_000),        # the RRF constant, not a result count
+    ("rerank train", "batch_size"): Int(1, 1024),  # queries per step (no "auto": a fit, not an encode)
     ("mllm", "folds"): LEAVE_ONE_OUT,
     ("modelret-a", "folds"): LEAVE_ONE_OUT,
 }

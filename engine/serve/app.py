@@ -32,7 +32,7 @@ from engine.serve.catalog import Catalog, Served, UnknownCollection
 from engine.serve.limits import BodyTooLarge, Guard, read_upload
 from engine.serve.metrics import Metrics
 from engine.serve.options import ServeOptions
-from engine.serve.rerank import chosen_spec, reranked_search
+from engine.serve.rerank import chosen_spec, reranked_batch, reranked_search
 from engine.serve.schema import openapi_schema
 from engine.serve.vectors import check_vector, finite_hits
 
@@ -72,6 +72,9 @@ class BatchRequest(Lexical):
     collection: str
     k: StrictInt = Field(10, description="Results wanted per query: 1 to the server's --max-k (1000 by default)")
     queries: list[Query] = Field(description="Each with one of text, id, vector")
+    rerank: bool | str | None = Field(None, description="true: the server's reranker; or one it allows by spec "
+                                      "(every query a text)")
+    rerank_depth: StrictInt | None = Field(None, description="Candidates the reranker reorders (default: its depth)")
 
 
 class HitOut(BaseModel):
@@ -363,8 +366,16 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
         if not 1 <= len(req.queries) <= opts.max_batch_queries:
             raise _refuse(422, f"queries: give 1 to {opts.max_batch_queries} (got {len(req.queries)})")
         s = await run_in_threadpool(served, req.collection)
-        results = await bounded(run_in_threadpool(lexical, s, req.queries, k, req) if req.given(s.col)
-                                else run_queries(s, req.queries, k), until)
+        spec = chosen_spec(opts.rerank, req.rerank)
+        if spec is not None:
+            for q in req.queries:
+                check_query(q)
+            results = await bounded(run_in_threadpool(reranked_batch, s.col, [q.text for q in req.queries], k,
+                                                      spec, req.rerank_depth, mode=req.mode, fusion=req.fusion,
+                                                      where=req.where), until)
+        else:
+            results = await bounded(run_in_threadpool(lexical, s, req.queries, k, req) if req.given(s.col)
+                                    else run_queries(s, req.queries, k), until)
         return {"collection": s.name, "results": [[hit_json(s, h) for h in hits] for hits in results],
                 "took_ms": round((time.perf_counter() - t0) * 1000, 3)}
 

@@ -37,3 +37,16 @@ def reranked_search(col: Any, text: str | None, k: int, spec: str, depth: int | 
     col.check_rerank(spec, depth, k, True)
     from engine.core.rerankers.registry import cached_reranker
     return col.search(text=text, k=k, rerank=cached_reranker(spec), rerank_depth=depth, **lexical)
+
+
+def reranked_batch(col: Any, texts: list[str | None], k: int, spec: str, depth: int | None,
+                   **lexical: Any) -> list[list]:
+    """`/search/batch` with the reranker: every query must be a text (checked first, so one bad query refuses
+    the batch before any model loads); one batched first stage (`Collection.search_many`), then each reranked."""
+    for n, text in enumerate(texts):
+        if text is None:
+            raise EngineError(f"queries.{n}: rerank reorders the hits of a text query; an id or vector query "
+                              "takes none")
+    col.check_rerank(spec, depth, k, True)
+    from engine.core.rerankers.registry import cached_reranker
+    return col.search_many(texts=texts, k=k, rerank=cached_reranker(spec), rerank_depth=depth, **lexical)

@@ -163,3 +163,33 @@ def test_service_reranks_only_what_it_allows(tiny_cross, text_col, tmp_path):
     with TestClient(create_app(ServeOptions(root=tmp_path / "idx")), raise_server_exceptions=False) as c:
         r = c.post("/search", json={"collection": "docs", "text": "animals", "rerank": True})
         assert r.status_code == 422 and "reranks nothing" in r.json()["detail"]
+
+
+def test_service_batch_reranks_each_query_like_search(tiny_cross, text_col, tmp_path):
+    from fastapi.testclient import TestClient
+
+    from engine.serve.app import create_app
+    from engine.serve.options import ServeOptions
+    spec = f"cross:{tiny_cross}"
+    texts = ["animals", "food and drink", "travel by water"]
+    want = [[h.id for h in text_col.search(text=t, k=3, rerank=spec, rerank_depth=12)] for t in texts]
+    plain = [[h.id for h in text_col.search(text=t, k=3)] for t in texts]
+    with TestClient(create_app(ServeOptions(root=tmp_path / "idx", rerank=(spec,))),
+                    raise_server_exceptions=False) as c:
+        body = {"collection": "docs", "k": 3, "queries": [{"text": t} for t in texts]}
+        r = c.post("/search/batch", json={**body, "rerank": True, "rerank_depth": 12})
+        assert r.status_code == 200, r.text
+        assert [[h["id"] for h in hits] for hits in r.json()["results"]] == want
+        r = c.post("/search/batch", json={**body, "rerank": spec, "rerank_depth": 12})
+        assert [[h["id"] for h in hits] for hits in r.json()["results"]] == want
+        r = c.post("/search/batch", json=body)
+        assert [[h["id"] for h in hits] for hits in r.json()["results"]] == plain
+        r = c.post("/search/batch", json={**body, "rerank": "cross:other"})
+        assert r.status_code == 422 and "not allowed" in r.json()["detail"]
+        r = c.post("/search/batch", json={**body, "queries": [{"text": "animals"}, {"id": "d1"}], "rerank": True})
+        assert r.status_code == 422 and "queries.1" in r.json()["detail"]
+        r = c.post("/search/batch", json={**body, "rerank": True, "rerank_depth": 2})
+        assert r.status_code == 422 and "below" in r.json()["detail"]
+    with TestClient(create_app(ServeOptions(root=tmp_path / "idx")), raise_server_exceptions=False) as c:
+        r = c.post("/search/batch", json={**body, "rerank": True})
+        assert r.status_code == 422 and "reranks nothing" in r.json()["detail"]

@@ -1,5 +1,5 @@
-"""`engine rerank RUN …`: reorder a TREC run (a group, so `engine rerank train` can join it as a subcommand).
-Parsing only: the work lives in `engine.core.rerankers.runs`."""
+"""`engine rerank RUN …`: reorder a TREC run; `engine rerank train …`: fine-tune a cross-encoder on pairs.
+A group whose default command is `run`. Parsing only: the work lives in `.runs` and `.train`."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,6 +9,7 @@ import typer
 from typer.core import TyperGroup
 
 from engine.core.rerankers.registry import DEFAULT_DEPTH, reranker_help
+from engine.core.rerankers.train import PATIENCE, TrainOptions
 
 Device = Annotated[str, typer.Option("--device", help="Where the reranker runs: auto, cpu, cuda, cuda:N, mps "
                                      "(fp16 autocast on CUDA).")]
@@ -18,10 +19,6 @@ class RunOrSubcommand(TyperGroup):
     """`engine rerank RUN …` runs the default command; `engine rerank train …` the named one."""
 
     def parse_args(self, ctx, args):
-        if args and args[0] == "train" and "train" not in self.commands:
-            from engine.errors import EngineError
-            raise EngineError("`engine rerank train` (fine-tuning a cross-encoder on pairs) is not built yet; "
-                              "give `engine rerank RUN …` a trained cross-encoder folder")
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
             args = ["run", *args]
         return super().parse_args(ctx, args)
@@ -29,7 +26,8 @@ class RunOrSubcommand(TyperGroup):
 
 rerank_app = typer.Typer(cls=RunOrSubcommand, no_args_is_help=True,
                          help="Reorder a TREC run's top documents with a reranker: `engine rerank RUN --queries Q "
-                              "--docs SOURCE --model SPEC --depth N --out RUN2`.")
+                              "--docs SOURCE --model SPEC --depth N --out RUN2`; fine-tune a cross-encoder "
+                              "on pairs: `engine rerank train --pairs PAIRS.csv --base DIR --out DIR`.")
 
 
 @rerank_app.command("run")
@@ -59,6 +57,48 @@ def rerank_run_cmd(
     set_device(device)
     n, lines = rerank_run_file(run, queries, docs, model, depth, out, run_id, id_column, split_list(fields))
     info(f"reranked {n} queries with {model}: wrote {lines} lines to {out}")
+
+
+TRAIN = TrainOptions()
+
+
+@rerank_app.command("train")
+def rerank_train_cmd(
+    pairs: Annotated[Path, typer.Option("--pairs", help="CSV with the columns query,document (one relevant "
+                     "document per row; the other documents of the file are the negatives).")],
+    base: Annotated[str, typer.Option("--base", help="Cross-encoder to start from: a local folder, a Hugging "
+                    "Face id, or all-MiniLM-L6-v2 (installed; a bare encoder, so a fresh head is added).")],
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder to write the trained model to; use it as "
+                       "--rerank cross:DIR or --model cross:DIR.")],
+    holdout: Annotated[float, typer.Option("--holdout", help="Share of the documents (with their pairs) held "
+                       "out, never fitted, to pick the best epoch (0.05–0.5).")] = TRAIN.holdout,
+    epochs: Annotated[int, typer.Option("--epochs", help="Most passes over the fitted queries (stops "
+                      f"earlier after {PATIENCE} without a better held-out MRR).")] = TRAIN.epochs,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the split, the negatives and the fit.")]
+    = TRAIN.seed,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Queries per step, each with its document "
+                          "and its negatives (1–1024).")] = TRAIN.batch_size,
+    lr: Annotated[float, typer.Option("--lr", help="AdamW learning rate (warm-up, then linear decay; "
+                  "greater than 0, at most 0.01).")] = TRAIN.lr,
+    negatives: Annotated[int, typer.Option("--negatives", help="Other documents per query per step: half the "
+                         "BM25-hardest, half random (1–63).")] = TRAIN.negatives,
+    force: Annotated[bool, typer.Option("--force", help="Replace a non-empty --out folder.")] = False,
+    device: Device = "auto",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No status lines.")] = False,
+) -> None:
+    """Fine-tune a cross-encoder on query,document pairs, early-stopped on held-out pairs; writes a folder
+    that `cross:DIR` loads."""
+    from engine.core.encoders.device import set_device
+    from engine.core.rerankers.train import train_cross_encoder
+    from engine.progress import info, set_quiet
+    set_quiet(quiet)
+    set_device(device)
+    options = TrainOptions(holdout=holdout, epochs=epochs, seed=seed, batch_size=batch_size, lr=lr,
+                           negatives=negatives)
+    r = train_cross_encoder(pairs, base, out_dir, options, force, say=info)
+    info(f"trained on {r['queries_fitted']} queries ({r['queries_held_out']} held out): held-out MRR "
+         f"{r['held_out_mrr_before']:.3f} → {r['held_out_mrr_after']:.3f} (epoch {r['best_epoch']}); "
+         f"use --rerank cross:{out_dir}")
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,255 @@
+"""`engine rerank train`: fine-tune a cross-encoder on `query,document` pairs.
+
+Each fitted query is trained against its document and `negatives` others of the pairs file (half the BM25
+hardest over the fitted documents, half random, redrawn every epoch) with a listwise loss (softmax over the
+group, the document first). A slice of the pairs, split by document, is held out and never fitted: after every
+epoch its queries rank their document among 20 candidates (fixed BM25-hard + random), and the epoch with the
+best held-out MRR is what is written. Starts from a local cross-encoder folder, any Hugging Face model, or the
+installed MiniLM (`all-MiniLM-L6-v2`: a bare BERT encoder, so a fresh one-label head is added).
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from engine.errors import EngineError, opt
+
+EVAL_CANDIDATES = 20   # a held-out query's document among this many
+PATIENCE = 2           # epochs without a better held-out MRR before stopping
+REPORT_FILE = "rerank-train.json"
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    holdout: float = 0.2      # share of the documents (with their pairs) held out for early stopping
+    epochs: int = 4
+    seed: int = 0
+    batch_size: int = 8       # queries per step, each with its document and its negatives
+    lr: float = 2e-5
+    negatives: int = 3        # other documents per query per step
+    max_length: int = 256     # tokens of query + document
+
+    def check(self) -> "TrainOptions":
+        """Each value within the range `engine rerank train` declares for it (one line naming the option)."""
+        from engine.io.options import range_for
+        for name, value in asdict(self).items():
+            range_for("rerank train", name).check(name, value)
+        return self
+
+
+@dataclass(frozen=True)
+class PairSplit:
+    """Queries → their documents, fitted and held out (no held-out document or query is ever fitted)."""
+    docs: list[str]                      # every distinct document of the pairs file
+    fit: dict[str, list[int]]            # query → positions in `docs`
+    held: dict[str, list[int]]
+    fit_docs: list[int]                  # documents the fitted queries may draw negatives from
+
+
+def read_text_pairs(path: str | Path, holdout: float, seed: int) -> PairSplit:
+    """The pairs of a `query,document` CSV, split by document; bad input is one line naming the file."""
+    from engine.core.adapters.fit import split_groups
+    from engine.core.adapters.pairs import read_pairs
+    pairs = read_pairs(path)
+    if pairs.kind != "text":
+        raise EngineError(f"{pairs.path}: a cross-encoder trains on query,document pairs (two texts); this file "
+                          "has text,image columns (use `engine adapt` for caption–image pairs)")
+    docs = sorted(set(pairs.right))
+    row = {d: n for n, d in enumerate(docs)}
+    fit_rows, held_rows = split_groups(pairs.right, holdout, seed)
+    held: dict[str, list[int]] = {}
+    for i in held_rows:
+        held.setdefault(pairs.left[i], []).append(row[pairs.right[i]])
+    fit: dict[str, list[int]] = {}
+    for i in fit_rows:
+        if pairs.left[i] not in held:
+            fit.setdefault(pairs.left[i], []).append(row[pairs.right[i]])
+    fit_docs = sorted({d for ds in fit.values() for d in ds})
+    if len(fit) < 2 or len(fit_docs) < 2:
+        raise EngineError(f"{pairs.path}: {len(fit)} queries left to fit after holding out {opt('holdout')} "
+                          f"{holdout}; give more pairs (at least 2 queries on 2 documents besides the held-out)")
+    return PairSplit(docs, fit, held, fit_docs)
+
+
+def resolve_base(base: str) -> str:
+    """The folder or hub id to load: `all-MiniLM-L6-v2` is the installed MiniLM; a path must be a model folder."""
+    from engine.core.encoders.sbert import resolve_model_path
+    path = resolve_model_path(base.strip())
+    p = Path(path).expanduser()
+    looks_local = p.exists() or path.startswith((".", "/", "~")) or path.count("/") > 1
+    if looks_local:
+        if not (p / "config.json").is_file():
+            raise EngineError(f"{opt('base')} {base}: not a model folder (no config.json there); give a "
+                              "cross-encoder folder, a Hugging Face id, or all-MiniLM-L6-v2 (installed)")
+        return str(p.resolve())
+    return path
+
+
+def check_out(out: Path, force: bool) -> None:
+    """Refuse to replace a non-empty folder without --force (checked before any model loads)."""
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise EngineError(f"{out} is not empty; give {opt('force')} to replace it with the trained model")
+
+
+class Negatives:
+    """Per fitted query: BM25-hard documents among the fitted ones (fixed) plus random ones (redrawn)."""
+
+    def __init__(self, split: PairSplit, n: int, rng: np.random.Generator) -> None:
+        from engine.core.bm25 import BM25Index
+        self.split, self.n, self.rng = split, n, rng
+        pool = split.fit_docs
+        index = BM25Index.build([str(d) for d in pool], [split.docs[d] for d in pool])
+        self.hard: dict[str, list[int]] = {}
+        for q, pos in split.fit.items():
+            scores = index.scores(q)
+            order = [int(i) for i in np.argsort(-scores, kind="stable") if scores[i] > 0]  # a shared word
+            self.hard[q] = [pool[i] for i in order if pool[i] not in pos][: (n + 1) // 2]
+
+    def draw(self, query: str) -> list[int]:
+        """The hard ones plus random others (rejection sampling: no pass over every document per query)."""
+        pool = self.split.fit_docs
+        out = list(self.hard[query])
+        taken = set(out) | set(self.split.fit[query])
+        need = min(self.n - len(out), len(pool) - len(taken))
+        while need > 0:
+            d = pool[int(self.rng.integers(len(pool)))]
+            if d not in taken:
+                taken.add(d)
+                out.append(d)
+                need -= 1
+        return out
+
+
+def held_out_candidates(split: PairSplit, seed: int) -> list[tuple[str, list[int], set[int]]]:
+    """(query, candidate documents, its documents) per held-out query: its documents plus BM25-hard and random
+    others from the whole file, up to EVAL_CANDIDATES, fixed for every epoch."""
+    from engine.core.bm25 import BM25Index
+    rng = np.random.default_rng(seed + 1)
+    index = BM25Index.build([str(d) for d in range(len(split.docs))], split.docs)
+    out = []
+    for q, pos in split.held.items():
+        scores = index.scores(q)
+        order = [int(i) for i in np.argsort(-scores, kind="stable") if int(i) not in pos]
+        hard = [d for d in order if scores[d] > 0][: EVAL_CANDIDATES // 2]
+        rest = [d for d in order if d not in hard]
+        extra = max(0, min(EVAL_CANDIDATES - len(pos) - len(hard), len(rest)))
+        rand = [rest[int(i)] for i in rng.choice(len(rest), extra, replace=False)] if extra else []
+        out.append((q, sorted(set(pos)) + hard + rand, set(pos)))
+    return out
+
+
+def held_out_mrr(model, candidates, docs: list[str], batch_size: int) -> float:
+    """Mean reciprocal rank of each held-out query's first document among its candidates (CrossEncoder.predict)."""
+    rr = []
+    for q, cand, pos in candidates:
+        scores = np.asarray(model.predict([(q, docs[d]) for d in cand], batch_size=batch_size * 4,
+                                          show_progress_bar=False, convert_to_numpy=True), dtype=np.float64)
+        scores = scores if scores.ndim == 1 else scores[:, -1]
+        order = np.argsort(-scores, kind="stable")
+        rr.append(next(1.0 / (r + 1) for r, i in enumerate(order) if cand[int(i)] in pos))
+    return float(np.mean(rr)) if rr else 0.0
+
+
+def load_base(base: str, device: str, max_length: int):
+    """A CrossEncoder with one output; a bare encoder (the MiniLM) gets a fresh classification head."""
+    from engine.core.encoders import torchvision_patch  # noqa: F401  (before sentence-transformers)
+    from sentence_transformers import CrossEncoder
+    local = Path(base).exists()
+    try:
+        model = CrossEncoder(base, num_labels=1, device=device, max_length=max_length,
+                             local_files_only=local or None)
+    except Exception as exc:
+        raise EngineError(f"{opt('base')} {base} could not be loaded as a cross-encoder "
+                          f"({type(exc).__name__}: {str(exc)[:200]})") from None
+    if getattr(model.model.config, "num_labels", 1) != 1:
+        raise EngineError(f"{opt('base')} {base} has {model.model.config.num_labels} outputs; give a "
+                          "one-output cross-encoder or a bare encoder")
+    return model
+
+
+def train_epoch(model, split: PairSplit, negatives: Negatives, options: TrainOptions, optimizer, scheduler,
+                rng: np.random.Generator) -> float:
+    """One pass over the fitted queries in a random order; the mean listwise loss."""
+    import torch
+    queries = list(split.fit)
+    order = rng.permutation(len(queries))
+    net, tok = model.model, model.tokenizer
+    net.train()
+    losses = []
+    for start in range(0, len(order), options.batch_size):
+        batch = [queries[int(i)] for i in order[start:start + options.batch_size]]
+        firsts, seconds, sizes = [], [], []
+        for q in batch:
+            pos = split.fit[q][int(rng.integers(len(split.fit[q])))]
+            cand = [pos] + negatives.draw(q)
+            firsts += [q] * len(cand)
+            seconds += [split.docs[d] for d in cand]
+            sizes.append(len(cand))
+        feats = tok(firsts, seconds, padding=True, truncation="longest_first", max_length=options.max_length,
+                    return_tensors="pt").to(net.device)
+        logits = net(**feats).logits[:, 0]
+        width = max(sizes)
+        table = torch.full((len(batch), width), float("-inf"), device=logits.device)
+        at = 0
+        for r, n in enumerate(sizes):
+            table[r, :n] = logits[at:at + n]
+            at += n
+        loss = torch.nn.functional.cross_entropy(table, torch.zeros(len(batch), dtype=torch.long,
+                                                                     device=logits.device))
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        losses.append(float(loss.item()))
+    net.eval()
+    return float(np.mean(losses)) if losses else 0.0
+
+
+def train_cross_encoder(pairs: str | Path, base: str, out: str | Path, options: TrainOptions = TrainOptions(),
+                        force: bool = False, say=None) -> dict:
+    """Fit, early-stop on the held-out pairs, write the best epoch's model to `out` (atomically) with a report."""
+    import torch
+
+    from engine.core.encoders.device import resolve_device
+    from engine.io.atomic import atomic_dir, write_json
+    options.check()
+    out = Path(out)
+    check_out(out, force)
+    base_path = resolve_base(base)
+    split = read_text_pairs(pairs, options.holdout, options.seed)  # all input checked before the model loads
+    say = say or (lambda _msg: None)
+    torch.manual_seed(options.seed)
+    rng = np.random.default_rng(options.seed)
+    negatives = Negatives(split, options.negatives, rng)
+    candidates = held_out_candidates(split, options.seed)
+    model = load_base(base_path, resolve_device(), options.max_length)
+    steps = options.epochs * -(-len(split.fit) // options.batch_size)
+    optimizer = torch.optim.AdamW(model.model.parameters(), lr=options.lr, weight_decay=0.01)
+    warm = max(1, steps // 10)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min(1.0, (s + 1) / warm) * max(0.0, (steps - s) / max(1, steps - warm)))
+    best = before = held_out_mrr(model, candidates, split.docs, options.batch_size)
+    best_state, best_epoch, history = copy.deepcopy(model.model.state_dict()), 0, []
+    say(f"held-out MRR before training {before:.3f} ({len(candidates)} queries, {EVAL_CANDIDATES} candidates each)")
+    for epoch in range(1, options.epochs + 1):
+        loss = train_epoch(model, split, negatives, options, optimizer, scheduler, rng)
+        mrr = held_out_mrr(model, candidates, split.docs, options.batch_size)
+        history.append({"epoch": epoch, "loss": loss, "held_out_mrr": mrr})
+        say(f"epoch {epoch}: loss {loss:.4f}, held-out MRR {mrr:.3f}")
+        if mrr > best + 1e-9:
+            best, best_epoch = mrr, epoch
+            best_state = copy.deepcopy(model.model.state_dict())
+        elif epoch - best_epoch >= PATIENCE:
+            break
+    model.model.load_state_dict(best_state)
+    report = {"base": base, "pairs": str(pairs), "queries_fitted": len(split.fit), "queries_held_out":
+              len(split.held), "documents": len(split.docs), "held_out_mrr_before": before,
+              "held_out_mrr_after": best, "best_epoch": best_epoch, "history": history, **asdict(options)}
+    with atomic_dir(out) as tmp:
+        model.save(str(tmp))
+        write_json(tmp / REPORT_FILE, report)
+    return report

