@@ -89,3 +89,20 @@ def test_chunks_of_a_source_equal_slices_of_the_list(tmp_path):
     assert list(chunk_items(source, bounds, [3, 1, 4])) == list(chunk_items(items, bounds, [1, 3, 4]))
     kept = np.array([0, 5, 6, 21])
     assert list(kept_items(source, kept)) == [(int(n), items[n]) for n in kept]
+
+
+@pytest.mark.slow
+def test_cli_ray_build_of_a_streamed_table_equals_the_local_build(ray_local, tmp_path, monkeypatch, capsys):
+    """`engine build --texts --ray local` (chunks put in the object store as the table is read) = a local build."""
+    from conftest import run_cli
+    table = tmp_path / "docs.csv"
+    rows = [f"d {i},text {i} about {'cats' if i % 3 else 'dogs'},{i % 2}" for i in range(40)]
+    rows[7] = "d 7,,0"
+    table.write_text("id,text,group\n" + "\n".join(rows) + "\n")
+    common = ["--texts", table, "--root", tmp_path, "--chunk-size", "8", "--id-policy", "replace"]
+    assert run_cli(monkeypatch, capsys, "build", "r", *common, "--ray", "local")[0] == 0
+    assert run_cli(monkeypatch, capsys, "build", "l", *common)[0] == 0
+    dist, local = Collection.open("r", tmp_path), Collection.open("l", tmp_path)
+    assert dist.ids == local.ids == [f"d_{i}" for i in range(40) if i != 7]
+    assert dist.items == local.items
+    np.testing.assert_allclose(np.asarray(dist.embeddings), np.asarray(local.embeddings), atol=1e-5)
