@@ -52,7 +52,10 @@ def run_measured(cmd: list[str], env: dict | None = None) -> dict:
     (sampled from /proc every 20 ms), seconds, exit status and the tail of its stderr."""
     err = tempfile.TemporaryFile()
     t = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env={**os.environ, **(env or {})})
+    # run from the temporary folder: `python -c` puts the working directory first on sys.path, which would
+    # import the tree the benchmark was started in instead of the one PYTHONPATH names (--baseline)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env={**os.environ, **(env or {})},
+                            cwd=tempfile.gettempdir())
     peak_anon = [0]
     stop = threading.Event()
 
