@@ -6,7 +6,8 @@
    collection's top-10 equal raw FAISS (`faiss.knn` over the normalized vectors), the IVF's stored recall@10 and
    its recall measured here against the same truth.
 2. The Ray build's driver: peak memory at two sizes ≥ 4× apart (a fast hash "encoder" in the Ray workers, so
-   the driver's own bookkeeping is what is measured), for this tree and, with --baseline DIR, an older tree.
+   the driver's own bookkeeping is what is measured), for this tree and, with --baseline DIR, an older tree;
+   with --driver-local the same build without Ray (the hash encoder in the process).
 
     flock /work/heavy.lock python benchmarks/vectors_build.py [--n 2000000] [--dim 384] [--ray-sizes 50000,200000]
 """
@@ -51,7 +52,10 @@ def run_measured(cmd: list[str], env: dict | None = None) -> dict:
     (sampled from /proc every 20 ms), seconds, exit status and the tail of its stderr."""
     err = tempfile.TemporaryFile()
     t = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env={**os.environ, **(env or {})})
+    # run from the temporary folder: `python -c` puts the working directory first on sys.path, which would
+    # import the tree the benchmark was started in instead of the one PYTHONPATH names (--baseline)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env={**os.environ, **(env or {})},
+                            cwd=tempfile.gettempdir())
     peak_anon = [0]
     stop = threading.Event()
 
@@ -150,7 +154,19 @@ ray.shutdown()
 """
 
 
-def ray_driver(sizes: list[int], dim: int, tmp: Path, trees: dict[str, Path]) -> list[dict]:
+LOCAL_CHILD = """
+import sys
+sys.path.insert(0, {tmp!r})
+import fakehash
+fakehash.install()
+from engine.core.collection import Collection
+from engine.progress import set_quiet
+set_quiet(True)
+Collection.build("r{n}", texts={table!r}, root={root!r}, model="fake-hash", chunk_size=2048, batch_size=512)
+"""
+
+
+def ray_driver(sizes: list[int], dim: int, tmp: Path, trees: dict[str, Path], local: bool = False) -> list[dict]:
     (tmp / "fakehash.py").write_text(FAKE.format(dim=dim))
     rows = []
     for n in sizes:
@@ -162,11 +178,12 @@ def ray_driver(sizes: list[int], dim: int, tmp: Path, trees: dict[str, Path]) ->
         for label, tree in trees.items():
             root = tmp / f"ray-{label}"
             path = os.pathsep.join([str(tmp), str(tree)])
-            code = RAY_CHILD.format(tmp=str(tmp), path=path, n=n, table=str(table), root=str(root))
+            child = LOCAL_CHILD if local else RAY_CHILD
+            code = child.format(tmp=str(tmp), path=path, n=n, table=str(table), root=str(root))
             r = run_measured([sys.executable, "-c", code], env={"PYTHONPATH": path})
             if r["rc"]:
                 raise SystemExit(f"Ray build of {n} ({label}) failed:\n{r['stderr']}")
-            rows.append({"tree": label, "items": n, "dim": dim, "seconds": r["seconds"], "peak_rss": r["peak_rss"],
+            rows.append({"tree": label, "mode": "local" if local else "ray", "items": n, "dim": dim, "seconds": r["seconds"], "peak_rss": r["peak_rss"],
                          "peak_anon": r["peak_anon"], "embedding_bytes": n * dim * 4})
             print(json.dumps(rows[-1]), flush=True)
             shutil.rmtree(root, ignore_errors=True)
@@ -183,6 +200,8 @@ def main() -> None:
     ap.add_argument("--ray-sizes", default="50000,200000")
     ap.add_argument("--baseline", type=Path, help="another tree (e.g. `git archive main`) for the Ray driver")
     ap.add_argument("--skip-vectors", action="store_true")
+    ap.add_argument("--driver-local", action="store_true",
+                    help="measure the same build without Ray (the encoder in the driver's process)")
     ap.add_argument("--skip-ray", action="store_true")
     ap.add_argument("--tmp", type=Path, default=Path(tempfile.gettempdir()))
     ap.add_argument("--out", type=Path, default=HERE / "results" / "vectors_build.json")
@@ -201,8 +220,9 @@ def main() -> None:
                  f"{r['disk_bytes'] / GIB:.2f}"] for r in rows]))
         if not a.skip_ray:
             trees = {"this": HERE.parent, **({"baseline": a.baseline} if a.baseline else {})}
-            rows = result["ray_driver"] = ray_driver([int(s) for s in a.ray_sizes.split(",")], a.dim, tmp, trees)
-            print(format_table(["Ray build driver", "items", "embeddings MiB", "seconds", "peak RSS MiB",
+            rows = result["ray_driver"] = ray_driver([int(s) for s in a.ray_sizes.split(",")], a.dim, tmp, trees,
+                                                     a.driver_local)
+            print(format_table(["local build" if a.driver_local else "Ray build driver", "items", "embeddings MiB", "seconds", "peak RSS MiB",
                                 "peak anon MiB"], [
                 [r["tree"], f"{r['items']:,}", f"{r['embedding_bytes'] / 2**20:.0f}", f"{r['seconds']:.0f}",
                  f"{r['peak_rss'] / 2**20:.0f}", f"{r['peak_anon'] / 2**20:.0f}"] for r in rows]))

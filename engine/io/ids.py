@@ -88,13 +88,23 @@ _UNSAFE = re.compile(r"[\s\x00-\x1f\x7f]")
 
 def trec_safe_ids(ids: Sequence[str], policy: str = "strict", origin: object = "", fixable: bool = True) -> list[str]:
     """`ids` checked (and with `replace`, fixed) so every run, qrels and submission can hold them."""
-    bad = [i for i in ids if not i or _UNSAFE.search(i)]
+    bad = [i for i in ids if trec_unsafe(i)]
     if not bad:
         return list(ids)
     if policy != "replace" or any(not i.strip() or _UNSAFE.search(_SPACE.sub("_", i)) for i in bad):
         raise EngineError(f"{origin}: {len(bad)} id(s) are empty or hold white space or control characters, which TREC runs cannot "
                           f"hold: {preview([repr(i) for i in bad])}; rename them"
                           + (f", or pass {opt('id_policy')} replace to turn white space into '_'" if fixable else ""))
-    fixed = [_SPACE.sub("_", i.strip()) for i in ids]
+    fixed = [trec_fixed(i) for i in ids]
     check_unique(fixed, "id (after replacing white space)", origin)
     return fixed
+
+
+def trec_unsafe(i: str) -> bool:
+    """An id a TREC file cannot hold: empty, or with white space or control characters."""
+    return not i or _UNSAFE.search(i) is not None
+
+
+def trec_fixed(i: str) -> str:
+    """`--id-policy replace`'s spelling of an id: each run of white space turned into `_`."""
+    return _SPACE.sub("_", i.strip())

@@ -5,7 +5,7 @@ Every row keeps its line number so errors can name it.
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,23 +59,33 @@ def check_line_lengths(origin: object, lines: Sequence[str]) -> None:
 
 def read_rows(path: str | Path) -> list[Row]:
     """Rows of a table file by its extension; TSV files may have no header (first column id, second text)."""
+    return list(iter_rows(path))
+
+
+def iter_rows(path: str | Path) -> Iterator[Row]:
+    """`read_rows` one row at a time (a build streams a large table instead of holding its rows); the file is
+    checked when this is called, its rows when they are read."""
     path = Path(path)
     check_file(path, "a CSV, TSV, JSONL or JSON file")
+    return _iter_rows(path)
+
+
+def _iter_rows(path: Path) -> Iterator[Row]:
     suffix = path.suffix.lower()
     try:
         if suffix in (".jsonl", ".ndjson"):
-            return _read_jsonl(path)
-        if suffix == ".json":
-            return _read_json(path)
-        if suffix in (".tsv", ".txt", ".topics"):
-            return _read_tsv(path)
-        return _read_csv(path, delimiter=",")
+            yield from _read_jsonl(path)
+        elif suffix == ".json":
+            yield from _read_json(path)
+        elif suffix in (".tsv", ".txt", ".topics"):
+            yield from _read_tsv(path)
+        else:
+            yield from _read_csv(path, delimiter=",")
     except UnicodeDecodeError as exc:
         raise EngineError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
-def _read_jsonl(path: Path) -> list[Row]:
-    rows = []
+def _read_jsonl(path: Path) -> Iterator[Row]:
     with open(path, encoding="utf-8") as fh:
         for n, line in enumerate(fh, 1):
             if len(line) > limit("max_line_bytes"):
@@ -85,8 +95,7 @@ def _read_jsonl(path: Path) -> list[Row]:
             obj = parse_json(line, path, n)
             if not isinstance(obj, dict):
                 raise EngineError(f"{where(path, n)}: expected a JSON object per line")
-            rows.append(Row(n, obj))
-    return rows
+            yield Row(n, obj)
 
 
 def read_json(path: str | Path, what: str = "file") -> Any:
@@ -112,13 +121,13 @@ def _read_json(path: Path) -> list[Row]:
     return [Row(i + 1, o) for i, o in enumerate(obj)]
 
 
-def _read_csv(path: Path, delimiter: str) -> list[Row]:
+def _read_csv(path: Path, delimiter: str) -> Iterator[Row]:
     """Strict CSV: a quote left open is an error, not rows merged into one field up to the end of the file."""
     csv.field_size_limit(int(limit("max_line_bytes")))
     with open(path, encoding="utf-8-sig", newline="") as fh:
         reader = csv.DictReader(fh, delimiter=delimiter, strict=True)
         try:
-            return _csv_rows(path, reader)
+            yield from _csv_rows(path, reader)
         except csv.Error as exc:
             if "field larger than field limit" in str(exc):
                 raise over("max_line_bytes", "a field", where(path, reader.line_num + 1)) from None
@@ -126,21 +135,19 @@ def _read_csv(path: Path, delimiter: str) -> list[Row]:
                               "open?)") from None
 
 
-def _csv_rows(path: Path, reader: csv.DictReader) -> list[Row]:
+def _csv_rows(path: Path, reader: csv.DictReader) -> Iterator[Row]:
     if reader.fieldnames is None:
-        return []
+        return
     header = [h.strip() for h in reader.fieldnames]
     if len(set(header)) != len(header):
         raise EngineError(f"{where(path, 1)}: duplicate column names in header {header}")
     reader.fieldnames = header
-    rows = []
     for rec in reader:
         if None in rec:
             raise EngineError(f"{where(path, reader.line_num)}: more fields than the header's {len(header)}")
         if all(v in (None, "") for v in rec.values()):
             continue
-        rows.append(Row(reader.line_num, {k: (v if v is not None else "") for k, v in rec.items()}))
-    return rows
+        yield Row(reader.line_num, {k: (v if v is not None else "") for k, v in rec.items()})
 
 
 def _looks_like_header(cells: Sequence[str]) -> bool:
@@ -148,12 +155,12 @@ def _looks_like_header(cells: Sequence[str]) -> bool:
     return any(c.strip().lower() in known for c in cells)
 
 
-def _read_tsv(path: Path) -> list[Row]:
+def _read_tsv(path: Path) -> Iterator[Row]:
     with open(path, encoding="utf-8-sig", newline="") as fh:
         first = fh.readline()
     if first and _looks_like_header(first.rstrip("\r\n").split("\t")):
-        return _read_csv(path, delimiter="\t")
-    rows = []
+        yield from _read_csv(path, delimiter="\t")
+        return
     with open(path, encoding="utf-8-sig") as fh:
         for n, line in enumerate(fh, 1):
             if len(line) > limit("max_line_bytes"):
@@ -164,9 +171,8 @@ def _read_tsv(path: Path) -> list[Row]:
             parts = line.split("\t")
             if len(parts) < 2:
                 raise EngineError(f"{where(path, n)}: expected `id<TAB>text`, found no tab")
-            rows.append(Row(n, {"id": parts[0].strip(), "text": "\t".join(parts[1:]).strip(),
-                                **{f"col{i}": p for i, p in enumerate(parts)}}))
-    return rows
+            yield Row(n, {"id": parts[0].strip(), "text": "\t".join(parts[1:]).strip(),
+                          **{f"col{i}": p for i, p in enumerate(parts)}})
 
 
 def id_text(value: Any, origin: object, line: int | None, what: str = "id") -> str:

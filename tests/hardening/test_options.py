@@ -148,10 +148,13 @@ def test_ray_build_gets_an_integer_batch_size(monkeypatch):
             return iter(())
 
     class FakeRay:
+        put = staticmethod(lambda obj: obj)
+
         class data:
             ActorPoolStrategy = staticmethod(lambda size: size)
             from_items = staticmethod(lambda rows, override_num_blocks: Data())
             from_arrow = staticmethod(lambda tables: Data())
+            from_arrow_refs = staticmethod(lambda refs: Data())
 
     monkeypatch.setattr(ray_encode, "import_ray", lambda: FakeRay)
     monkeypatch.setattr(ray_encode, "cluster_resources", lambda: (2, 0))

@@ -10,9 +10,9 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
+from engine.core.build.item_source import Items, chunk_items
 from engine.core.build.options import BuildOptions, BuildReport
 from engine.core.encoders.device import batch_size_for
-from engine.core.sources import Item
 from engine.core.store.npy_rows import NpyFile, NpyRows
 from engine.core.store.stored import PARTIAL
 from engine.io.atomic import atomic_open, write_json
@@ -23,14 +23,14 @@ PROGRESS_STEP = 256
 """Items encoded between two moves of the progress bar (at least four batches)."""
 
 
-def _plan_signature(encoder_spec: str, kind: str, items: Sequence[Item], chunk_size: int) -> str:
+def _plan_signature(encoder_spec: str, kind: str, items: Items, chunk_size: int) -> str:
     h = hashlib.sha256(json.dumps([encoder_spec, kind, chunk_size]).encode())
     for it in items:
         h.update(it.id.encode() + b"\0" + it.source.encode() + b"\1")
     return h.hexdigest()
 
 
-def open_partial(path: Path, encoder_spec: str, kind: str, items: Sequence[Item], chunk_size: int) -> Path:
+def open_partial(path: Path, encoder_spec: str, kind: str, items: Items, chunk_size: int) -> Path:
     """`NAME/.partial/` for this plan: kept when it holds chunks of the same input, else started over."""
     return open_plan(path, _plan_signature(encoder_spec, kind, items, chunk_size),
                      {"count": len(items), "chunk_size": chunk_size, "encoder": encoder_spec})
@@ -80,13 +80,11 @@ def _read_chunk(cfile: Path) -> dict[str, np.ndarray] | None:
         return None  # unreadable chunk: encode it again
 
 
-def encode_local(encoder, kind: str, items: Sequence[Item], todo: Sequence[int], o: BuildOptions,
+def encode_local(encoder, kind: str, items: Items, todo: Sequence[int], o: BuildOptions,
                  tick: Callable[[int, int], None] | None = None) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
     """(chunk number, chunk data) for each chunk in `todo`, encoded in this process; `tick(chunk, n)` after
     each slice of a chunk, so a progress bar moves within a chunk (a small build is one chunk)."""
-    bounds = chunk_bounds(len(items), o.chunk_size)
-    for c in todo:
-        chunk = items[bounds[c][0]:bounds[c][1]]
+    for c, chunk in chunk_items(items, chunk_bounds(len(items), o.chunk_size), todo):
         step = max(PROGRESS_STEP, batch_size_for(o.batch_size, kind, o.device) * 4)
         parts = []
         for lo in range(0, len(chunk), step):
@@ -109,9 +107,9 @@ def _joined(parts: list, step: int) -> dict[str, np.ndarray]:
     return chunk_data(emb, ok, bad)
 
 
-def encode_chunked(path: Path, encoder, kind: str, items: Sequence[Item], o: BuildOptions,
+def encode_chunked(path: Path, encoder, kind: str, items: Items, o: BuildOptions,
                     report: BuildReport, encode_chunks=encode_local, prefix: NpyRows | None = None
-                    ) -> tuple[NpyRows, list[int], list[tuple[int, str]]]:
+                    ) -> tuple[NpyRows, np.ndarray, list[tuple[int, str]]]:
     """Encode in chunks flushed to `.partial/`; chunks already there from an interrupted run are reused.
     `encode_chunks(encoder, kind, items, todo, o)` yields (chunk, data) for the missing ones in any order
     (`engine.core.build.ray_encode` runs them on Ray). Returns the embeddings assembled on disk (`assemble`:
@@ -145,15 +143,18 @@ def encode_chunked(path: Path, encoder, kind: str, items: Sequence[Item], o: Bui
 
 
 def assemble(partial: Path, bounds: Sequence[tuple[int, int]], dim: int, prefix: NpyRows | None = None
-             ) -> tuple[NpyRows, list[int], list[tuple[int, str]]]:
+             ) -> tuple[NpyRows, np.ndarray, list[tuple[int, str]]]:
     """`partial/embeddings.npy` from the chunk files, one chunk in memory at a time (after `prefix`'s rows,
-    copied block by block: the old rows of `--add`); the kept item positions and the failures."""
-    kept: list[int] = []
+    copied block by block: the old rows of `--add`); the kept item positions (ascending, 8 bytes each) and the
+    failures."""
+    kept_parts: list[np.ndarray] = []
     failed: list[tuple[int, str]] = []
     for c, (lo, _) in enumerate(bounds):
         with np.load(partial / f"chunk-{c:06d}.npz") as z:  # an npz reads only the arrays asked for
-            kept.extend(int(i) + lo for i in z["ok"])
+            kept_parts.append(z["ok"].astype(np.int64) + lo)
             failed.extend((int(p) + lo, str(r)) for p, r in zip(z["bad_pos"], z["bad_reason"]))
+    kept = np.concatenate(kept_parts) if kept_parts else np.zeros(0, np.int64)
+    del kept_parts
     start = len(prefix) if prefix is not None else 0
     out = NpyFile(partial / "embeddings.npy", start + len(kept), dim)
     for lo, rows in (prefix.blocks() if prefix is not None else ()):

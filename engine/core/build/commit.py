@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from array import array
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -37,7 +38,7 @@ def commit_collection(path: Path, manifest: dict, embeddings: np.ndarray, items:
     """Write a whole generation (core files + stored extras) and publish its manifest; drops `.partial/`.
     `items` may be a generator (then give `count`); `normalize` L2-normalizes the embeddings block by block
     as they are written, so no full-size copy is made."""
-    offsets: list = []
+    offsets = array("q")  # 8 bytes a row, not a list of ints
     manifest = {**manifest, "count": len(items) if count is None else count,  # type: ignore[arg-type]
                 **({"extra": dict(extra)} if extra else {})}
 

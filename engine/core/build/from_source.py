@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -14,8 +14,10 @@ from engine.core.build.commit import commit_collection, new_manifest
 from engine.core.build.lexical import ROLE as BM25, bm25_files, check_lexical, stored_texts
 from engine.core.build.options import BuildOptions, BuildReport, build_options
 from engine.core.encoders.prompts import prompted
+from engine.core.build.item_source import Items, ItemSource, kept_items, read_source, take
 from engine.core.index.faiss_index import FlatFile, build_index, is_exact, recall_at_k
-from engine.core.sources import Item, image_items, text_items
+from engine.core.index.ondisk import is_ivf
+from engine.core.sources import Item
 from engine.core.store.replaced import announce_replacement
 from engine.core.store.stored import IMAGE_FILES, MANIFEST, PARTIAL, StoredCollection, collection_path
 from engine.errors import EngineError, opt
@@ -62,24 +64,22 @@ def _build_collection(name: str, images: str | Path | None, texts: str | Path | 
             raise EngineError("items need kind='image' or kind='text'")
         items = list(items)
         check_unique([it.id for it in items], "id", name)
-    elif images is not None:
-        kind = "image"
-        items = image_items(images, id_column=o.id_column, path_column=o.path_column)
-    else:
-        kind = "text"
-        items, fields_used = text_items(texts, id_column=o.id_column, fields=o.fields)
+    else:  # streamed: read again on each pass, never all in a list (engine.core.build.item_source)
+        kind, items, fields_used = read_source(images, texts, o)
     check_lexical(o.bm25, kind)
     if o.sync:
         from engine.core.build.update import check_sync
         check_sync(images, path)
         o = replace(o, add=(path / MANIFEST).exists())
     source_name = str(images or texts or f"{len(items)} items")
-    safe = trec_safe_ids([it.id for it in items], o.id_policy, source_name)
-    items = [it if it.id == s else replace(it, id=s) for it, s in zip(items, safe)]
+    if not isinstance(items, ItemSource):  # a source's ids were checked (and fixed) when it was opened
+        safe = trec_safe_ids([it.id for it in items], o.id_policy, source_name)
+        items = [it if it.id == s else replace(it, id=s) for it, s in zip(items, safe)]
 
     model, index = o.model, o.factory()
     old: StoredCollection | None = None
     if o.add:
+        items = list(items)  # adding compares with the old ids: the new items as a list
         old = StoredCollection.open(name, root)
         if old.kind != kind:
             raise EngineError(f"collection {name!r} holds {old.kind}s; adding {kind}s needs a collection of {kind}s")
@@ -121,13 +121,12 @@ def _build_collection(name: str, images: str | Path | None, texts: str | Path | 
     prefix = old.embedding_rows() if old is not None else None  # old rows, copied block by block
     emb, kept, failed = encode_chunked(path, encoder, kind, items, o, report,
                                        encode_local if o.ray is None else encode_on_ray, prefix=prefix)
+    failed_items = take(items, [n for n, _ in failed])
     for n, reason in failed:
-        report.failed.append({"id": items[n].id, "path": items[n].source, "reason": reason})
+        report.failed.append({"id": failed_items[n].id, "path": failed_items[n].source, "reason": reason})
 
-    kept_items = [{"id": items[i].id, **_stored(items[i], kind, fields_used)} for i in kept]
-    if old is not None:
-        kept_items = old.items + kept_items
-    if len(kept_items) == 0:
+    count = len(kept) + (len(old.ids) if old is not None else 0)
+    if count == 0:
         raise EngineError(f"no item of {source_name} could be encoded; nothing to index")
 
     choice = None
@@ -138,8 +137,8 @@ def _build_collection(name: str, images: str | Path | None, texts: str | Path | 
         index, report.recall_at_10 = choice.factory, choice.recall
         show_choice(choice.manifest())
     else:
-        info(f"building FAISS index {index!r} over {len(kept_items)} × {encoder.dim}")
-        if o.ray is None and o.shards == 1:
+        info(f"building FAISS index {index!r} over {count} × {encoder.dim}")
+        if o.shards == 1 and not (o.ray is not None and is_ivf(index)):  # Flat streamed on Ray too
             faiss_index = FlatFile(emb) if index == "Flat" else build_index(emb, index)
         else:
             from engine.core.index.shards import build_scaled_index
@@ -160,18 +159,31 @@ def _build_collection(name: str, images: str | Path | None, texts: str | Path | 
         manifest["search_params"] = old.manifest["search_params"]  # a tuned operating point is kept on --add
     if old is not None:
         manifest["created"] = old.manifest["created"]
-    commit_collection(path, manifest, emb, kept_items, faiss_index,
-                            extra={**(old.extra if old is not None else {}), **(extra or {})},
-                            documents=_image_files(old, items, kept) if kind == "image" else None,
-                            files=_bm25(old, kept_items, [items[i].source for i in kept], o.bm25))
+    rows = _rows(old, items, kept, kind, fields_used)  # streamed to the items file by the commit
+    files = {}
+    if o.bm25 or (old is not None and BM25 in old.stored):
+        rows = list(rows)
+        files = _bm25(old, rows, [it.source for _, it in kept_items(items, kept)], True)
+    commit_collection(path, manifest, emb, rows, faiss_index, count=count,
+                      extra={**(old.extra if old is not None else {}), **(extra or {})},
+                      documents=_image_files(old, items, kept) if kind == "image" else None, files=files)
     if report.failed:
         lines = "\n".join(f"  {f['path']}: {f['reason']}" for f in report.failed[:20])
         more = f"\n  … and {len(report.failed) - 20} more (listed in {path / MANIFEST})" if len(report.failed) > 20 else ""
         warn(f"{len(report.failed)} of {len(items)} images skipped:\n{lines}{more}")
-    info(f"collection {name!r}: {len(kept_items)} items in {path}")
+    info(f"collection {name!r}: {count} items in {path}")
     from engine.core.encoders.registry import prepare_queries
     prepare_queries(encoder.spec)  # queries then load no torch; exports say so, and happen once
     return path
+
+
+def _rows(old: StoredCollection | None, items: Items, kept, kind: str, fields_used: list[str] | None
+          ) -> Iterator[dict]:
+    """The items rows of the new generation, streamed: the old ones first (on `add`), then the items kept."""
+    if old is not None:
+        yield from old.items
+    for _, it in kept_items(items, kept):
+        yield {"id": it.id, **_stored(it, kind, fields_used)}
 
 
 def _stored(item: Item, kind: str, fields_used: list[str] | None) -> dict:
@@ -192,10 +204,10 @@ def _prompts(encoder, old: StoredCollection | None, kind: str, query: str | None
     return resolve_prompts(encoder, query, doc) if "text" in encoder.modalities else {}
 
 
-def _image_files(old: StoredCollection | None, items: Sequence[Item], kept: Sequence[int]) -> dict[str, dict]:
+def _image_files(old: StoredCollection | None, items: Items, kept: Sequence[int]) -> dict[str, dict]:
     """The indexed files of an image collection (old ones kept on `add`): the only files a server reads."""
     files = dict(old.document(IMAGE_FILES)) if old is not None and IMAGE_FILES in old.stored else {}
-    files.update({items[i].id: items[i].source for i in kept})
+    files.update({it.id: it.source for _, it in kept_items(items, kept)})
     from engine.core.build.update import image_stamps
     return {IMAGE_FILES: files, **image_stamps(old, files)}
 
@@ -208,7 +220,7 @@ def _bm25(old, rows: list[dict], new_texts: list[str], want: bool) -> dict:
     return bm25_files([r["id"] for r in rows], before + new_texts)
 
 
-def _warn_truncation(encoder, items: Sequence[Item]) -> None:
+def _warn_truncation(encoder, items: Items) -> None:
     limit = int(encoder.info.get("max_seq_length") or 0)
     if not limit:
         return

@@ -1,5 +1,6 @@
-"""Builds on Ray: the item list read in blocks by Ray Data, images decoded in tasks, embeddings computed
-in an actor pool (one model per actor, one GPU per actor where the cluster has GPUs).
+"""Builds on Ray: the items read a chunk at a time and handed to Ray Data as one block per chunk, images
+decoded in tasks, embeddings computed in an actor pool (one model per actor, one
+GPU per actor where the cluster has GPUs).
 
 Only the encoding moves: chunks come back to the driver and go through `engine.core.build.chunks` exactly as a
 local build's do (same `.partial/` plan, same chunk files and signatures), so a killed distributed build
@@ -17,9 +18,11 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 import numpy as np
 
 from engine.core.build.chunks import chunk_bounds, chunk_data
+from engine.core.build.item_source import chunk_items
 from engine.core.cluster import TASK_RETRIES, cluster_resources, import_ray
 
 if TYPE_CHECKING:
+    from engine.core.build.item_source import Items
     from engine.core.build.options import BuildOptions
     from engine.core.sources import Item
 
@@ -89,22 +92,28 @@ def _encode_actor(spec: str, kind: str, threads: int, batch_size: int, prompt: s
     return EncodeActor
 
 
-def encode_on_ray(encoder, kind: str, items: Sequence["Item"], todo: Sequence[int], o: "BuildOptions"
+def encode_on_ray(encoder, kind: str, items: "Items", todo: Sequence[int], o: "BuildOptions"
                   ) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
     """`engine.core.build.chunks`' chunk encoder on Ray: (chunk number, chunk data) as each chunk completes.
-    One Ray Data block per chunk; the driver only regroups rows (in any order) into their chunks."""
+    The driver reads the items a chunk at a time (a source is streamed) and puts each chunk's table in the
+    object store as it goes, one Ray Data block per chunk; it only regroups rows (in any order) into their
+    chunks."""
     ray = import_ray()
     from ray import cloudpickle
     bounds = chunk_bounds(len(items), o.chunk_size)
     if not todo:
         return
+    # each chunk's table goes to the object store as it is read (spilled to disk by Ray when full): the
+    # driver holds one chunk and the references
+    refs = [ray.put(_chunk_table(c, chunk)) for c, chunk in chunk_items(items, bounds, todo)]
+    ds = ray.data.from_arrow_refs(refs)  # one block per chunk
+    del refs
     cpus, gpus = cluster_resources()
     from engine.core.encoders.device import batch_size_for
     batch = batch_size_for(o.batch_size, kind, "cuda" if gpus else "cpu")  # an int: the CLI gives "32" or "auto"
-    ds = ray.data.from_arrow([_chunk_table(items, c, *bounds[c]) for c in todo])  # one block per chunk
     if kind == "image":
-        ds = ds.map_batches(_decode, fn_kwargs={"transform": cloudpickle.dumps(encoder.preprocess)}, batch_size=batch,
-                            num_cpus=1, max_retries=TASK_RETRIES)
+        ds = ds.map_batches(_decode, fn_kwargs={"transform": cloudpickle.dumps(encoder.preprocess)},
+                            batch_size=batch, num_cpus=1, max_retries=TASK_RETRIES)
     actors = gpus if gpus else max(1, cpus // 2 if kind == "image" else cpus)
     ds = ds.map_batches(_encode_actor(encoder.spec, kind, o.threads, batch, encoder.info.get("prompt")),
                         batch_size=batch, compute=ray.data.ActorPoolStrategy(size=actors),
@@ -122,12 +131,12 @@ def encode_on_ray(encoder, kind: str, items: Sequence["Item"], todo: Sequence[in
                 yield c, _assemble(pending.pop(c), encoder.dim)
 
 
-def _chunk_table(items: Sequence["Item"], c: int, lo: int, hi: int):
+def _chunk_table(c: int, chunk: Sequence["Item"]):
     """A chunk's rows as a columnar Arrow table (chunk, position, source): a few bytes a row beyond the
-    source text, where a list of row dicts costs the driver hundreds."""
+    source text, where a list of row dicts costs hundreds."""
     import pyarrow as pa
-    return pa.table({"chunk": pa.array(np.full(hi - lo, c, np.int64)), "pos": pa.array(np.arange(hi - lo)),
-                     "source": pa.array([items[i].source for i in range(lo, hi)], pa.string())})
+    return pa.table({"chunk": pa.array(np.full(len(chunk), c, np.int64)), "pos": pa.array(np.arange(len(chunk))),
+                     "source": pa.array([it.source for it in chunk], pa.string())})
 
 
 def _assemble(parts: list[dict[str, np.ndarray]], dim: int) -> dict[str, np.ndarray]:

@@ -12,12 +12,14 @@ Written at every commit from the items as they stream to disk (`ColumnCollector`
 from __future__ import annotations
 
 import json
+import pickle
+import tempfile
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import IO, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from engine.core.filters import Column, as_text
+from engine.core.filters import Column, as_number, as_text
 from engine.core.store.generations import FileWriter
 
 ROLE = "columns"
@@ -47,10 +49,17 @@ def columns_writer(count: Callable[[], int], columns: Callable[[], tuple[dict[st
 
 
 class ColumnCollector:
-    """Gathers every scalar metadata field of the items rows while they stream to the items file."""
+    """Gathers every scalar metadata field of the items rows while they stream to the items file. Each
+    field's cells (row, text, number) are spilled to a temporary file in batches, so a build's memory does not
+    grow with its row count: a field is read back only when it is written (its vocabulary then held: the
+    distinct texts of a field of short texts), a field of long texts never."""
+
+    BATCH = 4096
 
     def __init__(self) -> None:
-        self.values: dict[str, dict[int, Any]] = {}
+        self.files: dict[str, IO[bytes]] = {}
+        self.buffers: dict[str, list[tuple[int, str | None, float | None]]] = {}
+        self.cells: dict[str, int] = {}
         self.chars: dict[str, int] = {}
         self.n = 0
 
@@ -59,22 +68,48 @@ class ColumnCollector:
             for key, value in row.items():
                 if key == "id":
                     continue
-                self.values.setdefault(key, {})[self.n] = value
+                buf = self.buffers.setdefault(key, [])
+                buf.append((self.n, as_text(value), as_number(value)))
+                self.cells[key] = self.cells.get(key, 0) + 1
                 if isinstance(value, str):
                     self.chars[key] = self.chars.get(key, 0) + len(value)
+                if len(buf) >= self.BATCH:
+                    self._flush(key)
             self.n += 1
             yield row
 
+    def _flush(self, key: str) -> None:
+        if key not in self.files:
+            self.files[key] = tempfile.TemporaryFile(prefix="engine-column-")
+        pickle.dump(self.buffers[key], self.files[key], protocol=pickle.HIGHEST_PROTOCOL)
+        self.buffers[key] = []
+
+    def _cells(self, key: str) -> Iterator[tuple[int, str | None, float | None]]:
+        fh = self.files.get(key)
+        if fh is not None:
+            fh.seek(0)
+            while True:
+                try:
+                    yield from pickle.load(fh)
+                except EOFError:
+                    break
+        yield from self.buffers[key]
+
     def columns(self) -> tuple[dict[str, Column], list[str]]:
         out, skipped = {}, []
-        for key, cells in self.values.items():
-            if self.chars.get(key, 0) > LONG_TEXT * max(1, len(cells)):
+        for key, cells in self.cells.items():
+            if self.chars.get(key, 0) > LONG_TEXT * max(1, cells):
                 skipped.append(key)
                 continue
-            values: list[Any] = [None] * self.n
-            for row, value in cells.items():
-                values[row] = value
-            out[key] = Column.from_values(values)
+            vocab = sorted({t for _, t, _ in self._cells(key) if t is not None})
+            code_of = {t: n for n, t in enumerate(vocab)}
+            codes, num = np.full(self.n, -1, np.int32), np.full(self.n, np.nan)
+            for row, text, number in self._cells(key):
+                codes[row] = -1 if text is None else code_of[text]
+                num[row] = np.nan if number is None else number
+            out[key] = Column(num, codes, vocab)
+        for fh in self.files.values():
+            fh.close()
         return out, skipped
 
     def writer(self) -> FileWriter:
