@@ -47,22 +47,39 @@ def write_vectors(path: Path, n: int, dim: int, block: int = 100_000, seed: int 
     return draw(100)
 
 
+LAUNCH = """
+import json, os, subprocess, sys
+proc = subprocess.Popen(sys.argv[2:], stdout=subprocess.DEVNULL)
+with open(sys.argv[1], "w") as fh:
+    fh.write(str(proc.pid))
+_, status, usage = os.wait4(proc.pid, 0)
+print(json.dumps({"rc": os.waitstatus_to_exitcode(status), "peak_rss": usage.ru_maxrss * 1024}))
+"""
+"""Starts the measured command from a fresh, small process and waits for it: a child started (vfork + exec)
+by a process that has grown inherits that process's peak RSS as its own `ru_maxrss` — this benchmark's
+process maps 2.9 GB of embeddings to compute the truth, which once showed up as a build's "peak"."""
+
+
 def run_measured(cmd: list[str], env: dict | None = None) -> dict:
-    """Run `cmd`; its peak RSS (ru_maxrss: every resident page, mapped files included) and peak RssAnon
-    (sampled from /proc every 20 ms), seconds, exit status and the tail of its stderr."""
+    """Run `cmd` (through `LAUNCH`); its peak RSS (ru_maxrss: every resident page, mapped files included) and
+    peak RssAnon (sampled from /proc every 20 ms), seconds, exit status and the tail of its stderr."""
     err = tempfile.TemporaryFile()
+    pid_file = Path(tempfile.mktemp(prefix="measured-pid-"))
     t = time.perf_counter()
     # run from the temporary folder: `python -c` puts the working directory first on sys.path, which would
     # import the tree the benchmark was started in instead of the one PYTHONPATH names (--baseline)
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env={**os.environ, **(env or {})},
-                            cwd=tempfile.gettempdir())
+    launcher = subprocess.Popen([sys.executable, "-c", LAUNCH, str(pid_file), *cmd], stdout=subprocess.PIPE,
+                                stderr=err, env={**os.environ, **(env or {})}, cwd=tempfile.gettempdir())
     peak_anon = [0]
     stop = threading.Event()
 
-    def sample() -> None:  # never poll() the child: that would reap it before wait4 reads its usage
-        while not stop.is_set():
+    def sample() -> None:
+        while not stop.is_set() and not (pid_file.is_file() and pid_file.read_text()):
+            time.sleep(0.005)
+        pid = pid_file.read_text() if pid_file.is_file() else ""
+        while pid and not stop.is_set():
             try:
-                for line in open(f"/proc/{proc.pid}/status"):
+                for line in open(f"/proc/{pid}/status"):
                     if line.startswith("RssAnon:"):
                         peak_anon[0] = max(peak_anon[0], int(line.split()[1]) * 1024)
             except OSError:
@@ -70,13 +87,14 @@ def run_measured(cmd: list[str], env: dict | None = None) -> dict:
             time.sleep(0.02)
     thread = threading.Thread(target=sample, daemon=True)
     thread.start()
-    _, status, usage = os.wait4(proc.pid, 0)
+    out, _ = launcher.communicate()
     stop.set()
-    proc.returncode = os.waitstatus_to_exitcode(status)
     thread.join()
+    pid_file.unlink(missing_ok=True)
     err.seek(0)
-    return {"seconds": time.perf_counter() - t, "peak_rss": usage.ru_maxrss * 1024, "peak_anon": peak_anon[0],
-            "rc": proc.returncode, "stderr": err.read().decode(errors="replace")[-2000:]}
+    got = json.loads(out) if launcher.returncode == 0 else {"rc": launcher.returncode, "peak_rss": 0}
+    return {"seconds": time.perf_counter() - t, "peak_rss": got["peak_rss"], "peak_anon": peak_anon[0],
+            "rc": got["rc"], "stderr": err.read().decode(errors="replace")[-2000:]}
 
 
 ENGINE = [sys.executable, "-c", "import sys; from engine.cli import main; sys.argv[0] = 'engine'; main()"]
@@ -86,6 +104,7 @@ def vectors_builds(n: int, dim: int, tmp: Path, factories: list[str], budget: st
     from engine.core.collection import Collection
     from engine.core.encoders.base import l2_normalize
     from engine.core.index.faiss_index import exact_top_k
+    from engine.core.store.npy_rows import NpyRows
     vec = tmp / "vectors.npy"
     t = time.perf_counter()
     queries = l2_normalize(write_vectors(vec, n, dim))
@@ -102,8 +121,8 @@ def vectors_builds(n: int, dim: int, tmp: Path, factories: list[str], budget: st
         if r["rc"]:
             raise SystemExit(f"{factory} build failed:\n{r['stderr']}")
         col = Collection.open(name, tmp / "idx")
-        if truth is None:  # raw FAISS: exact inner product over the normalized rows, block by block
-            truth = exact_top_k(np.load(col.file("embeddings"), mmap_mode="r"), queries, 10)[1]
+        if truth is None:  # raw FAISS: exact inner product over the normalized rows, block by block (read, not mapped)
+            truth = exact_top_k(NpyRows.open([col.file("embeddings")]), queries, 10)[1]
         got = col.search_vectors(queries, 10)[1]
         measured = float(np.mean([len(set(g) & set(t)) / 10 for g, t in zip(got, truth)]))
         disk = sum(p.stat().st_size for p in col.path.rglob("*") if p.is_file())

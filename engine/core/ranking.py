@@ -52,3 +52,16 @@ def top_k(scores: np.ndarray, k: int, exclude: Iterable[int] = ()) -> np.ndarray
 def top_k_rows(scores: np.ndarray, k: int) -> np.ndarray:
     """Per row, the column positions of the k highest scores, best first, ties by position."""
     return np.argsort(-np.asarray(scores), axis=1, kind="stable")[:, :k]
+
+
+def merge_top_k(results: Sequence[tuple[np.ndarray, np.ndarray]], offsets: Sequence[int], k: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """The top-k over parts searched apart (shards, groups of lists) from each part's (scores, local rows):
+    rows shifted by the part's offset, best first, ties by part order; -1 where fewer."""
+    scores = np.concatenate([d for d, _ in results], axis=1).astype(np.float32)
+    rows = np.concatenate([np.where(i >= 0, i + off, -1) for (_, i), off in zip(results, offsets)], axis=1)
+    scores = np.where(rows >= 0, scores, -np.inf)
+    pick = top_k_rows(scores, k)
+    out_s, out_r = np.take_along_axis(scores, pick, 1), np.take_along_axis(rows, pick, 1)
+    out_r[np.isneginf(out_s)] = -1
+    return out_s, out_r

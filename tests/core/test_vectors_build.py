@@ -95,6 +95,35 @@ def test_ivf_on_disk_equals_in_memory(data):
     disk.verify()
 
 
+@pytest.mark.parametrize("max_kb", [1, 60, 10**6])
+def test_search_released_bounds_mapped_lists(data, monkeypatch, max_kb):
+    """The on-disk IVF's recall search maps at most `max_bytes` of lists at once (a larger list alone), reads
+    each probed list once, and returns what one FAISS search over the whole index returns."""
+    from engine.core.index import ondisk
+    tmp, x = data
+    disk = Collection.from_vector_files("disk", tmp / "one.npy", root=tmp / "idx", index="IVF16,Flat",
+                                        memory_budget="10k")
+    index = disk.index
+    queries = x[:50] / np.linalg.norm(x[:50], axis=1, keepdims=True)
+    want_s, want_i = index.search(queries, 10)
+    ivf = ondisk.faiss_ivf(index.index)
+    sizes = np.array([ivf.invlists.list_size(i) for i in range(ivf.nlist)]) * (ivf.code_size + 8)
+    groups = []
+    real_groups = ondisk.list_groups
+    monkeypatch.setattr(ondisk, "list_groups", lambda *a: groups.extend(real_groups(*a)) or groups)
+    released = []
+    real_release = ondisk.OnDiskIVF.release
+    monkeypatch.setattr(ondisk.OnDiskIVF, "release", lambda self: released.append(1) or real_release(self))
+    got_s, got_i = index.search_released(queries, 10, max_bytes=max_kb * 1024)
+    np.testing.assert_array_equal(got_i, want_i)
+    np.testing.assert_allclose(got_s, want_s, atol=1e-6)
+    flat = np.concatenate(groups)
+    assert len(flat) == len(set(flat.tolist())) and len(released) == len(groups)  # each list once, released
+    assert all(len(g) == 1 or sizes[g].sum() <= max_kb * 1024 for g in groups)
+    lists = [len(g) for g in groups]
+    assert {1: max(lists) == 1, 60: len(groups) > 1 and max(lists) > 1, 10**6: len(groups) == 1}[max_kb]
+
+
 def test_interrupted_build_resumes(data, monkeypatch):
     """A build that dies after some blocks keeps them; the same build again writes only the rest."""
     from engine.core.build.options import BuildReport

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.core.ranking import merge_top_k
 from engine.errors import EngineError, opt
 
 EXACT = "Flat"
@@ -256,38 +257,32 @@ def exact_top_k(vectors, queries: np.ndarray, k: int, block: int = 65536) -> tup
     rows, such as `NpyRows`), block by block: memory is one block, never a copy of the vectors."""
     faiss = faiss_module()
     queries = np.ascontiguousarray(queries, dtype=np.float32)
-    best_d = np.full((len(queries), k), -np.inf, np.float32)
-    best_i = np.full((len(queries), k), -1, np.int64)
+    best = (np.full((len(queries), k), -np.inf, np.float32), np.full((len(queries), k), -1, np.int64))
     for lo in range(0, len(vectors), block):
         part = np.ascontiguousarray(vectors[lo:lo + block], dtype=np.float32)
-        d, i = faiss.knn(queries, part, min(k, len(part)), metric=faiss.METRIC_INNER_PRODUCT)
-        d_all, i_all = np.hstack([best_d, d]), np.hstack([best_i, i + lo])
-        top = np.argsort(-d_all, axis=1, kind="stable")[:, :k]
-        best_d, best_i = np.take_along_axis(d_all, top, 1), np.take_along_axis(i_all, top, 1)
-    return best_d, best_i
+        best = merge_top_k([best, faiss.knn(queries, part, min(k, len(part)), metric=faiss.METRIC_INNER_PRODUCT)],
+                           [0, lo], k)
+    return best
 
 
-def recall_at_k(index, vectors, queries: np.ndarray, k: int = 10, batch: int = 16) -> float:
+def recall_at_k(index, vectors, queries: np.ndarray, k: int = 10) -> float:
     """Share of the exact top-k that the index also returns in its top-k (ties at the cut tolerated). The
-    truth is computed block by block; the index is searched `batch` queries at a time, and an index that can
-    `release()` its mapped pages (an on-disk IVF) does so between batches, so its lists never all stay resident."""
+    truth is computed block by block; an index that maps its lists from disk (an on-disk IVF) is searched with
+    `search_released`, so its lists never all stay resident."""
     queries = np.ascontiguousarray(queries, dtype=np.float32)
     k = min(k, len(vectors))
     if k == 0 or len(queries) == 0:
         return 1.0
     d_true, i_true = exact_top_k(vectors, queries, k)
+    _, i_got = (index.search_released if hasattr(index, "search_released") else index.search)(queries, k)
     hits = 0
-    for lo in range(0, len(queries), batch):
-        _, i_got = index.search(queries[lo:lo + batch], k)
-        if hasattr(index, "release"):
-            index.release()
-        for q, got_row in zip(range(lo, lo + batch), i_got):
-            got, true = set(got_row[got_row >= 0].tolist()), set(i_true[q].tolist())
-            extra = sorted(got - true)
-            hits += len(got & true)
-            if extra:  # a returned row whose exact score ties the k-th is as good as the one it displaced
-                scores = np.asarray(vectors[np.asarray(extra)], dtype=np.float32) @ queries[q]
-                hits += int((scores >= d_true[q, -1] - 1e-6).sum())
+    for q, got_row in enumerate(i_got):
+        got, true = set(got_row[got_row >= 0].tolist()), set(i_true[q].tolist())
+        extra = sorted(got - true)
+        hits += len(got & true)
+        if extra:  # a returned row whose exact score ties the k-th is as good as the one it displaced
+            scores = np.asarray(vectors[np.asarray(extra)], dtype=np.float32) @ queries[q]
+            hits += int((scores >= d_true[q, -1] - 1e-6).sum())
     return hits / (len(queries) * k)
 
 

@@ -28,6 +28,10 @@ from engine.core.store.npy_rows import BLOCK, NpyRows, pwrite_all
 LAYOUT_FILE = "index.json"
 INDEX_FILE = "index.faiss"
 LISTS_FILE = "lists.ivfdata"
+RELEASE_BYTES = 256 << 20
+"""Most bytes of inverted lists `OnDiskIVF.search_released` maps before it lets them go (a larger list alone)."""
+RELEASE_BATCH = 16
+"""Queries per released batch when the index is not a plain IVF (a transform before it)."""
 Source = Union[np.ndarray, NpyRows, str, Path]
 """A shard's rows: an array, rows of `.npy` files (`NpyRows`: read where the shard is filled, a Ray task
 included), or a `.npy` file read with mmap where the shard is filled."""
@@ -62,7 +66,8 @@ def source_lengths(sources: Sequence[Source]) -> list[int]:
 
 
 def training_sample(sources: Sequence[Source], factory: str) -> np.ndarray:
-    """The rows `build_index` would train on, gathered shard by shard (so never the whole matrix)."""
+    """The rows `build_index` would train on (a sorted sample: in row order), gathered shard by shard (so never
+    the whole matrix); one source's sample is its only copy."""
     from engine.core.index.faiss_index import training_rows
     lengths = source_lengths(sources)
     pick = training_rows(sum(lengths), factory)
@@ -72,11 +77,9 @@ def training_sample(sources: Sequence[Source], factory: str) -> np.ndarray:
         if pick is None:
             parts.append(np.asarray(x, dtype=np.float32))
         else:
-            local = pick[(pick >= start) & (pick < start + n)] - start
-            parts.append(np.asarray(x[np.sort(local)], dtype=np.float32))
+            parts.append(np.asarray(x[pick[(pick >= start) & (pick < start + n)] - start], dtype=np.float32))
         start += n
-    sample = np.concatenate(parts)
-    return sample if pick is None else sample[np.argsort(np.argsort(pick))]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def trained_empty(factory: str, sources: Sequence[Source]):
@@ -152,6 +155,35 @@ class OnDiskIVF:
     def search(self, queries: np.ndarray, k: int):
         return self.index.search(queries, k)
 
+    def search_released(self, queries: np.ndarray, k: int, max_bytes: int = RELEASE_BYTES):
+        """`search`'s results (ties at the k-th score aside) with at most `max_bytes` of lists mapped at once (or
+        one larger list): the probed lists are taken in groups, each searched for every query probing it
+        (`search_preassigned`), released, and the groups' top-k merged. Every list is read once. A build
+        measures its recall so over an on-disk index far larger than its memory (mapped pages count as the
+        process's own until released)."""
+        import faiss
+        from engine.core.ranking import merge_top_k
+        queries = np.ascontiguousarray(queries, dtype=np.float32)
+        if not isinstance(faiss.downcast_index(self.index), faiss.IndexIVF):  # a transform first: batches
+            parts = []
+            for lo in range(0, len(queries), RELEASE_BATCH):
+                parts.append(self.search(queries[lo:lo + RELEASE_BATCH], k))
+                self.release()
+            return tuple(np.concatenate(p) if parts else np.zeros((0, k)) for p in zip(*parts))
+        ivf = faiss_ivf(self.index)
+        dq, iq = ivf.quantizer.search(queries, int(ivf.nprobe))
+        sizes = np.array([ivf.invlists.list_size(i) for i in range(ivf.nlist)], np.int64) * (ivf.code_size + 8)
+        best = (np.full((len(queries), k), -np.inf, np.float32), np.full((len(queries), k), -1, np.int64))
+        for group in list_groups(np.unique(iq[iq >= 0]), sizes, max_bytes):
+            probes = np.isin(iq, group)
+            rows = np.flatnonzero(probes.any(axis=1))
+            d, i = faiss_ivf(self.index).search_preassigned(queries[rows], k, np.where(probes[rows], iq[rows], -1),
+                                                            dq[rows])
+            self.release()
+            merged = merge_top_k([(best[0][rows], best[1][rows]), (d, i)], [0, 0], k)
+            best[0][rows], best[1][rows] = merged
+        return best
+
     def release(self) -> None:
         """Drop the mapped pages searches touched (the index is opened again): a build that searches a large
         on-disk index, to measure its recall, keeps its memory bounded."""
@@ -171,6 +203,21 @@ class OnDiskIVF:
                 os.replace(self.folder / name, target / name)
             (target / LAYOUT_FILE).write_text(json.dumps({"layout": "ondisk-ivf"}))
         return FileWriter("", write)
+
+
+def list_groups(lists: np.ndarray, list_bytes: np.ndarray, max_bytes: int) -> list[np.ndarray]:
+    """`lists` (in file order) cut into runs of at most `max_bytes` of `list_bytes` each; a larger list alone."""
+    groups: list[np.ndarray] = []
+    start, total = 0, 0
+    for at, li in enumerate(lists):
+        size = int(list_bytes[li])
+        if at > start and total + size > max_bytes:
+            groups.append(lists[start:at])
+            start, total = at, 0
+        total += size
+    if len(lists) > start:
+        groups.append(lists[start:])
+    return groups
 
 
 def build_ivf_on_disk(sources: Sequence[Source], factory: str, folder: str | Path, on_ray: bool) -> OnDiskIVF:

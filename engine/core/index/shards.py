@@ -22,7 +22,7 @@ import numpy as np
 
 from engine.core.index.faiss_index import build_index, read_index_file
 from engine.core.index.ondisk import LAYOUT_FILE, OnDiskIVF, build_ivf_on_disk, fill_shards, is_ivf, trained_empty
-from engine.core.ranking import top_k_rows
+from engine.core.ranking import merge_top_k
 from engine.core.store.generations import FileWriter
 from engine.core.store.npy_rows import NpyRows
 from engine.errors import EngineError, opt
@@ -32,18 +32,6 @@ def split_rows(n: int, shards: int) -> list[tuple[int, int]]:
     """(lo, hi) of each of `shards` contiguous, near-equal shards of n rows."""
     edges = np.linspace(0, n, shards + 1).round().astype(int)
     return [(int(a), int(b)) for a, b in pairwise(edges)]
-
-
-def merge_top_k(results: Sequence[tuple[np.ndarray, np.ndarray]], offsets: Sequence[int], k: int
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """The exact top-k over shards from each shard's (scores, local rows): global rows, -1 where fewer."""
-    scores = np.concatenate([d for d, _ in results], axis=1).astype(np.float32)
-    rows = np.concatenate([np.where(i >= 0, i + off, -1) for (_, i), off in zip(results, offsets)], axis=1)
-    scores = np.where(rows >= 0, scores, -np.inf)
-    pick = top_k_rows(scores, k)
-    out_s, out_r = np.take_along_axis(scores, pick, 1), np.take_along_axis(rows, pick, 1)
-    out_r[np.isneginf(out_s)] = -1
-    return out_s, out_r
 
 
 class ShardedIndex:

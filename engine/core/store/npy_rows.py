@@ -104,13 +104,15 @@ class NpyRows:
             if a >= b:
                 continue
             dtype = np.dtype(p.dtype)
-            raw = np.empty((b - a, p.dim), dtype)
+            in_place = dtype == out.dtype  # float32 is read straight into the result: one buffer, not two
+            raw = out[at:at + b - a] if in_place else np.empty((b - a, p.dim), dtype)
             with open(p.path, "rb", buffering=0) as fh:
                 fh.seek(p.offset + (a - int(start)) * p.dim * dtype.itemsize)
                 got = fh.readinto(memoryview(raw).cast("B"))
             if got != raw.nbytes:
                 raise EngineError(f"{p.path}: ended early (changed while it was read?)")
-            out[at:at + b - a] = raw
+            if not in_place:
+                out[at:at + b - a] = raw
             at += b - a
         return out
 
