@@ -14,3 +14,39 @@ def test_a_text_build_stores_encode_texts_rows_in_input_order(tmp_path, text_enc
     col = Collection.build("t", texts=csv, root=tmp_path, model=text_encoder.spec, chunk_size=2)
     assert col.ids == [f"d{i}" for i in range(len(texts))]
     assert np.abs(np.asarray(col.embeddings) - text_encoder.encode_texts(texts)).max() < 1e-5
+
+
+class _LengthEncoder:
+    """Each text's vector is (its length, its input number): rows are checkable, calls are recorded."""
+    spec, dim = "fake:length", 2
+
+    def __init__(self):
+        self.calls: list[list[str]] = []
+
+    def encode_texts(self, texts, batch_size=None):
+        self.calls.append(list(texts))
+        return np.asarray([[len(t), int(t.split("#")[1])] for t in texts], np.float32)
+
+
+def test_chunks_are_cut_from_the_length_order_and_rows_land_in_input_order(tmp_path):
+    from engine.core.build.chunks import encode_chunked
+    from engine.core.build.options import BuildOptions, BuildReport
+    from engine.core.sources import Item
+    rng = np.random.default_rng(0)
+    texts = [f"{'w ' * int(rng.integers(1, 60))}#{i}" for i in range(300)]
+    enc = _LengthEncoder()
+    rows, kept, failed = encode_chunked(tmp_path, enc, "text", [Item(str(i), t) for i, t in enumerate(texts)],
+                                        BuildOptions(chunk_size=64), BuildReport())
+    assert kept == list(range(300)) and failed == []
+    assert np.array_equal(np.asarray(rows), [[len(t), i] for i, t in enumerate(texts)])
+    seen = [len(t) for call in enc.calls for t in call]
+    assert seen == sorted(seen, reverse=True)  # every chunk holds a run of the global longest-first order
+
+
+def test_npy_file_write_at_scatters_rows(tmp_path):
+    from engine.core.store.npy_rows import NpyFile
+    out = NpyFile(tmp_path / "e.npy", 6, 2)
+    out.write_at(np.array([4, 0, 1, 5]), np.arange(8, dtype=np.float32).reshape(4, 2))
+    got = np.load(tmp_path / "e.npy")
+    assert np.array_equal(got[[4, 0, 1, 5]], np.arange(8).reshape(4, 2))
+    assert not got[[2, 3]].any()

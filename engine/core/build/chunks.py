@@ -116,6 +116,9 @@ def encode_chunked(path: Path, encoder, kind: str, items: Sequence[Item], o: Bui
     `encode_chunks(encoder, kind, items, todo, o)` yields (chunk, data) for the missing ones in any order
     (`engine.core.build.ray_encode` runs them on Ray). Returns the embeddings assembled on disk (`assemble`:
     `prefix`'s rows first), the positions of the items kept and the failures."""
+    order = length_order(items) if kind == "text" else None
+    if order is not None:  # chunks cut from the texts sorted by length: the rows still go to their input order
+        items = [items[i] for i in order]
     partial = open_partial(path, encoder.spec, kind, items, o.chunk_size)
     bounds = chunk_bounds(len(items), o.chunk_size)
     with make_progress() as bar:
@@ -141,13 +144,21 @@ def encode_chunked(path: Path, encoder, kind: str, items: Sequence[Item], o: Bui
             del data
     if report.resumed:
         info(f"resumed: {report.resumed} items were already encoded by an interrupted build")
-    return assemble(partial, bounds, encoder.dim, prefix)
+    return assemble(partial, bounds, encoder.dim, prefix, order)
 
 
-def assemble(partial: Path, bounds: Sequence[tuple[int, int]], dim: int, prefix: NpyRows | None = None
-             ) -> tuple[NpyRows, list[int], list[tuple[int, str]]]:
+def length_order(items: Sequence[Item]) -> np.ndarray:
+    """Item positions, longest text first (stable), as `SentenceTransformer.encode` orders one call: chunks
+    cut from this order pad each batch as little as one encode over the whole input does (chunks cut in input
+    order pad every batch to a random neighbour's length)."""
+    return np.argsort(-np.fromiter((len(it.source) for it in items), np.int64, len(items)), kind="stable")
+
+
+def assemble(partial: Path, bounds: Sequence[tuple[int, int]], dim: int, prefix: NpyRows | None = None,
+             order: np.ndarray | None = None) -> tuple[NpyRows, list[int], list[tuple[int, str]]]:
     """`partial/embeddings.npy` from the chunk files, one chunk in memory at a time (after `prefix`'s rows,
-    copied block by block: the old rows of `--add`); the kept item positions and the failures."""
+    copied block by block: the old rows of `--add`); the kept item positions and the failures. `order`: the
+    chunks hold items[order] (`length_order`); each row is written at its item's input position."""
     kept: list[int] = []
     failed: list[tuple[int, str]] = []
     for c, (lo, _) in enumerate(bounds):
@@ -158,10 +169,20 @@ def assemble(partial: Path, bounds: Sequence[tuple[int, int]], dim: int, prefix:
     out = NpyFile(partial / "embeddings.npy", start + len(kept), dim)
     for lo, rows in (prefix.blocks() if prefix is not None else ()):
         out.write(lo, rows)
-    at = start
+    if order is not None:  # the rank of each kept item in input order is its row
+        kept_input = order[np.asarray(kept, dtype=np.int64)]
+        row_of = np.empty(len(order), np.int64)
+        row_of[np.sort(kept_input)] = np.arange(len(kept_input))
+        dest = start + row_of[kept_input]
+        kept = sorted(int(i) for i in kept_input)
+        failed = sorted((int(order[p]), r) for p, r in failed)
+    at = 0
     for c in range(len(bounds)):
         with np.load(partial / f"chunk-{c:06d}.npz") as z:
             emb = z["emb"].reshape(-1, dim)
-        out.write(at, emb)
+        if order is None:
+            out.write(start + at, emb)
+        else:
+            out.write_at(dest[at:at + len(emb)], emb)
         at += len(emb)
     return out.rows(), kept, failed

@@ -180,6 +180,22 @@ class NpyFile:
         finally:
             os.close(fd)
 
+    def write_at(self, positions: np.ndarray, rows: np.ndarray) -> None:
+        """`rows[i]` written at row `positions[i]`: runs of consecutive positions in one write each."""
+        positions = np.asarray(positions, dtype=np.int64)
+        by_row = np.argsort(positions, kind="stable")
+        pos, data = positions[by_row], np.asarray(rows, dtype=np.float32)[by_row]
+        if data.shape[1:] != (self.dim,) or len(pos) != len(data) or (len(pos) and not 0 <= pos[0] <= pos[-1] < self.n):
+            raise ValueError(f"rows at {len(pos)} positions of width {data.shape[1:]} do not fit {self.path}")
+        cuts = np.flatnonzero(np.diff(pos) != 1) + 1
+        fd = os.open(self.path, os.O_WRONLY)
+        try:
+            for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(pos)]):
+                if hi > lo:
+                    pwrite_all(fd, data[lo:hi], self.offset + int(pos[lo]) * self.dim * 4)
+        finally:
+            os.close(fd)
+
     def rows(self) -> NpyRows:
         return NpyRows.open([self.path])
 
