@@ -69,14 +69,18 @@ def transform_params(preprocess) -> dict | None:
             "std": [float(x) for x in norm.std], "resample": resample}
 
 
-def export(arch: str, weights: str, target: Path) -> bool:
+def export(arch: str, weights: str, target: Path, announce: bool = False) -> bool:
     """Export the torch image tower (`clip.load_open_clip`) with output `embedding`; False (a `failed` marker
-    left) where the transform is not the plain recipe or the exporter fails: image queries then use torch."""
+    left) where the transform is not the plain recipe or the exporter fails: image queries then use torch.
+    A spec that does not load raises its EngineError before anything is announced."""
     import torch
 
     from engine.core.encoders.clip import load_open_clip
     from engine.io.atomic import write_json
     model, preprocess, _ = load_open_clip(arch, weights, "cpu")
+    if announce:
+        from engine.progress import info
+        info(f"exporting clip:{arch}:{weights}'s image tower to ONNX for torch-free image queries (once, into {target})")
     params = transform_params(preprocess)
     target.mkdir(parents=True, exist_ok=True)
     if params is None:
@@ -123,9 +127,7 @@ def clip_image_query_encoder(arg: str) -> Encoder | None:
     if folder is None or (folder / "failed").exists():
         return None
     if not (folder / "config.json").is_file():
-        from engine.progress import info
-        info(f"exporting clip:{arch}:{weights}'s image tower to ONNX for torch-free image queries (once, into {folder})")
-        if not export(arch, weights, folder):
+        if not export(arch, weights, folder, announce=True):
             from engine.progress import warn
             warn(f"clip:{arch}:{weights}: {(folder / 'failed').read_text().strip()}")
             return None
