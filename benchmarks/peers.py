@@ -54,6 +54,12 @@ def write_csv(path: Path, texts: list[str]) -> None:
     path.write_text("id,text\n" + "".join(f"d{i},{t}\n" for i, t in enumerate(texts)), encoding="utf-8")
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system, all threads) a process has used: what load does not inflate."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def loadavg() -> float:
     return round(os.getloadavg()[0], 2)
 
@@ -144,12 +150,14 @@ def service(root: Path, env: dict, levels: list[tuple[int, int]], rounds: int, b
         for _ in range(rounds):
             for clients, total in levels:
                 for label, port in ports.items():
-                    la = loadavg()
+                    la, cpu = loadavg(), cpu_s(servers[label].pid)
                     r = load(port, "docs", texts, clients, total, 10, deadline)
                     r["load"] = la
+                    r["cpu_ms_per_request"] = (cpu_s(servers[label].pid) - cpu) * 1e3 / max(1, r["requests"])
                     out[label][str(clients)].append(r)
                     print(f"  {label}, {clients} clients: {r['qps']:.1f} QPS, p50 {r['p50_ms']:.1f} ms, "
-                          f"{r['errors']} errors (load {la})", flush=True)
+                          f"{r['cpu_ms_per_request']:.1f} CPU ms per request, {r['errors']} errors (load {la})",
+                          flush=True)
         for label, proc in servers.items():
             out[label]["rss_mib"] = rss_mib(proc.pid)
     finally:
@@ -222,6 +230,10 @@ def report(result: dict) -> list[list[str]]:
                 rows.append([f"service, {clients} clients, QPS", f"{med(e, 'qps'):.0f} (p50 {med(e, 'p50_ms'):.0f} ms)",
                              f"floor app {med(f, 'qps'):.0f} (p50 {med(f, 'p50_ms'):.0f} ms)",
                              f"{med(e, 'qps') / med(f, 'qps'):.2f} (goal ≥ 2)"])
+            if all("cpu_ms_per_request" in r for r in e + f):
+                rows.append([f"service, {clients} client{'s' * (clients != '1')}, server CPU ms per request",
+                             f"{med(e, 'cpu_ms_per_request'):.1f}", f"floor app {med(f, 'cpu_ms_per_request'):.1f}",
+                             f"{med(f, 'cpu_ms_per_request') / med(e, 'cpu_ms_per_request'):.2f} (floor / engine)"])
     if "engine_docs_build" in result:
         rows.append([f"engine build, {result['n']:,} docs, texts/s (model load included)",
                      f"{result['engine_docs_build']['texts_per_s']:.1f}", "—", "—"])
