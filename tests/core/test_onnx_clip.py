@@ -5,13 +5,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from conftest import REPO
 
 pytestmark = pytest.mark.skipif(any(importlib.util.find_spec(m) is None for m in ("open_clip", "onnxruntime")),
                                 reason="needs open_clip and onnxruntime (extras clip, fast)")
@@ -69,10 +65,5 @@ def test_a_clip_image_query_imports_neither_torch_nor_open_clip(tmp_path, tiny_c
     Collection.from_vectors("im", [f"p{i}" for i in range(len(photos))], res.embeddings, tiny_clip, "image",
                             root=tmp_path)
     assert prepare_queries(tiny_clip) == ["text: torch", "image: onnx"]
-    heavy = ("torch", "torchvision", "open_clip", "timm", "sentence_transformers", "transformers")
-    code = ("import sys\nfrom engine.core.collection import Collection\n"
-            f"c = Collection.open('im', {str(tmp_path)!r})\nprint(c.search(image={photos[2]!r}, k=1)[0].id)\n"
-            f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ, "PYTHONPATH": str(REPO)}).stdout.split("\n")
-    assert out[0] == "p2" and out[1] == "[]"
+    from test_onnx_image import HEAVY, image_query_in_a_new_process
+    assert image_query_in_a_new_process(tmp_path, "im", photos[2], (*HEAVY, "open_clip")) == ("p2", "[]")
