@@ -118,7 +118,8 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
     state: dict[str, Any] = {}
 
     async def lifespan(app: FastAPI):
-        state["batcher"] = MicroBatcher(opts.batch_window_ms / 1000, opts.max_batch, metrics)
+        state["batcher"] = MicroBatcher(opts.batch_window_ms / 1000, opts.max_batch, metrics,
+                                        opts.batch_workers)
         for name in catalog.names():  # warm: the first query should not pay for loading
             try:
                 await run_in_threadpool(catalog.get, name)

@@ -24,11 +24,16 @@ class TextJob:
 
 
 class MicroBatcher:
-    def __init__(self, window_s: float, max_batch: int, metrics: Metrics):
+    """`workers` threads take batches from one queue: while one searches its batch (one FAISS thread), the next
+    is encoded, and each batch runs start to end on its own thread (no hand-off between stages)."""
+
+    def __init__(self, window_s: float, max_batch: int, metrics: Metrics, workers: int = 1):
         self.window_s, self.max_batch, self.metrics = window_s, max_batch, metrics
         self._queue: queue.Queue[TextJob | None] = queue.Queue()
-        self._thread = threading.Thread(target=self._run, name="engine-text-batcher", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._run, name=f"engine-text-batcher-{n}", daemon=True)
+                         for n in range(workers)]
+        for thread in self._threads:
+            thread.start()
 
     def submit(self, col: Collection, text: str, k: int) -> Future:
         """A future of the query's hits (or of the EngineError it raised)."""
@@ -37,12 +42,14 @@ class MicroBatcher:
         return job.future
 
     def close(self) -> None:
-        self._queue.put(None)
-        self._thread.join(timeout=5)
+        self._queue.put(None)  # each worker puts it back for the next
+        for thread in self._threads:
+            thread.join(timeout=5)
 
     def _take(self) -> list[TextJob] | None:
         first = self._queue.get()
         if first is None:
+            self._queue.put(None)
             return None
         batch = [first]
         if self._queue.empty():

@@ -31,6 +31,8 @@ def serve_cmd(
                                "others to be encoded with it (0–1000).")] = DEFAULTS.batch_window_ms,
     max_batch: Annotated[int, typer.Option("--max-batch", help="Most text queries encoded together (1–1024).")]
     = DEFAULTS.max_batch,
+    batch_workers: Annotated[int, typer.Option("--batch-workers", help="Text batches encoded and searched at once, "
+                             "each on its own thread (1–64).")] = DEFAULTS.batch_workers,
     rerank: Annotated[list[str] | None, typer.Option("--rerank", help="A reranker spec requests may ask for "
                       "(\"rerank\": true takes the first; repeat to allow more), e.g. cross:/models/minilm-ce.")]
     = None,
@@ -42,7 +44,7 @@ def serve_cmd(
     serve(ServeOptions(root=root, collections=tuple(names) if names else None, host=host, port=port,
                        api_key=api_key, max_k=max_k, max_upload_bytes=upload_bytes(max_upload_mb),
                        max_image_pixels=max_image_pixels, timeout_s=timeout_s, batch_window_ms=batch_window_ms,
-                       max_batch=max_batch, rerank=tuple(rerank or ())))
+                       max_batch=max_batch, batch_workers=batch_workers, rerank=tuple(rerank or ())))
 
 
 def register(app: typer.Typer) -> None:

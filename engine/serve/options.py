@@ -29,6 +29,7 @@ class ServeOptions:
     timeout_s: float = 30.0                     # per request; then 503 and the server goes on
     batch_window_ms: float = 2.0                # how long the text micro-batcher waits for company
     max_batch: int = 32                         # texts encoded in one forward pass
+    batch_workers: int = 2                      # batches encoded and searched at once (benchmarks/peers.py)
     thumb_size: int = 256                       # longest side of a thumbnail, pixels
     rerank: tuple[str, ...] = ()                # reranker specs requests may ask for ("rerank": true: the first)
 
@@ -52,7 +53,8 @@ class ServeOptions:
 RANGES: dict[str, tuple[float, float]] = {
     "port": (1, 65535), "max_k": (1, 100_000), "max_query_chars": (1, 1_000_000), "max_batch_queries": (1, 10_000),
     "max_body_bytes": (1, 1 << 30), "max_upload_bytes": (1, 1 << 30), "max_image_pixels": (1, 1_000_000_000),
-    "timeout_s": (0, 3600), "batch_window_ms": (0, 1000), "max_batch": (1, 1024), "thumb_size": (16, 1024),
+    "timeout_s": (0, 3600), "batch_window_ms": (0, 1000), "max_batch": (1, 1024), "batch_workers": (1, 64),
+    "thumb_size": (16, 1024),
 }
 """Each numeric option's range, both ends included (`timeout_s` must also be over 0): out of range is refused."""
 

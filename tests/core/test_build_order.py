@@ -14,3 +14,31 @@ def test_a_text_build_stores_encode_texts_rows_in_input_order(tmp_path, text_enc
     col = Collection.build("t", texts=csv, root=tmp_path, model=text_encoder.spec, chunk_size=2)
     assert col.ids == [f"d{i}" for i in range(len(texts))]
     assert np.abs(np.asarray(col.embeddings) - text_encoder.encode_texts(texts)).max() < 1e-5
+
+
+class _LengthEncoder:
+    """Each text's vector is (its length, its input number): rows are checkable, calls are recorded."""
+    spec, dim = "fake:length", 2
+
+    def __init__(self):
+        self.calls: list[list[str]] = []
+
+    def encode_texts(self, texts, batch_size=None):
+        self.calls.append(list(texts))
+        return np.asarray([[len(t), int(t.split("#")[1])] for t in texts], np.float32)
+
+
+def test_each_chunk_reaches_the_encoder_longest_first_and_rows_land_in_input_order(tmp_path):
+    from engine.core.build.chunks import encode_chunked
+    from engine.core.build.options import BuildOptions, BuildReport
+    from engine.core.sources import Item
+    rng = np.random.default_rng(0)
+    texts = [f"{'w ' * int(rng.integers(1, 60))}#{i}" for i in range(600)]
+    enc = _LengthEncoder()
+    rows, kept, failed = encode_chunked(tmp_path, enc, "text", [Item(str(i), t) for i, t in enumerate(texts)],
+                                        BuildOptions(chunk_size=512), BuildReport())
+    assert list(kept) == list(range(600)) and failed == []
+    assert np.array_equal(np.asarray(rows), [[len(t), i] for i, t in enumerate(texts)])
+    assert [len(c) for c in enc.calls] == [256, 256, 88]  # slices of the progress step
+    first_chunk = [len(t) for call in enc.calls[:2] for t in call]
+    assert first_chunk == sorted((len(t) for t in texts[:512]), reverse=True)  # across slices, within the chunk

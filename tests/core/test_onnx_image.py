@@ -52,13 +52,20 @@ def test_an_image_query_imports_no_torch_nor_text_stack(tmp_path, sample_photos,
                             "image", root=tmp_path)
     from engine.core.encoders.registry import prepare_queries
     assert prepare_queries(conse_encoder.spec) == ["text: onnx", "image: onnx"]
-    heavy = ("torch", "torchvision", "timm", "sentence_transformers", "transformers")
+    assert image_query_in_a_new_process(tmp_path, "im", photos[2], HEAVY) == ("p2", "[]")
+
+
+HEAVY = ("torch", "torchvision", "timm", "sentence_transformers", "transformers")
+
+
+def image_query_in_a_new_process(root, name: str, photo: str, heavy: tuple[str, ...]) -> tuple[str, str]:
+    """The top id of an image query in a fresh Python, and which of `heavy` it imported."""
     code = ("import sys\nfrom engine.core.collection import Collection\n"
-            f"c = Collection.open('im', {str(tmp_path)!r})\nprint(c.search(image={photos[2]!r}, k=1)[0].id)\n"
+            f"c = Collection.open({name!r}, {str(root)!r})\nprint(c.search(image={photo!r}, k=1)[0].id)\n"
             f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(REPO)}).stdout.split("\n")
-    assert out[0] == "p2" and out[1] == "[]"
+    return out[0], out[1]
 
 
 def test_models_prepare_says_how_queries_run_and_refuses_unknown_specs(monkeypatch, capsys, conse_encoder):

@@ -49,3 +49,28 @@ def test_queries_queued_behind_a_busy_batch_are_encoded_together():
     finally:
         batcher.close()
     assert col.batches[0] == ["first"] and col.batches[1] == [f"q{i}" for i in range(5)]
+
+
+class BarrierCollection(SlowCollection):
+    """Each encode waits until `parties` encodes run at the same time (a timeout means they ran one by one)."""
+
+    def __init__(self, parties: int):
+        import threading
+        super().__init__()
+        self.barrier = threading.Barrier(parties, timeout=5)
+
+    def encode_queries(self, texts, batch_size):
+        self.barrier.wait()
+        return super().encode_queries(texts, batch_size)
+
+
+def test_batch_workers_encode_batches_at_the_same_time_and_all_stop():
+    col = BarrierCollection(parties=2)
+    batcher = MicroBatcher(window_s=0.0, max_batch=1, metrics=Metrics(), workers=2)
+    try:
+        futures = [batcher.submit(col, f"q{i}", 1) for i in range(4)]
+        assert all(f.result(timeout=10)[0].id == "d0" for f in futures)
+    finally:
+        batcher.close()
+    assert sorted(t for b in col.batches for t in b) == [f"q{i}" for i in range(4)]
+    assert not any(t.is_alive() for t in batcher._threads)

@@ -13,6 +13,7 @@ import numpy as np
 from engine.core.build.item_source import Items, chunk_items
 from engine.core.build.options import BuildOptions, BuildReport
 from engine.core.encoders.device import batch_size_for
+from engine.core.sources import Item
 from engine.core.store.npy_rows import NpyFile, NpyRows
 from engine.core.store.stored import PARTIAL
 from engine.io.atomic import atomic_open, write_json
@@ -87,16 +88,35 @@ def encode_local(encoder, kind: str, items: Items, todo: Sequence[int], o: Build
     for c, chunk in chunk_items(items, chunk_bounds(len(items), o.chunk_size), todo):
         step = max(PROGRESS_STEP, batch_size_for(o.batch_size, kind, o.device) * 4)
         parts = []
+        if kind == "text":
+            yield c, _texts_longest_first(encoder, chunk, step, o, tick and (lambda n: tick(c, n)))
+            continue
         for lo in range(0, len(chunk), step):
             part = [it.source for it in chunk[lo:lo + step]]
-            if kind == "text":
-                parts.append((encoder.encode_texts(part, batch_size=o.batch_size), range(len(part)), []))
-            else:
-                res = encoder.encode_images(part, batch_size=o.batch_size, workers=o.workers)
-                parts.append((res.embeddings, res.ok, res.failed))
+            res = encoder.encode_images(part, batch_size=o.batch_size, workers=o.workers)
+            parts.append((res.embeddings, res.ok, res.failed))
             if tick is not None:
                 tick(c, len(part))
         yield c, _joined(parts, step)
+
+
+def _texts_longest_first(encoder, chunk: Sequence[Item], step: int, o: BuildOptions,
+                         tick: Callable[[int], None] | None) -> dict[str, np.ndarray]:
+    """A chunk's texts encoded longest first, in slices of `step` (the progress bar's unit), rows put back in
+    the chunk's order: slices cut in input order pad every batch to a random neighbour's length, slices cut from
+    the chunk's length order pad as little as one `encode` over the chunk does."""
+    texts = [it.source for it in chunk]
+    order = np.argsort(-np.fromiter(map(len, texts), np.int64, len(texts)), kind="stable")
+    rows = []
+    for lo in range(0, len(order), step):
+        part = [texts[i] for i in order[lo:lo + step]]
+        rows.append(np.asarray(encoder.encode_texts(part, batch_size=o.batch_size), dtype=np.float32))
+        if tick is not None:
+            tick(len(part))
+    emb = np.concatenate(rows) if rows else np.zeros((0, 0), np.float32)
+    out = np.empty_like(emb)
+    out[order] = emb
+    return chunk_data(out, range(len(texts)), [])
 
 
 def _joined(parts: list, step: int) -> dict[str, np.ndarray]:

