@@ -87,16 +87,17 @@ def encode_local(encoder, kind: str, items: Items, todo: Sequence[int], o: Build
     each slice of a chunk, so a progress bar moves within a chunk (a small build is one chunk)."""
     for c, chunk in chunk_items(items, chunk_bounds(len(items), o.chunk_size), todo):
         step = max(PROGRESS_STEP, batch_size_for(o.batch_size, kind, o.device) * 4)
-        parts = []
+        ticked = (lambda n, c=c: tick(c, n)) if tick is not None else None
         if kind == "text":
-            yield c, _texts_longest_first(encoder, chunk, step, o, tick and (lambda n: tick(c, n)))
+            yield c, _texts_longest_first(encoder, chunk, step, o, ticked)
             continue
+        parts = []
         for lo in range(0, len(chunk), step):
             part = [it.source for it in chunk[lo:lo + step]]
             res = encoder.encode_images(part, batch_size=o.batch_size, workers=o.workers)
             parts.append((res.embeddings, res.ok, res.failed))
-            if tick is not None:
-                tick(c, len(part))
+            if ticked is not None:
+                ticked(len(part))
         yield c, _joined(parts, step)
 
 

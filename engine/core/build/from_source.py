@@ -163,7 +163,7 @@ def _build_collection(name: str, images: str | Path | None, texts: str | Path | 
     files = {}
     if o.bm25 or (old is not None and BM25 in old.stored):
         rows = list(rows)
-        files = _bm25(old, rows, [it.source for _, it in kept_items(items, kept)], True)
+        files = _bm25(old, rows, [it.source for _, it in kept_items(items, kept)])
     commit_collection(path, manifest, emb, rows, faiss_index, count=count,
                       extra={**(old.extra if old is not None else {}), **(extra or {})},
                       documents=_image_files(old, items, kept) if kind == "image" else None, files=files)
@@ -212,10 +212,8 @@ def _image_files(old: StoredCollection | None, items: Items, kept: Sequence[int]
     return {IMAGE_FILES: files, **image_stamps(old, files)}
 
 
-def _bm25(old, rows: list[dict], new_texts: list[str], want: bool) -> dict:
+def _bm25(old, rows: list[dict], new_texts: list[str]) -> dict:
     """The BM25 role (`--bm25`, and kept in step on `--add`): old rows' texts from their stored fields."""
-    if not (want or (old is not None and BM25 in old.stored)):
-        return {}
     before = stored_texts(rows[:len(rows) - len(new_texts)], old.manifest.get("text_fields")) if old else []
     return bm25_files([r["id"] for r in rows], before + new_texts)
 

@@ -28,6 +28,13 @@ def load_cross_encoder(name: str, device: str, max_length: int | None = None):
                           f"Without a network, give a local folder ({opt('rerank')} cross:/path/to/model)") from None
 
 
+def relevance(model, pairs: list[tuple[str, str]], batch_size: int) -> np.ndarray:
+    """`CrossEncoder.predict` of (query, document) pairs as one score each (float64)."""
+    out = np.asarray(model.predict(pairs, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False),
+                     dtype=np.float64)
+    return out if out.ndim == 1 else out[:, -1]  # a 2-label model: the "relevant" logit
+
+
 def cross_reranker(name: str, batch_size: int = BATCH_SIZE, max_length: int | None = None) -> Reranker:
     """`cross:NAME_OR_DIR`; scores are `CrossEncoder.predict`'s, batched, fp16 autocast on CUDA."""
     from engine.core.encoders.device import autocast, resolve_device
@@ -36,10 +43,7 @@ def cross_reranker(name: str, batch_size: int = BATCH_SIZE, max_length: int | No
 
     def score(query: str, docs: list[str], kind: str) -> np.ndarray:
         with autocast(device):
-            out = model.predict([(query, d) for d in docs], batch_size=batch_size, convert_to_numpy=True,
-                                show_progress_bar=False)
-        out = np.asarray(out, dtype=np.float64)
-        return out if out.ndim == 1 else out[:, -1]  # a 2-label model: the "relevant" logit
+            return relevance(model, [(query, d) for d in docs], batch_size)
 
     return Reranker(spec=f"cross:{name}", candidates=frozenset({TEXT}), score_fn=score,
                     info={"device": device, "max_length": getattr(model, "max_length", None)})

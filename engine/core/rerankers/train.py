@@ -143,11 +143,10 @@ def held_out_candidates(split: PairSplit, seed: int) -> list[tuple[str, list[int
 
 def held_out_mrr(model, candidates, docs: list[str], batch_size: int) -> float:
     """Mean reciprocal rank of each held-out query's first document among its candidates (CrossEncoder.predict)."""
+    from engine.core.rerankers.cross import relevance
     rr = []
     for q, cand, pos in candidates:
-        scores = np.asarray(model.predict([(q, docs[d]) for d in cand], batch_size=batch_size * 4,
-                                          show_progress_bar=False, convert_to_numpy=True), dtype=np.float64)
-        scores = scores if scores.ndim == 1 else scores[:, -1]
+        scores = relevance(model, [(q, docs[d]) for d in cand], batch_size * 4)
         order = np.argsort(-scores, kind="stable")
         rr.append(next(1.0 / (r + 1) for r, i in enumerate(order) if cand[int(i)] in pos))
     return float(np.mean(rr)) if rr else 0.0

@@ -19,7 +19,6 @@ import hashlib
 import json
 import re
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -27,7 +26,7 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 
 from engine.errors import EngineError
-from engine.io.atomic import atomic_path, write_json
+from engine.io.atomic import atomic_dir, atomic_path, write_json
 from engine.io.jsonio import check_finite
 from engine.io.jsonio import parse_json
 
@@ -203,15 +202,8 @@ def _write_role(folder: Path, name: str, writer: FileWriter) -> None:
         with atomic_path(target) as tmp:
             writer.write(tmp)
         return
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=folder))
-    try:
+    with atomic_dir(target) as tmp:
         writer.write(tmp)
-        if target.exists():
-            shutil.rmtree(target)
-        tmp.rename(target)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def commit(folder: Path, manifest: dict, writers: Mapping[str, FileWriter],
