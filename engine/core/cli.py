@@ -190,10 +190,10 @@ def search_cmd(
     from engine.core.encoders.device import check_batch_size, set_device
     from engine.core.index.faiss_index import SearchKnobs
     check_query(text, k)  # every argument checked before a model loads
-    from engine.core.filters import parse_where
     from engine.core.hybrid import check_mode
     check_mode(mode, fusion)
     if where is not None:
+        from engine.core.filters import parse_where
         parse_where(where)
     lexical = {"mode": mode, "fusion": fusion, "where": where}
     knobs = SearchKnobs(nprobe=nprobe, ef=ef, k_factor=k_factor)

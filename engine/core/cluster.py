@@ -3,7 +3,6 @@ when a build or a search asks for it (`missing_extra` otherwise); the index (sha
 build both use it, so it sits below both."""
 from __future__ import annotations
 
-import logging
 from contextlib import contextmanager
 from typing import Any, Iterator
 
@@ -34,6 +33,7 @@ def ray_session(address: str | None) -> Iterator[Any]:
         _quiet_ray_data()
         yield ray
         return
+    import logging  # Ray runs only: a query's start-up imports this module for its names
     settings: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR}
     try:
         if address in (None, "", LOCAL):
@@ -63,6 +63,7 @@ def ray_or_here(address: str | None) -> Iterator[Any]:
 
 def _quiet_ray_data() -> None:
     """Ray Data's own bars and execution logs off: the build shows one bar for the whole job."""
+    import logging
     from ray.data import DataContext
     logging.getLogger("ray.data").setLevel(logging.ERROR)
     ctx = DataContext.get_current()

@@ -22,7 +22,6 @@ import numpy as np
 from engine.core.index.faiss_index import SearchKnobs, check_knobs, search_index
 from engine.core.index.loading import load_index
 from engine.core.store import generations
-from engine.core.store.lock import writer_lock
 from engine.core.store.stored import (CORE_ROLES, DEFAULT_ROOT, IMAGE_FILES, MANIFEST, PARTIAL, StoredCollection,
                                       attach_roles, collection_path, list_collections, rebuild_hint, role_writers)
 from engine.errors import EngineError, opt
@@ -302,6 +301,7 @@ class Collection(StoredCollection):
                documents: Mapping[str, Any] | None = None) -> "Collection":
         """Store more named arrays, JSON documents or folders (and merge `extra`) as a new generation that
         keeps every existing file; returns the collection reopened."""
+        from engine.core.store.lock import writer_lock  # writes only: a query never takes it
         with writer_lock(self.path):
             attach_roles(self, role_writers(arrays, files, documents), extra)
         return Collection.open(self.path.name, self.path.parent, verify=False)

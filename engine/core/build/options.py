@@ -7,10 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.core.encoders.device import check_batch_size, check_device
-from engine.core.index.auto import parse_bytes
 from engine.core.index.faiss_index import check_factory, store_factory
 from engine.errors import EngineError, opt
-from engine.io.ids import ID_POLICIES
 
 
 @dataclass(frozen=True)
@@ -41,6 +39,8 @@ class BuildOptions:
     shards: int = 1                    # index shards searched side by side (engine.core.index.shards)
 
     def check(self) -> "BuildOptions":
+        from engine.core.index.auto import parse_bytes  # a build's modules: not on a query's start-up
+        from engine.io.ids import ID_POLICIES
         for name in ("chunk_size", "shards"):
             if getattr(self, name) < 1:
                 raise EngineError(f"{opt(name)} must be at least 1, not {getattr(self, name)}")

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.core.index.faiss_index import read_index_file
-from engine.core.index.shards import load_index_folder
 
 
 def load_index(path, params: dict[str, int] | None = None):
     """The index at `path` (file or folder), searching with `params` (nprobe, efSearch, k_factor_rf)."""
-    if Path(path).is_dir():
+    if Path(path).is_dir():  # shards or an on-disk IVF: their modules load only for such a collection
+        from engine.core.index.shards import load_index_folder
         return load_index_folder(Path(path), params or {})
     return read_index_file(path, params)
