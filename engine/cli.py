@@ -6,14 +6,19 @@ when a command may need them, which keeps a query's start-up free of every task'
 """
 from __future__ import annotations
 
-import errno
-import importlib
-import sys
-from typing import Annotated, Callable, Sequence
+import gc
 
-import typer
+gc.disable()  # start-up makes ~100k objects that live until exit: no cycle collections while they are made
+import errno  # noqa: E402
+import importlib  # noqa: E402
+import sys  # noqa: E402
+from typing import Annotated, Callable, Sequence  # noqa: E402
 
-from engine.errors import EngineError, set_option_names
+import typer  # noqa: E402
+
+from engine.errors import EngineError, set_option_names  # noqa: E402
+
+gc.enable()
 
 TASKS = ("engine.tasks.eventa", "engine.tasks.model_ranking", "engine.tasks.lora", "engine.tasks.dse")
 CORE_ONLY = {"build", "search", "info", "verify", "list", "bench", "demo", "models", "metrics", "eval", "compare",
@@ -118,11 +123,16 @@ def flag_names(app: typer.Typer | typer.main.TyperGroup, argv: Sequence[str]) ->
 
 def main() -> None:
     """Console-script entry: user errors become one red line and exit code 2, never a traceback."""
-    from engine.core.cli import bare_ray_flag
-    argv = sys.argv[1:] = bare_ray_flag(sys.argv[1:])
-    command = typer.main.get_command(build_app(tasks_for(argv), only=argv[0] if argv else None))
-    show_flags_as_flags(command)
-    set_option_names(flag_names(command, argv))
+    gc.disable()  # the command's modules and its click tree: objects for the whole run (see the top)
+    try:
+        from engine.core.cli import bare_ray_flag
+        argv = sys.argv[1:] = bare_ray_flag(sys.argv[1:])
+        command = typer.main.get_command(build_app(tasks_for(argv), only=argv[0] if argv else None))
+        show_flags_as_flags(command)
+        set_option_names(flag_names(command, argv))
+    finally:  # what start-up made is not scanned again while the command runs with collections on: ≈ 15 ms
+        gc.freeze()  # of a cold query's 0.4 s went to collections that found nothing to free
+        gc.enable()
     try:
         sys.exit(command(standalone_mode=False) or 0)  # commands return None; click's Exit returns its code
     except typer.TyperException as exc:  # click's own refusals (a word for a number, a missing option): one line
@@ -157,6 +167,7 @@ def main() -> None:
         sys.exit(2)
     finally:
         set_option_names(str)
+        gc.unfreeze()  # a caller that goes on (a test, a script calling main) collects as before
 
 
 def __getattr__(name: str) -> typer.Typer:
