@@ -1,10 +1,12 @@
 """Progress bars and console output that one `--quiet` switch silences."""
 from __future__ import annotations
 
+import errno
 import sys
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Iterable, Iterator, TypeVar
 
-from engine.errors import render_options
+from engine.errors import EngineError, render_options
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -66,3 +68,28 @@ def track(items: Iterable[T], total: int | None, description: str) -> Iterator[T
         for item in items:
             yield item
             bar.advance(task)
+
+
+def error_line(message: str) -> None:
+    """One red `error:` line on stderr: what a command line shows instead of a traceback."""
+    _console().print(f"[red]error:[/red] {_escape(message)}", highlight=False, soft_wrap=True, markup=True)
+
+
+@contextmanager
+def one_line_errors() -> Iterator[None]:
+    """A command's user errors as one red line and exit 2, an interrupt as exit 130, a full disk as a line that
+    says nothing was lost: every command line's way out, typer's or the cached query's (engine.cached_args)."""
+    try:
+        yield
+    except EngineError as exc:
+        error_line(str(exc))
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        error_line(f"{exc.filename or 'a file'}: no space left on the device; free some and run the command "
+                   "again (every write goes to a temporary name: what was there is whole)")
+        sys.exit(2)

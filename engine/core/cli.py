@@ -12,8 +12,9 @@ from engine.core.build.options import BuildOptions
 from engine.core.collection import DEFAULT_ROOT
 from engine.core.cluster import LOCAL
 from engine.core.encoders.registry import model_help
-from engine.core.rerankers.options import RerankOptions, reranker_help
+from engine.core.rerankers.options import reranker_help
 from engine.errors import EngineError, opt
+from engine.io.jsonio import print_json
 from engine.progress import set_quiet
 from engine.serve.options import API_KEY_ENV
 
@@ -46,12 +47,6 @@ def bare_ray_flag(argv: list[str]) -> list[str]:
         if word == "--ray" and (n + 1 == len(argv) or not _RAY_ADDRESS.match(argv[n + 1])):
             out.append(LOCAL)
     return out
-
-
-def print_json(obj: object) -> None:
-    """Valid JSON always: NaN and infinities print as null."""
-    from engine.io.jsonio import dumps
-    typer.echo(dumps(obj, indent=2, ensure_ascii=False, default=str))
 
 
 def split_list(value: Optional[str]) -> Optional[list[str]]:
@@ -185,78 +180,9 @@ def search_cmd(
     quiet: Quiet = False,
 ) -> None:
     """Search a collection with its own encoder: one text, one --image, or a --queries file into a TREC run."""
-    set_quiet(quiet)
-    from engine.core.collection import check_query
-    from engine.core.encoders.device import check_batch_size, set_device
-    from engine.core.index.faiss_index import SearchKnobs
-    check_query(text, k)  # every argument checked before a model loads
-    from engine.core.hybrid import check_mode
-    check_mode(mode, fusion)
-    if where is not None:
-        from engine.core.filters import parse_where
-        parse_where(where)
-    lexical = {"mode": mode, "fusion": fusion, "where": where}
-    knobs = SearchKnobs(nprobe=nprobe, ef=ef, k_factor=k_factor)
-    set_device(device)
-    batch = check_batch_size(batch_size)
-    args = (name, text, image, k, as_json, queries, out, run_id, 64 if batch == "auto" else int(batch), knobs,
-            server, api_key, root, lexical, RerankOptions.checked(rerank, rerank_depth, k))
-    if ray is None:
-        return _search(*args, ray=None)
-    if server is not None:
-        raise EngineError(f"{opt('ray')} searches the shards from here; leave out {opt('server')}")
-    from engine.core.cluster import ray_session
-    with ray_session(ray):
-        _search(*args, ray=ray)
-
-
-def _search(name: str, text: Optional[str], image: Optional[Path], k: int, as_json: bool, queries: Optional[Path],
-            out: Optional[Path], run_id: Optional[str], batch_size: int, knobs, server: Optional[str],
-            api_key: Optional[str], root: Path, lexical: dict, rr: "RerankOptions", ray: Optional[str]) -> None:
-    from engine.core.collection import Collection
-    from engine.progress import info
-
-    def opened() -> Collection:
-        col = Collection.open(name, root)
-        if ray is not None:
-            from engine.core.index.shards import search_on_ray
-            search_on_ray(col)
-        return col
-
-    if queries is not None:
-        if server is not None:
-            raise EngineError(f"{opt('queries')} runs here; leave out {opt('server')} (or POST /search/batch to it)")
-        if out is None or text is not None or image is not None:
-            raise EngineError(f"{opt('queries')} takes {opt('out')} RUN and no text or {opt('image')} query")
-        from engine.io.ids import trec_safe_ids
-        from engine.io.tables import read_queries
-        qs = read_queries(queries)
-        trec_safe_ids([q for q, _ in qs], "strict", queries, fixable=False)
-        trec_safe_ids([run_id or name], "strict", opt("run_id"), fixable=False)
-        col = opened()
-        col.check_search(k, knobs)
-        col.check_rerank(rr.spec, rr.depth, k, True)
-        n = col.search_to_run(qs, out, k=k, run_id=run_id, batch_size=batch_size, knobs=knobs, **lexical,
-                              **rr.kwargs())
-        info(f"wrote {n} lines for {len(qs)} queries to {out}")
-        return
-    if out is not None:
-        raise EngineError(f"{opt('out')} goes with {opt('queries')} FILE")
-    if (text is None) == (image is None):
-        raise EngineError(f"give a text query or {opt('image')} PATH (or {opt('queries')} FILE {opt('out')} RUN)")
-    if server is not None:
-        from engine.serve.client import remote_search
-        hits = remote_search(server, name, text=text, image=image, k=k, api_key=api_key, **rr.remote(),
-                             **{key: v for key, v in lexical.items() if key != "fusion" or v != "weighted"})
-    else:
-        hits = opened().search(text=text, image=str(image) if image else None, k=k, knobs=knobs, **lexical,
-                               **rr.kwargs())
-    if as_json:
-        print_json({"query": text if text is not None else str(image), "hits": [h.as_dict() for h in hits]})
-    else:
-        from rich.console import Console
-        from engine.display import hits_table
-        Console().print(hits_table(hits, title=f"{name}: {text if text is not None else image}"))
+    options = dict(locals())  # each by its name: engine.cached_args calls the same function the same way
+    from engine.core.search_command import search
+    search(**options)
 
 
 def info_cmd(name: Annotated[str, typer.Argument(help="Collection name.")],

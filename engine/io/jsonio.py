@@ -134,3 +134,8 @@ def check_finite(obj: Any, what: str, path: str = "") -> None:
     elif isinstance(obj, (float, np.floating)) and not math.isfinite(obj):
         raise EngineError(f"{what}: refusing to write {obj} at {path or 'the top'} (not a finite number); "
                           "nothing was written")
+
+
+def print_json(obj: object) -> None:
+    """`obj` on standard output as valid JSON always: NaN and infinities print as null."""
+    print(dumps(obj, indent=2, ensure_ascii=False, default=str), flush=True)

@@ -1,0 +1,26 @@
+"""The `engine` console script and `python -m engine`: a plain `engine search` line runs from its cached
+argument shape without typer (engine.cached_args); every other line goes to `engine.cli.main`."""
+from __future__ import annotations
+
+import gc
+import sys
+
+
+def main() -> None:
+    gc.disable()  # start-up makes objects that live until exit: no cycle collections while they are made
+    from engine.cached_args import cached_call
+    call = cached_call(sys.argv[1:])
+    if call is None:
+        gc.enable()
+        from engine.cli import main as typer_main
+        typer_main()
+        return
+    gc.freeze()  # what start-up made is not scanned again while the query runs with collections on
+    gc.enable()
+    from engine.progress import one_line_errors
+    with one_line_errors():
+        call()
+
+
+if __name__ == "__main__":
+    main()
