@@ -17,9 +17,7 @@ def main() -> None:
         return
     gc.freeze()  # what start-up made is not scanned again while the query runs with collections on
     gc.enable()
-    from engine.progress import one_line_errors
-    with one_line_errors():
-        call()
+    call()
 
 
 if __name__ == "__main__":

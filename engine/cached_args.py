@@ -112,8 +112,9 @@ def parse(shape: dict, args: list[str]) -> Optional[dict[str, Any]]:
 
 
 def cached_call(argv: list[str]) -> Optional[Callable[[], None]]:
-    """The command `argv` names, ready to run with its options checked as typer's path checks them; None where
-    typer must parse the line (another command, no cached shape yet, anything but a plain line)."""
+    """The command `argv` names, ready to run as the command line runs it (options checked as typer's path
+    checks them, errors as one line); None where typer must parse the line (another command, no cached shape
+    yet, anything but a plain line)."""
     if not argv or argv[0] not in IMPLEMENTATIONS or "--ray" in argv:
         return None
     try:
@@ -130,7 +131,12 @@ def cached_call(argv: list[str]) -> Optional[Callable[[], None]]:
 
         from engine.errors import set_option_names
         from engine.io.options import check_options
+        from engine.progress import one_line_errors
         set_option_names(lambda name: flags.get(name, "--" + name.replace("_", "-")))
-        module, function = IMPLEMENTATIONS[argv[0]]
-        getattr(importlib.import_module(module), function)(**check_options(argv[0], kwargs))
+        try:
+            with one_line_errors():  # messages name the flags: the names go back only after they are shown
+                module, function = IMPLEMENTATIONS[argv[0]]
+                getattr(importlib.import_module(module), function)(**check_options(argv[0], kwargs))
+        finally:
+            set_option_names(str)  # Python callers after this one see parameter names again
     return run
