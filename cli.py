@@ -1,6 +1,7 @@
 """The design card's entry point, kept as a shim: `python cli.py …` runs the `engine` command
-(the console script itself points at `engine.cli:main`)."""
-from engine.cli import app, main
+(the console script itself points at `engine.__main__:main`)."""
+from engine.__main__ import main
+from engine.cli import app
 
 __all__ = ["app", "main"]
 
