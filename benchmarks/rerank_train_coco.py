@@ -86,7 +86,8 @@ def one_split(seed: int, setup: str, depth: int, extra: list[str], tmp: Path) ->
                             ",".join(METRICS), "--format", "json"))
     base = cmp["baseline"]
     other = next(k for k in cmp["runs"] if k != base)
-    row = {"seed": seed, "train_s": train_s, "queries": cmp["queries"], "train_log_last": log.strip().splitlines()[-1],
+    row = {"seed": seed, "train_s": train_s, "queries": cmp["queries"], "loadavg": os.getloadavg(),
+           "train_log_last": log.strip().splitlines()[-1],
            "held_out_mrr_before": report["held_out_mrr_before"], "held_out_mrr_after": report["held_out_mrr_after"],
            "held_out_mrr_bm25": report["held_out_mrr_first_stage"], "best_epoch": report["best_epoch"]}
     for m in METRICS:
@@ -122,19 +123,33 @@ def main() -> None:
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--setup", choices=("single", "joined"), default="single")
     ap.add_argument("--depth", type=int, default=20)
+    ap.add_argument("--tag", default="", help="Suffix of the JSON file (e.g. for non-default --train-args).")
     ap.add_argument("--train-args", default="", help="Extra `engine rerank train` options (default: none).")
+    ap.add_argument("--budget-min", type=float, default=9.0, help="Start no new split after this many minutes "
+                    "(a lock hold stays bounded); run again to go on: splits already in the JSON are kept.")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="rerank-train-coco-"))
-    rows = []
+    out = HERE / "results" / f"rerank_train_coco_{args.setup}{'_' + args.tag if args.tag else ''}.json"
+    old = json.loads(out.read_text()) if out.is_file() else {}
+    same = old.get("train_args") == args.train_args and old.get("depth") == args.depth
+    rows = [r for r in old.get("rows", []) if same]
+    start = time.perf_counter()
     for seed in range(args.first_seed, args.first_seed + args.splits):
+        if any(r["seed"] == seed for r in rows):
+            continue
+        if time.perf_counter() - start > args.budget_min * 60:
+            print(f"budget of {args.budget_min} min spent: run again to go on")
+            break
         rows.append(one_split(seed, args.setup, args.depth, args.train_args.split(), tmp / f"split{seed}"))
-        print(summary(rows[-1:]).splitlines()[2], flush=True)
+        rows.sort(key=lambda r: r["seed"])
+        print(summary([r for r in rows if r["seed"] == seed]).splitlines()[2], flush=True)
+        out.parent.mkdir(exist_ok=True)
+        out.write_text(json.dumps({"setup": args.setup, "depth": args.depth, "train_args": args.train_args,
+                                   "rows": rows}, indent=2))
     table = summary(rows)
     load = os.getloadavg()
     print(f"\nsetup {args.setup}, depth {args.depth}, train options: {args.train_args or 'defaults'}\n{table}\n"
           f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; files in {tmp}")
-    out = HERE / "results" / f"rerank_train_coco_{args.setup}.json"
-    out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps({"setup": args.setup, "depth": args.depth, "train_args": args.train_args,
                                "rows": rows, "table": table, "loadavg": load}, indent=2))
 

@@ -49,6 +49,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--epochs", type=int, default=8)
     ap.add_argument("--sets", default="planted,coco-joined")
+    ap.add_argument("--grid", default=",".join(f"{a:g}:{b:g}" for a, b in GRID), help="lr:head_lr,…")
+    ap.add_argument("--out", default="rerank_train_defaults.json")
     args = ap.parse_args()
     from engine.core.rerankers.train import TrainOptions, train_cross_encoder
     tmp = Path(os.environ.get("TMPDIR", "/tmp")) / "rerank-train-defaults"
@@ -59,7 +61,7 @@ def main() -> None:
         if name == "coco-joined" and not COCO.is_dir():
             continue
         pairs = files[name]()
-        for lr, head_lr in GRID:
+        for lr, head_lr in (map(float, x.split(":")) for x in args.grid.split(",")):
             t0 = time.perf_counter()
             r = train_cross_encoder(pairs, "all-MiniLM-L6-v2", tmp / "ce", TrainOptions(
                 epochs=args.epochs, lr=lr, head_lr=head_lr, max_length=128), force=True)
@@ -74,7 +76,7 @@ def main() -> None:
     load = os.getloadavg()
     print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "rerank_train_defaults.json").write_text(json.dumps({"rows": rows, "loadavg": load},
+    (HERE / "results" / args.out).write_text(json.dumps({"rows": rows, "loadavg": load},
                                                                             indent=2))
 
 
