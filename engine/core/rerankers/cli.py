@@ -92,11 +92,10 @@ def rerank_train_cmd(
     """Fine-tune a cross-encoder on query,document pairs, early-stopped on held-out pairs; writes a folder
     that `cross:DIR` loads."""
     from engine.core.encoders.device import set_device
-    from engine.core.rerankers.train import train_cross_encoder
+    from engine.core.rerankers.train import first_stage_verdict, train_cross_encoder
     from engine.progress import info, set_quiet, warn
     set_quiet(quiet)
     set_device(device)
-    from engine.core.rerankers.train import first_stage_verdict
     options = TrainOptions(holdout=holdout, epochs=epochs, seed=seed, batch_size=batch_size, lr=lr,
                            head_lr=head_lr, negatives=negatives)
     r = train_cross_encoder(pairs, base, out_dir, options, force, say=info)
