@@ -139,6 +139,7 @@ RANGES: dict[str, Range] = {
     "reg": Float(0, 1_000),                  # engine adapt: pull toward the identity
     "epochs": Int(1, 100_000),               # engine adapt: most full-batch steps; rerank train: most passes
     "lr": Float(0, 0.01, open_lo=True),      # engine rerank train: AdamW learning rate
+    "head_lr": Float(0, 0.1, open_lo=True),  # engine rerank train: a fresh head's AdamW learning rate
     "negatives": Int(1, 63),                 # engine rerank train: other documents per query per step
 }
 LEAVE_ONE_OUT = Range(2, 1_000, integer=True, zero=True)  # --folds 0: leave-one-out (the help says so)

@@ -42,6 +42,12 @@ def test_train_writes_a_folder_cross_loads(tiny_cross, tmp_path, monkeypatch, ca
     assert code == 0, err
     assert "held-out MRR" in err and f"cross:{out}" in err
     report = json.loads((out / "rerank-train.json").read_text())
+    # the guard: BM25 finds each planted word's document; a random tiny model does not: warned, numbers last
+    assert report["held_out_mrr_first_stage"] == 1.0 and report["beats_first_stage"] is False
+    assert report["fresh_head"] is False  # the tiny model was saved with its head: trained at --lr
+    last = err.strip().splitlines()[-1]
+    assert "BM25 1.000" in last and f"→ {report['held_out_mrr_after']:.3f}" in last, last
+    assert "warning:" in err and "not above BM25's 1.000" in err
     assert report["queries_fitted"] + report["queries_held_out"] == 20 and report["queries_held_out"] >= 1
     assert report["held_out_mrr_after"] >= report["held_out_mrr_before"]  # the best epoch (0: the base) is kept
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".ce")]  # no temporary folder left
@@ -61,16 +67,18 @@ def test_train_writes_a_folder_cross_loads(tiny_cross, tmp_path, monkeypatch, ca
 
 @pytest.mark.slow
 def test_training_improves_held_out_ranking(tmp_path):
-    """From the installed MiniLM (a bare encoder: a fresh head, so ranking starts at chance), training on the
-    planted pairs ranks the held-out queries' documents (never fitted) clearly better than the base.
-    (A tiny random-weight BERT does not learn a query–document interaction in a few CPU epochs: measured.)"""
+    """From the installed MiniLM (a bare encoder: a fresh head, so ranking starts at chance), training with the
+    default rates (--lr 1e-4, --head-lr 1e-3) on the planted pairs ranks the held-out queries' documents (never
+    fitted) clearly better than the base. (A tiny random-weight BERT does not learn a query–document interaction
+    in a few CPU epochs: measured.)"""
     from engine.core.rerankers.train import TrainOptions, train_cross_encoder
     planted_pairs(tmp_path / "pairs.csv", 60)
     r = train_cross_encoder(tmp_path / "pairs.csv", "all-MiniLM-L6-v2", tmp_path / "ce",
-                            TrainOptions(epochs=2, holdout=0.25, lr=1e-4, batch_size=4, max_length=32))
-    assert r["queries_held_out"] == 15
-    # measured (seed 0): 0.083 → 0.271 among 20 candidates (chance ≈ 0.18); asserted with a margin
+                            TrainOptions(epochs=4, holdout=0.25, batch_size=4, max_length=32))
+    assert r["queries_held_out"] == 15 and r["fresh_head"]
+    # measured at lr 1e-4 (seed 0, 2 epochs, head at 1e-4): 0.083 → 0.271 among 20 candidates (chance ≈ 0.18)
     assert r["held_out_mrr_after"] > r["held_out_mrr_before"] + 0.15 and r["best_epoch"] >= 1
+    assert r["held_out_mrr_first_stage"] == 1.0 and not r["beats_first_stage"]  # BM25 finds a planted word
 
 
 def good_args(tmp_path: Path, tiny: Path) -> dict:
@@ -81,6 +89,9 @@ def good_args(tmp_path: Path, tiny: Path) -> dict:
 @pytest.mark.parametrize("change, message", [
     ({"--lr": "0"}, "--lr must be"),
     ({"--lr": "0.5"}, "--lr must be"),
+    ({"--head-lr": "0"}, "--head-lr must be"),
+    ({"--head-lr": "1"}, "--head-lr must be"),
+    ({"--head-lr": "nan"}, "--head-lr"),
     ({"--epochs": "0"}, "--epochs must be"),
     ({"--holdout": "0.9"}, "--holdout must be"),
     ({"--batch-size": "0"}, "--batch-size must be"),
@@ -110,3 +121,35 @@ def test_train_bad_input_is_one_line_before_any_model(change, message, tiny_cros
     assert code != 0 and message in text and len(text.splitlines()) <= 2 and "Traceback" not in text, text
     if change.get("out") == "full":
         assert (tmp_path / "ce" / "keep.txt").read_text() == "mine"
+
+
+def test_reciprocal_rank_is_its_expectation_over_tied_orders():
+    """Ties are broken by no listing order: the mean of 1/rank over every order of the tied candidates."""
+    from itertools import permutations
+
+    from engine.core.rerankers.train import reciprocal_rank
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        scores = rng.integers(0, 3, 6).astype(float)
+        rel = rng.random(6) < 0.3
+        rel[rng.integers(6)] = True
+        want = np.mean([1.0 / (1 + next(r for r, i in enumerate(sorted(perm, key=lambda i: -scores[i])) if rel[i]))
+                        for perm in permutations(range(6))])
+        assert reciprocal_rank(scores, rel) == pytest.approx(want)
+
+
+def test_fresh_head_gets_its_own_learning_rate(tiny_cross):
+    """A bare encoder's added head trains at --head-lr, the encoder at --lr; a saved head is not fresh."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    from engine.core.rerankers.train import TrainOptions, param_groups
+    net = BertForSequenceClassification(BertConfig(vocab_size=100, hidden_size=16, num_hidden_layers=1,
+                                                   num_attention_heads=2, intermediate_size=16, num_labels=1))
+    net.config.architectures = ["BertModel"]  # as loaded from a bare encoder's folder
+    groups, fresh = param_groups(net, TrainOptions(lr=1e-5, head_lr=1e-2))
+    assert fresh and [g["lr"] for g in groups] == [1e-5, 1e-2]
+    assert {id(p) for p in groups[1]["params"]} == {id(net.classifier.weight), id(net.classifier.bias)}
+    assert sum(len(g["params"]) for g in groups) == len(list(net.parameters()))
+    net.config.architectures = ["BertForSequenceClassification"]
+    groups, fresh = param_groups(net, TrainOptions(lr=1e-5, head_lr=1e-2))
+    assert not fresh and [g["lr"] for g in groups] == [1e-5]

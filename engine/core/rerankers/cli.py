@@ -80,6 +80,9 @@ def rerank_train_cmd(
                           "and its negatives (1–1024).")] = TRAIN.batch_size,
     lr: Annotated[float, typer.Option("--lr", help="AdamW learning rate (warm-up, then linear decay; "
                   "greater than 0, at most 0.01).")] = TRAIN.lr,
+    head_lr: Annotated[float, typer.Option("--head-lr", help="AdamW learning rate of a freshly added head "
+                       "(a bare encoder's, e.g. all-MiniLM-L6-v2); a trained head uses --lr (greater than 0, "
+                       "at most 0.1).")] = TRAIN.head_lr,
     negatives: Annotated[int, typer.Option("--negatives", help="Other documents per query per step: half the "
                          "BM25-hardest, half random (1–63).")] = TRAIN.negatives,
     force: Annotated[bool, typer.Option("--force", help="Replace a non-empty --out folder.")] = False,
@@ -89,16 +92,14 @@ def rerank_train_cmd(
     """Fine-tune a cross-encoder on query,document pairs, early-stopped on held-out pairs; writes a folder
     that `cross:DIR` loads."""
     from engine.core.encoders.device import set_device
-    from engine.core.rerankers.train import train_cross_encoder
-    from engine.progress import info, set_quiet
+    from engine.core.rerankers.train import first_stage_verdict, train_cross_encoder
+    from engine.progress import info, set_quiet, warn
     set_quiet(quiet)
     set_device(device)
     options = TrainOptions(holdout=holdout, epochs=epochs, seed=seed, batch_size=batch_size, lr=lr,
-                           negatives=negatives)
+                           head_lr=head_lr, negatives=negatives)
     r = train_cross_encoder(pairs, base, out_dir, options, force, say=info)
-    info(f"trained on {r['queries_fitted']} queries ({r['queries_held_out']} held out): held-out MRR "
-         f"{r['held_out_mrr_before']:.3f} → {r['held_out_mrr_after']:.3f} (epoch {r['best_epoch']}); "
-         f"use --rerank cross:{out_dir}")
+    first_stage_verdict(r, out_dir, info, warn)
 
 
 def register(app: typer.Typer) -> None:
