@@ -165,27 +165,12 @@ def resolve_form(form: str, base_prefix: str, kind: str) -> str:
 def adapt_neighbours(encoder, pairs, out: Path, seed: int) -> dict:
     """The conse-neighbours form: captions and photos embedded once (10 views each photo), knobs by 5-fold
     cross-validation by photo, written as version 2 of DIR."""
-    from dataclasses import replace
-
     from engine.core.adapters.neighbours import fit_neighbours
     from engine.core.encoders import neighbours as nb
-    from engine.core.encoders.conse import N_CLASSES, class_embeddings
-    from engine.core.encoders.efficientnet import POOLED_DIM
     from engine.io.atomic import atomic_path, write_json
     caps = encoder.encode_texts(pairs.left)
     uniq = sorted(set(pairs.right))
-    device = encoder.device
-    n_classes = N_CLASSES
-    # probabilities and pooled features side by side in one row (encode_image_batch scales a row as one; both
-    # are used only after their own normalisation)
-    views = replace(encoder, dim=n_classes + POOLED_DIM, preprocess=nb.views_transform(),
-                    image_batch_fn=lambda b: np.concatenate(nb.view_features(b, device), axis=1))
-    res = views.encode_images(uniq, batch_size=8)
-    if res.failed:
-        pos, reason = res.failed[0]
-        raise EngineError(f"{pairs.path}: image {uniq[pos]}: {reason}")
-    probs, pooled = res.embeddings[:, :n_classes], res.embeddings[:, n_classes:]
-    conse = probs @ class_embeddings(encoder)
+    conse, pooled = embed_views(encoder, uniq, pairs.path)
     row = {r: i for i, r in enumerate(uniq)}
     owner = np.array([row[r] for r in pairs.right])
     form, report = fit_neighbours(caps, owner, conse, pooled, seed)
@@ -197,3 +182,24 @@ def adapt_neighbours(encoder, pairs, out: Path, seed: int) -> dict:
               "dim": int(encoder.dim), "pairs": str(pairs.path), "params": form.params(), "report": report}
     write_json(out / CONFIG_FILE, config)
     return config
+
+
+def embed_views(encoder, paths: list[str], source: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(ConSE vectors over all classes, pooled features) of image files, each averaged over the 10 views; an
+    unreadable image is named with `source` (the pairs file)."""
+    from dataclasses import replace
+
+    from engine.core.encoders import neighbours as nb
+    from engine.core.encoders.conse import N_CLASSES, class_embeddings
+    from engine.core.encoders.efficientnet import POOLED_DIM
+    device = encoder.device
+    # probabilities and pooled features side by side in one row (encode_image_batch scales a row as one; both
+    # are used only after their own normalisation)
+    views = replace(encoder, dim=N_CLASSES + POOLED_DIM, preprocess=nb.views_transform(),
+                    image_batch_fn=lambda b: np.concatenate(nb.view_features(b, device), axis=1))
+    res = views.encode_images(paths, batch_size=8)
+    if res.failed:
+        pos, reason = res.failed[0]
+        raise EngineError(f"{source}: image {paths[pos]}: {reason}")
+    probs, pooled = res.embeddings[:, :N_CLASSES], res.embeddings[:, N_CLASSES:]
+    return probs @ class_embeddings(encoder), pooled
