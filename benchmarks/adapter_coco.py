@@ -120,7 +120,8 @@ def via_cli(split: int, train: np.ndarray, test: np.ndarray, work: Path) -> floa
     root = folder / "idx"
 
     def engine(*args) -> str:
-        done = subprocess.run([sys.executable, "-m", "engine", *map(str, args)], capture_output=True, text=True)
+        done = subprocess.run([str(Path(sys.executable).parent / "engine"), *map(str, args)], capture_output=True,
+                              text=True)
         if done.returncode:
             raise SystemExit(f"engine {' '.join(map(str, args))} failed: {done.stderr.strip()[-500:]}")
         return done.stdout
