@@ -100,6 +100,7 @@ def neighbours_split(caps, owner, conse, pooled, train, test, seed: int) -> dict
 
 def via_cli(split: int, train: np.ndarray, test: np.ndarray, work: Path) -> float:
     """R@1 (80-photo gallery) of the split's test captions through the CLI, as a user would run it."""
+    import shutil
     import subprocess
     import sys
     data = json.loads((COCO / "captions.json").read_text())
@@ -108,7 +109,8 @@ def via_cli(split: int, train: np.ndarray, test: np.ndarray, work: Path) -> floa
     train_ids = {ids[i] for i in train}
     test_ids = {ids[i] for i in test}
     folder = work / f"split{split}"
-    folder.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
     with open(folder / "pairs.csv", "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["text", "image"])
@@ -126,13 +128,13 @@ def via_cli(split: int, train: np.ndarray, test: np.ndarray, work: Path) -> floa
             raise SystemExit(f"engine {' '.join(map(str, args))} failed: {done.stderr.strip()[-500:]}")
         return done.stdout
     engine("adapt", "--base", "conse", "--pairs", folder / "pairs.csv", "--out", folder / "adapter", "--seed", split,
-           "--force", "-q")
+           "-q")
     engine("build", "photos", "--images", COCO / "images", "--model", f"adapted:{folder / 'adapter'}", "--root", root,
-           "--force", "-q")
+           "-q")
     engine("search", "photos", "--queries", folder / "queries.tsv", "--out", folder / "run.trec", "-k", "80",
            "--root", root)
-    ids = {Path(line.split()[2]).name: line.split()[2] for line in (folder / "run.trec").read_text().splitlines()}
-    (folder / "qrels.txt").write_text("".join(f"{q} 0 {ids[f]} 1\n" for q, _, f in queries))
+    ids = {Path(line.split()[2]).stem: line.split()[2] for line in (folder / "run.trec").read_text().splitlines()}
+    (folder / "qrels.txt").write_text("".join(f"{q} 0 {ids[Path(f).stem]} 1\n" for q, _, f in queries))
     scores = json.loads(engine("eval", folder / "run.trec", folder / "qrels.txt", "-m", "recall@1", "--json"))
     return float(scores["recall@1"] if "recall@1" in scores else scores["all"]["recall@1"])
 

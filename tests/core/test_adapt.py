@@ -199,3 +199,14 @@ def test_an_adapter_of_a_later_version_is_one_line(tmp_path):
     (tmp_path / "adapter.json").write_text(json.dumps({"version": 3, "form": "conse-neighbours", "base": "conse"}))
     with pytest.raises(EngineError, match="version 3 is not one this engine reads"):
         load_encoder(f"adapted:{tmp_path}")
+
+
+def test_an_existing_adapter_folder_is_an_output_folder(tmp_path):
+    """`engine adapt --out DIR --force` over an adapter that exists: DIR is a folder output, not refused as
+    "is a folder" before the command runs (a file there still is)."""
+    from engine.errors import EngineError
+    from engine.io.options import check_options
+    assert check_options("adapt", {"out": tmp_path})["out"] == tmp_path
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(EngineError, match="is a file"):
+        check_options("adapt", {"out": tmp_path / "f"})
