@@ -152,6 +152,8 @@ PER_COMMAND: dict[tuple[str, str], Range] = {
 UNCHECKED_COMMANDS = ("serve",)
 """Commands whose options another module checks with its own ranges (`engine.serve.options.ServeOptions`)."""
 OUTPUTS = ("out", "out_dir", "report", "save_weights")
+OUTPUT_FOLDERS = (("adapt", "out"), ("rerank train", "out"))
+"""Outputs that are folders (a model folder, replaced with --force), beside every `out_dir`."""
 """Parameter names of files or folders a command writes: checked for writability before the work."""
 
 
@@ -172,5 +174,5 @@ def check_options(command: str, values: dict[str, Any]) -> dict[str, Any]:
         if declared is not None and not isinstance(value, Path):  # `dse --folds` is a folder of splits
             out[name] = declared.check(name, value)
         elif name in OUTPUTS and isinstance(value, Path):
-            check_writable(value, folder=name == "out_dir")
+            check_writable(value, folder=name == "out_dir" or (command, name) in OUTPUT_FOLDERS)
     return out

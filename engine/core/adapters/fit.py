@@ -12,6 +12,10 @@ import numpy as np
 from engine.errors import EngineError, opt
 
 from engine.core.encoders.adapted import ADAPTER_FILE, CONFIG_FILE
+from engine.core.encoders.neighbours import FORM as NEIGHBOURS
+
+
+FORMS = ("auto", "linear", NEIGHBOURS)
 
 
 @dataclass(frozen=True)
@@ -23,6 +27,7 @@ class FitOptions:
     epochs: int = 300           # most full-batch steps
     patience: int = 30          # steps without a better held-out loss before stopping
     seed: int = 0
+    form: str = "auto"          # auto: conse-neighbours for text,image pairs over conse, else linear
 
     def check(self) -> "FitOptions":
         if not 0.05 <= self.holdout <= 0.5:
@@ -31,6 +36,8 @@ class FitOptions:
             raise EngineError(f"{opt('reg')} must be ≥ 0, {opt('temperature')} in (0, 1], {opt('lr')} in (0, 1]")
         if not 1 <= self.epochs <= 100_000 or not 1 <= self.patience <= 100_000:
             raise EngineError(f"{opt('epochs')} and {opt('patience')} must be between 1 and 100000")
+        if self.form not in FORMS:
+            raise EngineError(f"{opt('form')} must be one of {', '.join(FORMS)}, not {self.form!r}")
         return self
 
 
@@ -110,15 +117,18 @@ def adapt(base: str, pairs_path: str | Path, out: str | Path, options: FitOption
     from engine.core.encoders.registry import entry_for, load_encoder
     from engine.io.atomic import atomic_path, write_json
     options.check()
-    entry_for(base)
+    entry, _ = entry_for(base)
     out = Path(out)
     if (out / CONFIG_FILE).exists() and not force:
         raise EngineError(f"{out} already holds an adapter; give {opt('force')} to replace it")
     pairs = read_pairs(pairs_path)
+    form = resolve_form(options.form, entry.prefix, pairs.kind)
     encoder = load_encoder(base)
     if pairs.kind not in encoder.modalities or "text" not in encoder.modalities:
         raise EngineError(f"{pairs.path}: {pairs.kind} pairs need a text ↔ {pairs.kind} encoder; {encoder.spec} "
                           f"embeds {', '.join(sorted(encoder.modalities))}")
+    if form == NEIGHBOURS:
+        return adapt_neighbours(encoder, pairs, out, options.seed)
     left = encoder.encode_texts(pairs.left)
     if pairs.kind == "image":
         uniq = sorted(set(pairs.right))
@@ -139,3 +149,57 @@ def adapt(base: str, pairs_path: str | Path, out: str | Path, options: FitOption
               "report": report}
     write_json(out / CONFIG_FILE, config)
     return config
+
+
+def resolve_form(form: str, base_prefix: str, kind: str) -> str:
+    """The form `--form` names (auto: conse-neighbours for text,image pairs over conse, else linear)."""
+    fits = kind == "image" and base_prefix == "conse"
+    if form == "auto":
+        return NEIGHBOURS if fits else "linear"
+    if form == NEIGHBOURS and not fits:
+        raise EngineError(f"{opt('form')} {NEIGHBOURS} needs text,image pairs and --base conse (it reads conse's "
+                          f"class probabilities and EfficientNet features); use {opt('form')} linear")
+    return form
+
+
+def adapt_neighbours(encoder, pairs, out: Path, seed: int) -> dict:
+    """The conse-neighbours form: captions and photos embedded once (10 views each photo), knobs by 5-fold
+    cross-validation by photo, written as version 2 of DIR."""
+    from engine.core.adapters.neighbours import fit_neighbours
+    from engine.core.encoders import neighbours as nb
+    from engine.io.atomic import atomic_path, write_json
+    caps = encoder.encode_texts(pairs.left)
+    uniq = sorted(set(pairs.right))
+    conse, pooled = embed_views(encoder, uniq, pairs.path)
+    row = {r: i for i, r in enumerate(uniq)}
+    owner = np.array([row[r] for r in pairs.right])
+    form, report = fit_neighbours(caps, owner, conse, pooled, seed)
+    out.mkdir(parents=True, exist_ok=True)
+    with atomic_path(out / ADAPTER_FILE) as tmp:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **form.arrays())
+    config = {"version": nb.VERSION, "form": nb.FORM, "base": encoder.spec, "kind": "image",
+              "dim": int(encoder.dim), "pairs": str(pairs.path), "params": form.params(), "report": report}
+    write_json(out / CONFIG_FILE, config)
+    return config
+
+
+def embed_views(encoder, paths: list[str], source: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(ConSE vectors over all classes, pooled features) of image files, each averaged over the 10 views; an
+    unreadable image is named with `source` (the pairs file)."""
+    from dataclasses import replace
+
+    from engine.core.encoders import neighbours as nb
+    from engine.core.encoders.conse import N_CLASSES, class_embeddings
+    from engine.core.encoders.efficientnet import POOLED_DIM
+    device = encoder.device
+    # probabilities and pooled features side by side in one row (encode_image_batch scales a row as one; both
+    # are used only after their own normalisation)
+    views = replace(encoder, dim=N_CLASSES + POOLED_DIM, preprocess=nb.views_transform(),
+                    image_batch_fn=lambda b: np.concatenate(nb.view_features(b, device), axis=1))
+    res = views.encode_images(paths, batch_size=8)
+    if res.failed:
+        pos, reason = res.failed[0]
+        raise EngineError(f"{source}: image {paths[pos]}: {reason}")
+    probs, pooled = res.embeddings[:, :N_CLASSES], res.embeddings[:, N_CLASSES:]
+    return probs @ class_embeddings(encoder), pooled
