@@ -11,9 +11,8 @@ def main() -> None:
     from engine.cached_args import cached_call
     call = cached_call(sys.argv[1:])
     if call is None:
-        gc.enable()
         from engine.cli import main as typer_main
-        typer_main()
+        typer_main()  # collections back on (start-up frozen) before its command runs
         return
     gc.freeze()  # what start-up made is not scanned again while the query runs with collections on
     gc.enable()

@@ -28,7 +28,8 @@ def shape_file(command: str) -> Path:
     from engine.core.encoders.base import cache_dir
     from engine.version import __version__
     here = Path(__file__).parent
-    stamp = [__version__, *((os.stat(here / f).st_size, os.stat(here / f).st_mtime_ns) for f in DECLARING)]
+    stats = [os.stat(here / f) for f in DECLARING]
+    stamp = [__version__, *((s.st_size, s.st_mtime_ns) for s in stats)]
     return cache_dir() / "cli" / f"{command}-{zlib.crc32(json.dumps(stamp).encode()):08x}.json"
 
 

@@ -7,17 +7,13 @@ when a command may need them, which keeps a query's start-up free of every task'
 from __future__ import annotations
 
 import gc
+import importlib
+import sys
+from typing import Annotated, Callable, Sequence
 
-gc.disable()  # start-up makes ~100k objects that live until exit: no cycle collections while they are made
-import importlib  # noqa: E402
-import sys  # noqa: E402
-from typing import Annotated, Callable, Sequence  # noqa: E402
+import typer
 
-import typer  # noqa: E402
-
-from engine.errors import set_option_names  # noqa: E402
-
-gc.enable()
+from engine.errors import set_option_names
 
 TASKS = ("engine.tasks.eventa", "engine.tasks.model_ranking", "engine.tasks.lora", "engine.tasks.dse")
 CORE_ONLY = {"build", "search", "info", "verify", "list", "bench", "demo", "models", "metrics", "eval", "compare",
@@ -122,7 +118,7 @@ def flag_names(app: typer.Typer | typer.main.TyperGroup, argv: Sequence[str]) ->
 
 def main() -> None:
     """Console-script entry: user errors become one red line and exit code 2, never a traceback."""
-    gc.disable()  # the command's modules and its click tree: objects for the whole run (see the top)
+    gc.disable()  # the command's modules and its click tree: objects that live for the whole run
     try:
         from engine.core.cli import bare_ray_flag
         argv = sys.argv[1:] = bare_ray_flag(sys.argv[1:])

@@ -16,12 +16,12 @@ FOLDS = 5
 def remember(caps: np.ndarray, owner: np.ndarray, conse: np.ndarray, pooled: np.ndarray, photos: np.ndarray,
              alpha: float = 0.0, k: int = 5, tau: float = 1.0) -> Neighbours:
     """The form fitted on the captions of `photos` (rows of conse/pooled; `owner`: each caption's photo row)."""
-    fitted = np.isin(owner, photos)
-    text_mean = l2_normalize(caps)[fitted].mean(0)
+    unit_caps = l2_normalize(caps)
+    text_mean = unit_caps[np.isin(owner, photos)].mean(0)
     image_mean = l2_normalize(conse)[photos].mean(0)
     feats = l2_normalize(pooled)
     feature_mean = feats[photos].mean(0)
-    mean_caps = np.stack([l2_normalize(caps)[owner == p].mean(0) for p in photos])
+    mean_caps = np.stack([unit_caps[owner == p].mean(0) for p in photos])
     return Neighbours(text_mean, image_mean, feature_mean, l2_normalize(feats[photos] - feature_mean),
                       l2_normalize(mean_caps - text_mean), alpha, k, tau)
 

@@ -52,12 +52,17 @@ def cached_classes(path: Path, dim: int | None = None) -> np.ndarray | None:
     return arr if arr.ndim == 2 and arr.shape[0] == N_CLASSES and dim in (None, arr.shape[1]) else None
 
 
-def mix_classes(logits: np.ndarray, classes: np.ndarray, top: int, temperature: float) -> np.ndarray:
-    """ConSE: the softmax(logits / temperature) over the `top` classes, renormalized, times the class vectors."""
+def class_probabilities(logits: np.ndarray, temperature: float) -> np.ndarray:
+    """softmax(logits / temperature) per row: the class probabilities ConSE (and its adapter's views) mix."""
     z = logits / temperature
     z -= z.max(axis=1, keepdims=True)
     p = np.exp(z)
-    p /= p.sum(axis=1, keepdims=True)
+    return p / p.sum(axis=1, keepdims=True)
+
+
+def mix_classes(logits: np.ndarray, classes: np.ndarray, top: int, temperature: float) -> np.ndarray:
+    """ConSE: the softmax(logits / temperature) over the `top` classes, renormalized, times the class vectors."""
+    p = class_probabilities(logits, temperature)
     if top < p.shape[1]:
         cut = np.partition(p, -top, axis=1)[:, -top][:, None]
         p = np.where(p >= cut, p, 0.0)

@@ -54,6 +54,7 @@ def views_transform() -> Callable:
 def view_features(batch, device: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(class probabilities averaged over the views, pooled features averaged over the views) of a batch of
     `views_transform` tensors."""
+    from engine.core.encoders.conse import class_probabilities
     from engine.core.encoders.efficientnet import pooled_and_logits
     b = batch.shape[0]
     batch = batch.float() / 127.5 - 1.0  # ToTensor then Normalize(0.5, 0.5), the weights' recipe
@@ -63,9 +64,7 @@ def view_features(batch, device: str | None = None) -> tuple[np.ndarray, np.ndar
     probs, pooled = [], []
     for group, n in ((small, N_SMALL), (large, N_LARGE)):
         p, logits = pooled_and_logits(group, device)
-        z = logits / TEMPERATURE
-        z = np.exp(z - z.max(axis=1, keepdims=True))
-        probs.append((z / z.sum(axis=1, keepdims=True)).reshape(b, n, -1))
+        probs.append(class_probabilities(logits, TEMPERATURE).reshape(b, n, -1))
         pooled.append(p.reshape(b, n, -1))
     return np.concatenate(probs, 1).mean(1), np.concatenate(pooled, 1).mean(1)
 
