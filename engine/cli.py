@@ -38,8 +38,10 @@ def build_app(tasks: Sequence[str] = TASKS, only: str | None = None) -> typer.Ty
     core_cli.register(app)
     from engine.core.adapters import cli as adapt_cli
     from engine.core.rerankers import cli as rerank_cli
+    from engine.core.pipeline import cli as pipeline_cli
     rerank_cli.register(app)
     adapt_cli.register(app)
+    pipeline_cli.register(app)
     validate, convert = eval_cli.register(app)
     serve_cli.register(app)
     for task in tasks:

@@ -134,6 +134,9 @@ def make_sandbox(folder) -> None:
     _write(folder, "more.csv", "id,text,split,year\nn9,a new article,a,2024\n")
     _write(folder, "changed.csv", "id,text,split,year\nn1,floods in the new town,b,2019\n")
     _write(folder, "gone.txt", "n2\n")
+    _write(folder, "dense.toml", "pipeline = 'retrieve(\"docs\", mode=\"dense\", k=10)'\n")
+    _write(folder, "hybrid.toml", "pipeline = '(retrieve(\"docs\", mode=\"dense\", k=10) | "
+                                  "retrieve(\"docs\", mode=\"bm25\", k=10)) % 5'\n")
     shutil.copy(photos[1], folder / "q.jpg")
     from engine.tasks.eventa.submission import run_to_submission
     run_to_submission(folder / "run.txt", folder, folder / "queries.csv")

@@ -11,7 +11,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from engine.core.ranking import Ranking, as_pairs
+from engine.core.ranking import RankingLike, as_pairs
 from engine.errors import EngineError, opt
 
 NORMALIZERS = ("minmax", "zscore", "sum", "none")
@@ -19,7 +19,7 @@ METHODS = ("rrf", "combsum", "combmnz", "wsum")
 RRF_K = 60
 
 
-def ranked(ranking: Ranking) -> list[tuple[str, float]]:
+def ranked(ranking: RankingLike) -> list[tuple[str, float]]:
     """A system's docs best first: score descending, ties in the given order; a repeated doc keeps its best."""
     best: dict[str, float] = {}
     for doc, score in as_pairs(ranking):
@@ -28,7 +28,7 @@ def ranked(ranking: Ranking) -> list[tuple[str, float]]:
     return sorted(best.items(), key=lambda kv: -kv[1])  # sorted() is stable
 
 
-def informative(ranking: Ranking) -> bool:
+def informative(ranking: RankingLike) -> bool:
     """Whether a system says anything about this query: it returned a doc, and not two or more all tied (an
     empty article store scores every article alike; such a system must not reorder the others)."""
     scores = [s for _, s in as_pairs(ranking)]
@@ -38,8 +38,8 @@ def informative(ranking: Ranking) -> bool:
     return hi - lo > 1e-9 * max(1.0, abs(hi), abs(lo))
 
 
-def _informative_only(rankings: Sequence[Ranking], weights: Sequence[float]
-                      ) -> tuple[list[Ranking], list[float]]:
+def _informative_only(rankings: Sequence[RankingLike], weights: Sequence[float]
+                      ) -> tuple[list[RankingLike], list[float]]:
     """The systems (and their weights) that carry information, or all of them when none does: a stage with
     none never reorders the stages that have some."""
     keep = [i for i, r in enumerate(rankings) if informative(r)]
@@ -61,7 +61,7 @@ def _sorted_result(fused: dict[str, float], depth: int | None) -> list[tuple[str
     return out[:depth] if depth is not None else out
 
 
-def rrf(rankings: Sequence[Ranking], k: int = RRF_K, weights: Sequence[float] | None = None,
+def rrf(rankings: Sequence[RankingLike], k: int = RRF_K, weights: Sequence[float] | None = None,
         depth: int | None = None) -> list[tuple[str, float]]:
     """Reciprocal rank fusion (Cormack et al. 2009): score(d) = Σ w_s / (k + rank_s(d)), rank from 1.
 
@@ -101,14 +101,14 @@ def normalize_array(values: np.ndarray, method: str = "minmax", axis: int = -1) 
     return np.divide(v - v.mean(axis=axis, keepdims=True), sd, out=np.zeros_like(v), where=sd > 0)
 
 
-def normalize(ranking: Ranking, method: str = "minmax") -> dict[str, float]:
+def normalize(ranking: RankingLike, method: str = "minmax") -> dict[str, float]:
     """One system's {docid: normalized score}."""
     pairs = ranked(ranking)
     values = normalize_array(np.array([s for _, s in pairs]), method)
     return {doc: float(v) for (doc, _), v in zip(pairs, values)}
 
 
-def weighted(rankings: Sequence[Ranking], weights: Sequence[float] | None = None, method: str = "minmax",
+def weighted(rankings: Sequence[RankingLike], weights: Sequence[float] | None = None, method: str = "minmax",
              depth: int | None = None, mnz: bool = False) -> list[tuple[str, float]]:
     """Σ w_s · norm_s(d) over systems (CombSUM on normalized scores; with `mnz`, CombMNZ: times the number of
     systems that returned d).
@@ -130,7 +130,7 @@ def weighted(rankings: Sequence[Ranking], weights: Sequence[float] | None = None
     return _sorted_result(fused, depth)
 
 
-def fuse(rankings: Sequence[Ranking], method: str = "rrf", weights: Sequence[float] | None = None,
+def fuse(rankings: Sequence[RankingLike], method: str = "rrf", weights: Sequence[float] | None = None,
          norm: str = "minmax", k: int = RRF_K, depth: int | None = None) -> list[tuple[str, float]]:
     """One query's systems fused by `method`: rrf (ranks only; weights optional), combsum and combmnz
     (normalized scores, unweighted unless given), wsum (normalized scores × weights, which it needs)."""
@@ -144,7 +144,7 @@ def fuse(rankings: Sequence[Ranking], method: str = "rrf", weights: Sequence[flo
     return weighted(rankings, weights, norm, depth, mnz=method == "combmnz")
 
 
-def fuse_runs(runs: Sequence[Mapping[str, Ranking]], method: str = "rrf", weights: Sequence[float] | None = None,
+def fuse_runs(runs: Sequence[Mapping[str, RankingLike]], method: str = "rrf", weights: Sequence[float] | None = None,
               norm: str = "minmax", k: int = RRF_K, depth: int | None = None) -> dict[str, list[tuple[str, float]]]:
     """Whole runs (qid → ranking) fused query by query; a query some runs lack is fused from those that have it."""
     if len(runs) < 2:

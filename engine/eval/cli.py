@@ -12,6 +12,7 @@ from engine.eval.fuse import FuseOptions
 from engine.eval.metrics import known_metrics
 from engine.eval.profiles import PROFILES
 from engine.eval.significance import CORRECTIONS
+from engine.errors import EngineError
 
 COMPARE = CompareOptions()
 FUSE = FuseOptions()
@@ -137,7 +138,61 @@ def register(app: typer.Typer) -> tuple[typer.Typer, typer.Typer]:
     app.command("metrics")(metrics_cmd)
     app.command("compare")(compare_cmd)
     app.command("fuse")(fuse_cmd)
+    app.command("experiment")(experiment_cmd)
     validate.command("run")(validate_run_cmd)
     app.add_typer(validate, name="validate")
     app.add_typer(convert, name="convert")
     return validate, convert
+
+
+def experiment_cmd(
+    files: Annotated[list[Path], typer.Argument(help="Pipeline files; the first is the baseline the others are "
+                                                "tested against.")],
+    queries: Annotated[Path, typer.Option("--queries", help="Queries: TSV qid<TAB>text, CSV, or JSONL.")],
+    qrels: Annotated[Path, typer.Option("--qrels", help="TREC qrels `qid 0 docid rel`.")],
+    metrics: MetricsOpt = None,
+    profile: ProfileOpt = "trec",
+    root: Annotated[Path | None, typer.Option("--root", help="Folder of the collections (default: indexes/).")]
+    = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Folder to write each run to, as <file stem>.run.")]
+    = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON: pipelines, metrics, p, p_holm, stages.")]
+    = False,
+    plot: Annotated[Path | None, typer.Option("--plot", help="Draw the metric per pipeline and per-query "
+                    "differences to this PNG (needs matplotlib).")] = None,
+    stages: Annotated[bool, typer.Option("--stages", help="Add a row for each prefix of each pipeline.")] = False,
+    cache: Annotated[Path | None, typer.Option("--cache", help="Folder of cached stage outputs (default: "
+                     "$ENGINE_CACHE/pipelines).")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Compute every stage; read and write no cache.")]
+    = False,
+    markdown: Annotated[bool, typer.Option("--markdown", help="A Markdown table.")] = False,
+) -> None:
+    """Run pipelines on the same queries and compare them: metrics, paired t-test against the first,
+    Holm-corrected p, wins/ties/losses; stage outputs cached."""
+    import json as _json
+    from engine.core.pipeline.cli import make_cache
+    from engine.core.pipeline.parse import read_pipeline_file
+    from engine.core.pipeline.query import read_queries_file
+    from engine.core.pipeline.run import Context
+    from engine.eval import experiment as ex
+    from engine.eval.profiles import get_profile
+    from engine.eval.runs import read_qrels
+    from engine.progress import info
+    if plot is not None and plot.suffix.lower() != ".png":
+        raise EngineError(f"--plot {plot}: give a .png file")
+    if plot is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise EngineError("--plot needs matplotlib: pip install -e \".[plot]\"") from None
+    pipelines = [(Path(f).stem, read_pipeline_file(f)) for f in files]
+    qs = read_queries_file(queries)
+    gold = read_qrels(qrels)
+    ctx = Context(root=root, cache=make_cache(cache, no_cache))
+    exp = ex.experiment(pipelines, qs, gold, metrics or get_profile(profile).metrics, ctx, stages)
+    if out is not None:
+        paths = ex.write_runs(exp, out)
+        info(f"wrote {len(paths)} runs to {out}/")
+    if plot is not None:
+        info(f"wrote {ex.plot(exp, plot)}")
+    typer.echo(_json.dumps(ex.to_json(exp), indent=2) if as_json else ex.render(exp, markdown))

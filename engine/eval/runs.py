@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from engine.core.ranking import Ranking, as_pairs
+from engine.core.ranking import RankingLike, as_pairs
 from engine.errors import EngineError
 from engine.io.atomic import atomic_open
 from engine.io.limits import limit
@@ -47,7 +47,7 @@ def strictly_decreasing(scores: Iterable[float]) -> list[float]:
     return out
 
 
-def format_run_lines(qid: str, ranking: Ranking, run_id: str) -> list[str]:
+def format_run_lines(qid: str, ranking: RankingLike, run_id: str) -> list[str]:
     """Lines of one query's ranking, best first; a doc listed twice keeps its first (best) place."""
     seen: set[str] = set()
     docs: list[str] = []
@@ -65,7 +65,7 @@ def format_run_lines(qid: str, ranking: Ranking, run_id: str) -> list[str]:
             for rank, (doc, score) in enumerate(zip(docs, scores), 1)]
 
 
-def write_run(path: str | os.PathLike, rankings: Mapping[str, Ranking], run_id: str = "engine") -> int:
+def write_run(path: str | os.PathLike, rankings: Mapping[str, RankingLike], run_id: str = "engine") -> int:
     """Write rankings (qid → [(docid, score)] best first) atomically; returns the number of lines."""
     if not run_id or any(c.isspace() for c in run_id):
         raise EngineError(f"run id {run_id!r} must be non-empty and have no white space")

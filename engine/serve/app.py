@@ -61,7 +61,9 @@ class Lexical(BaseModel):
 
 
 class SearchRequest(Query, Lexical):
-    collection: str
+    collection: str | None = Field(None, description="The collection to search (or give `pipeline`)")
+    pipeline: str | None = Field(None, description="A pipeline the server serves (`engine serve --pipeline "
+                                 "NAME=FILE`; GET /pipelines lists them), run on `text`")
     k: StrictInt = Field(10, description="Results wanted: 1 to the server's --max-k (1000 by default)")
     rerank: bool | str | None = Field(None, description="true: the server's reranker; or one it allows by spec")
     rerank_depth: StrictInt | None = Field(None, description="Candidates the reranker reorders (default: its depth)")
@@ -316,6 +318,36 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
                 "queries": sorted(col.encoder.modalities) + ["id", "vector"] if spec else ["id", "vector"],
                 "thumbnails": bool(s.files), "manifest": info}
 
+    pipelines = dict(opts.pipelines)
+    opened: dict[str, Any] = {}
+
+    @app.get("/pipelines", summary="The pipelines served: name and expression")
+    async def list_pipelines() -> list[dict]:
+        return [{"name": n, "pipeline": str(p)} for n, p in pipelines.items()]
+
+    def run_pipeline_query(name: str, text: str, k: int) -> list[dict]:
+        from engine.core.pipeline import Context
+        from engine.core.pipeline import Query as PipelineQuery
+        from engine.core.pipeline.run import run_pipeline
+        ranking = run_pipeline(pipelines[name], [PipelineQuery("q", text)],
+                               Context(root=opts.root, opened=opened))["q"].cut(k)
+        return [{"rank": r, "id": d, "score": sc, "meta": ranking.fields.get(d, {}), "thumb": None}
+                for r, (d, sc) in enumerate(ranking, 1)]
+
+    async def pipeline_search(req: "SearchRequest", t0: float, until: float) -> dict:
+        if req.collection is not None:
+            raise _refuse(422, "give either collection or pipeline, not both")
+        if req.pipeline not in pipelines:
+            raise _refuse(404, f"no pipeline {req.pipeline!r} is served"
+                          + (f"; served: {', '.join(pipelines)}" if pipelines else
+                             " (start the server with --pipeline NAME=FILE)"))
+        if req.text is None or req.id is not None or req.vector is not None:
+            raise _refuse(422, "a pipeline query is a text: give text")
+        check_query(req)
+        k = check_k(req.k)
+        hits = await bounded(run_in_threadpool(run_pipeline_query, req.pipeline, req.text, k), until)
+        return {"collection": req.pipeline, "hits": hits, "took_ms": round((time.perf_counter() - t0) * 1000, 3)}
+
     @app.get("/collections", summary="Every served collection: name, kind, count, encoder, manifest")
     async def collections() -> list[dict]:
         out = []
@@ -344,6 +376,10 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
             return await image_search(request, until)
         t0 = time.perf_counter()
         req = _parse(SearchRequest, await json_body(request, until, opts.timeout_s))
+        if req.pipeline is not None:
+            return await pipeline_search(req, t0, until)
+        if req.collection is None:
+            raise _refuse(422, "collection: required (or give pipeline)")
         k = check_k(req.k)
         s = await run_in_threadpool(served, req.collection)
         spec = chosen_spec(opts.rerank, req.rerank)

@@ -36,6 +36,8 @@ def serve_cmd(
     rerank: Annotated[list[str] | None, typer.Option("--rerank", help="A reranker spec requests may ask for "
                       "(\"rerank\": true takes the first; repeat to allow more), e.g. cross:/models/minilm-ce.")]
     = None,
+    pipeline: Annotated[list[str] | None, typer.Option("--pipeline", help="NAME=FILE: serve a pipeline file; "
+                        "POST /search {\"pipeline\": NAME, \"text\": …} runs it (repeatable).")] = None,
 ) -> None:
     """Serve collections over HTTP: JSON search API (docs at /docs), Prometheus /metrics and a web page at /."""
     from engine.core.cli import split_list
@@ -44,7 +46,23 @@ def serve_cmd(
     serve(ServeOptions(root=root, collections=tuple(names) if names else None, host=host, port=port,
                        api_key=api_key, max_k=max_k, max_upload_bytes=upload_bytes(max_upload_mb),
                        max_image_pixels=max_image_pixels, timeout_s=timeout_s, batch_window_ms=batch_window_ms,
-                       max_batch=max_batch, batch_workers=batch_workers, rerank=tuple(rerank or ())))
+                       max_batch=max_batch, batch_workers=batch_workers, rerank=tuple(rerank or ()),
+                       pipelines=served_pipelines(pipeline or [])))
+
+
+def served_pipelines(specs: list[str]) -> tuple:
+    """NAME=FILE pairs parsed before the server starts: a bad file is one line, not a failing request later."""
+    from engine.core.pipeline.parse import read_pipeline_file
+    from engine.errors import EngineError
+    out: dict = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name.strip() or not path.strip():
+            raise EngineError(f"--pipeline takes NAME=FILE, not {spec!r}")
+        if name in out:
+            raise EngineError(f"--pipeline {name!r} is given twice")
+        out[name.strip()] = read_pipeline_file(path.strip())
+    return tuple(out.items())
 
 
 def register(app: typer.Typer) -> None:

@@ -32,6 +32,7 @@ class ServeOptions:
     batch_workers: int = 2                      # batches encoded and searched at once (benchmarks/peers.py)
     thumb_size: int = 256                       # longest side of a thumbnail, pixels
     rerank: tuple[str, ...] = ()                # reranker specs requests may ask for ("rerank": true: the first)
+    pipelines: tuple = ()                        # (name, parsed pipeline) pairs served by POST /search {"pipeline"}
 
     def checked(self) -> ServeOptions:
         """The options with the API key taken from the environment when not given; binding beyond loopback

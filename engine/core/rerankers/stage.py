@@ -14,7 +14,7 @@ from engine.core.rerankers.base import IMAGE, TEXT, Reranker
 from engine.errors import EngineError
 
 if TYPE_CHECKING:
-    from engine.core.ranking import Ranking
+    from engine.core.ranking import RankingLike
 
 
 def as_reranker(rerank: "str | Reranker") -> Reranker:
@@ -70,7 +70,7 @@ def rerank_pairs(reranker: Reranker, query: str, candidates: Sequence[tuple[str,
     return [(candidates[int(i)][0], float(scores[i])) for i in order(scores)[:k]]
 
 
-def rerank_ranking(reranker: Reranker, query: str, ranking: "Ranking", docs: Mapping[str, str],
+def rerank_ranking(reranker: Reranker, query: str, ranking: "RankingLike", docs: Mapping[str, str],
                    depth: int) -> list[tuple[str, float]]:
     """One query's ranking: its top `depth` by the reranker's scores (`docs`: id → text; a missing one reads
     as ""), then the rest in their order, scored below them."""

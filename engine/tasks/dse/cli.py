@@ -74,11 +74,13 @@ def dse_submit_cmd(
                         "first unless --name already indexes this file (one command from data to run).")] = None,
     root: Root = DEFAULT_ROOT,
     quiet: Quiet = False,
+    pipeline: Annotated[Optional[Path], typer.Option("--pipeline", help="A pipeline file to rank the cases with "
+                        "instead of the default (print it with `engine pipeline show dse`).")] = None,
 ) -> None:
     """Rank the catalogue for every case; a case's example datasets are never returned for it."""
     set_quiet(quiet)
     options = SubmitOptions(split=split, method=method, folds=folds, weights=weights, save_weights=save_weights,
-                            depth=depth, run_id=run_id, rerank=rerank, rerank_depth=rerank_depth)
+                            depth=depth, run_id=run_id, rerank=rerank, rerank_depth=rerank_depth, pipeline=pipeline)
     submit_dse(queries, cases, out, name, root, options, datasets)
 
 
@@ -122,6 +124,9 @@ def convert_dsebench_run_cmd(run_json: Annotated[Path, typer.Argument(help="{cas
 
 
 def register(app: typer.Typer, validate: typer.Typer, convert: typer.Typer) -> None:
+    from engine.core.pipeline.cli import register_task_pipeline
+    from engine.tasks.dse.stages import default_pipeline_file
+    register_task_pipeline("dse", default_pipeline_file)
     app.add_typer(dse_app, name="dse")
     convert.command("dsebench-qrels")(convert_dsebench_qrels_cmd)
     convert.command("dsebench-run")(convert_dsebench_run_cmd)

@@ -62,6 +62,7 @@ class SubmitOptions:
     run_id: str | None = None                     # None: dse-METHOD
     rerank: str | None = None                     # reranker spec reordering each case's top candidates
     rerank_depth: int = 20                        # candidates it reads per case
+    pipeline: str | os.PathLike | None = None     # a pipeline file ranking the cases instead of the default
 
     def check(self) -> "SubmitOptions":
         _check_rerank(self.rerank, self.rerank_depth)
@@ -114,6 +115,12 @@ def submit_dse(queries: str | os.PathLike, cases: str | os.PathLike, out: str | 
     case_ids = select_cases(cs, options.split)
     if not case_ids:
         raise EngineError(f"{cases}: no case in split {options.split!r}")
+    if options.method != "tuned" or options.pipeline is not None:
+        rankings = _pipeline_rankings(index, cs, qs, case_ids, cases, name, root, options)
+        write_run(out, rankings, options.run_id or f"dse-{options.method}")
+        check_written(out, "dsebench", list(rankings))
+        info(f"dse submit: {len(rankings)} cases → {out}")
+        return len(rankings)
     prepared = prepare_cases(index, cs, qs, case_ids, cases)
     per_case = None
     if options.method == "tuned":
@@ -133,6 +140,21 @@ def submit_dse(queries: str | os.PathLike, cases: str | os.PathLike, out: str | 
     check_written(out, "dsebench", list(rankings))
     info(f"dse submit: {len(rankings)} cases → {out}")
     return len(rankings)
+
+
+def _pipeline_rankings(index: DseIndex, cs, qs, case_ids, cases_path, name: str, root,
+                       options: SubmitOptions) -> dict[str, list[tuple[str, float]]]:
+    """Each case's ranking by the untuned default pipeline of `options.method` (or the file `options.pipeline`)."""
+    from engine.core.pipeline import Context
+    from engine.core.pipeline.parse import parse_pipeline, read_pipeline_file
+    from engine.core.pipeline.run import run_pipeline
+    from engine.tasks.dse.rank import case_queries
+    from engine.tasks.dse.stages import default_pipeline
+    stage = read_pipeline_file(options.pipeline) if options.pipeline is not None else parse_pipeline(
+        default_pipeline(options.method, options.depth, name, options.rerank, options.rerank_depth))
+    queries = case_queries(index.pos, cs, qs, case_ids, cases_path)
+    run = run_pipeline(stage, queries, Context(root=root, opened={name: index.collection}))
+    return {q.qid: run[q.qid].pairs() for q in queries}
 
 
 def _fold_test_cases(qrels: Qrels, folds: Sequence[Fold], judgments: object) -> Qrels:

@@ -8,6 +8,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from engine.core.fusion import rrf, weighted_arrays
+from engine.core.pipeline.query import Query
 from engine.core.ranking import top_k
 from engine.errors import EngineError, preview, where
 from engine.progress import track, warn
@@ -29,45 +30,52 @@ class PreparedCase:
     banned: list[int]
 
 
-def prepare_cases(index: DseIndex, cases: Mapping[str, Case], queries: Mapping[str, str],
-                  case_ids: Sequence[str], cases_path: object = "cases.tsv") -> list[PreparedCase]:
-    """Feature matrices of the cases to rank. Unknown example datasets are dropped with a warning (the case
-    is then ranked by what is left); an unknown query leaves the examples; a case with neither is skipped."""
+def case_queries(known: Mapping[str, int], cases: Mapping[str, Case], queries: Mapping[str, str],
+                 case_ids: Sequence[str], cases_path: object = "cases.tsv") -> list[Query]:
+    """The cases to rank as pipeline queries (text and known example ids). Unknown example datasets are dropped
+    with a warning (the case is then ranked by what is left); an unknown query leaves the examples; a case with
+    neither is skipped."""
     unknown_ex: list[str] = []
-    unknown_q: list[tuple[str, str]] = []
+    examples_only: list[str] = []
     skipped: list[str] = []
-    texts: dict[str, str] = {}
+    out = []
     for cid in case_ids:
         case = cases[cid]
-        q = queries.get(case.query_id, "")
-        if not q:
-            unknown_q.append((cid, f"{where(cases_path, case.line)} case {cid} query {case.query_id}"))
-        texts[cid] = q
-    with_query = [c for c in case_ids if texts[c]]
-    vecs = index.encode_queries([texts[c] for c in with_query]) if with_query else []
-    vec_of = dict(zip(with_query, vecs))
-    out = []
-    for cid in track(case_ids, len(case_ids), "scoring cases"):
-        case = cases[cid]
+        text = queries.get(case.query_id, "")
         ex = []
         for e in case.examples:
-            if e in index.pos:
-                ex.append(index.pos[e])
+            if e in known:
+                ex.append(e)
             else:
                 unknown_ex.append(f"{where(cases_path, case.line)} case {cid} dataset {e}")
-        if not ex and not texts[cid]:
+        if not ex and not text:
             skipped.append(cid)
             continue
-        out.append(PreparedCase(cid, index.features(vec_of.get(cid), texts[cid] or None, ex), ex))
+        if not text:
+            examples_only.append(f"{where(cases_path, case.line)} case {cid} query {case.query_id}")
+        out.append(Query(cid, text, tuple(ex)))
     if unknown_ex:
         warn(f"{len(unknown_ex)} example dataset id(s) are not in the index and are ignored: {preview(unknown_ex, 3)}")
-    examples_only = [msg for cid, msg in unknown_q if cid not in skipped]
     if examples_only:
         warn(f"{len(examples_only)} case(s) name a query id missing from the queries file; ranked by their "
              f"examples only: {preview(examples_only, 3)}")
     if skipped:
         warn(f"{len(skipped)} case(s) have neither a known query nor a known example dataset; no ranking: "
              f"{preview(skipped)}")
+    return out
+
+
+def prepare_cases(index: DseIndex, cases: Mapping[str, Case], queries: Mapping[str, str],
+                  case_ids: Sequence[str], cases_path: object = "cases.tsv") -> list[PreparedCase]:
+    """Feature matrices of the cases to rank (what the tuned weighted fusion reads), for `case_queries`."""
+    qs = case_queries(index.pos, cases, queries, case_ids, cases_path)
+    with_query = [q for q in qs if q.text]
+    vecs = index.encode_queries([q.text for q in with_query]) if with_query else []
+    vec_of = dict(zip([q.qid for q in with_query], vecs))
+    out = []
+    for q in track(qs, len(qs), "scoring cases"):
+        ex = [index.pos[e] for e in q.examples]
+        out.append(PreparedCase(q.qid, index.features(vec_of.get(q.qid), q.text or None, ex), ex))
     return out
 
 

@@ -112,6 +112,8 @@ def eventa_submit_cmd(
     text_column: EventaTextColumn = None,
     root: Root = DEFAULT_ROOT,
     quiet: Quiet = False,
+    pipeline: Annotated[Optional[Path], typer.Option("--pipeline", help="A pipeline file to rank with instead of "
+                        "the default (print the default with `engine pipeline show eventa`).")] = None,
 ) -> None:
     """Rank 10 images per caption (articles first, then their images) and write the validated submission."""
     set_quiet(quiet)
@@ -119,7 +121,7 @@ def eventa_submit_cmd(
     submit_eventa(queries, out, name, root, RankParams(
         pooling=pooling, article_fusion=article_fusion, dense_weight=dense_weight, bm25_weight=bm25_weight,
         top_articles=top_articles, image_fusion=image_fusion, article_weight=article_weight, depth=depth,
-        rerank=rerank, rerank_depth=rerank_depth), batch_size, id_column, text_column)
+        rerank=rerank, rerank_depth=rerank_depth), batch_size, id_column, text_column, pipeline)
 
 
 @eventa_app.command("eval")
@@ -204,6 +206,9 @@ def convert_eventa_submission_cmd(run: Annotated[Path, typer.Argument(help="TREC
 
 
 def register(app: typer.Typer, validate: typer.Typer, convert: typer.Typer) -> None:
+    from engine.core.pipeline.cli import register_task_pipeline
+    from engine.tasks.eventa.stages import default_pipeline_file
+    register_task_pipeline("eventa", default_pipeline_file)
     app.add_typer(eventa_app, name="eventa")
     validate.command("eventa")(validate_eventa_cmd)
     convert.command("eventa-submission")(convert_eventa_submission_cmd)

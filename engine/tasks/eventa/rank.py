@@ -20,7 +20,7 @@ from engine.core.fusion import informative, ranked, rrf, weighted
 from engine.core.text_pooling import POOLINGS, SentenceVectors, encode_queries, similarity
 from engine.errors import EngineError, opt
 from engine.progress import info, track, warn
-from engine.tasks.eventa.build import ARTICLE_IMAGES, BM25, DEFAULT_NAME, open_collections
+from engine.tasks.eventa.build import ARTICLE_IMAGES, BM25, DEFAULT_NAME, IMAGES, eventa_path, open_collections
 
 STAGES = ("images", "articles_dense", "articles_bm25", "articles", "articles_reranked", "fused")
 ARTICLE_STAGES = ("articles_dense", "articles_bm25", "articles")
@@ -272,12 +272,34 @@ def rank_in_batches(index: EventaIndex, texts: Sequence[str], params: RankParams
     return result
 
 
+def run_captions(qs: Sequence[tuple[str, str]], name: str = DEFAULT_NAME, root: str | os.PathLike | None = None,
+                 params: RankParams = RankParams(), pipeline: str | os.PathLike | None = None) -> dict[str, list]:
+    """{query id: [(image id, score)] best first} by the default pipeline of `params` (or the pipeline file
+    `pipeline`), over the captions cut to the query bound."""
+    from engine.core.pipeline import Context, Query
+    from engine.core.pipeline.parse import parse_pipeline, read_pipeline_file
+    from engine.core.pipeline.run import run_pipeline
+    from engine.io.limits import LIMITS, truncate_query
+    from engine.tasks.eventa.stages import default_pipeline
+    stage = read_pipeline_file(pipeline) if pipeline is not None else parse_pipeline(default_pipeline(params, name))
+    open_collections(name, root)  # one line on a missing, old or incomplete index, before any model loads
+    cut = [truncate_query(t) for _, t in qs]
+    long = sum(len(a) != len(b) for (_, a), b in zip(qs, cut))
+    if long:
+        warn(f"{long} caption(s) longer than {LIMITS['max_query_chars'].value():,.0f} characters were cut there "
+             f"({LIMITS['max_query_chars'].env} raises the bound)")
+    from engine.core.collection import DEFAULT_ROOT
+    run = run_pipeline(stage, [Query(qid, t) for (qid, _), t in zip(qs, cut)],
+                       Context(root=root if root is not None else DEFAULT_ROOT))
+    return {qid: run[qid].pairs() for qid, _ in qs}
+
+
 def submit_eventa(queries: str | os.PathLike, out: str | os.PathLike, name: str = DEFAULT_NAME,
                   root: str | os.PathLike | None = None, params: RankParams = RankParams(),
                   batch_size: int = BATCH_SIZE, id_column: str | None = None,
-                  text_column: str | None = None) -> tuple[Path, Path]:
-    """Rank every caption of a `query_id,query_text` CSV (other names: `id_column`, `text_column`) and write
-    `submission.csv` beside the zip `out`."""
+                  text_column: str | None = None, pipeline: str | os.PathLike | None = None) -> tuple[Path, Path]:
+    """Rank every caption of a `query_id,query_text` CSV (other names: `id_column`, `text_column`) by the
+    default pipeline (or the pipeline file `pipeline`) and write `submission.csv` beside the zip `out`."""
     from engine.io.tables import read_queries
     from engine.tasks.eventa.submission import CSV_NAME, SLOTS, validate_eventa, write_eventa_csv, zip_submission
     out = Path(out)
@@ -287,17 +309,17 @@ def submit_eventa(queries: str | os.PathLike, out: str | os.PathLike, name: str 
     params.check()
     from engine.tasks.eventa.data import LABEL_ID_COLUMNS
     qs = read_queries(queries, id_column, text_column, LABEL_ID_COLUMNS)
-    index = EventaIndex.open(name, root)
-    result = rank_in_batches(index, [t for _, t in qs], params, ("fused",), batch_size)
+    ranked_images = run_captions(qs, name, root, params, pipeline)
     csv_path = out.with_name(CSV_NAME)
-    write_eventa_csv(csv_path, {q: r for (q, _), r in zip(qs, result.images["fused"])}, [q for q, _ in qs])
+    write_eventa_csv(csv_path, ranked_images, [q for q, _ in qs])
     zip_submission(csv_path, out)
     report = validate_eventa(out, [q for q, _ in qs])
     if not report.ok:  # the writer guarantees the format: this would be our bug, never silently uploaded
         raise EngineError(f"the written submission is invalid: {report.problems[0]}")
-    short = sum(1 for r in result.images["fused"] if len(r) < SLOTS)
+    short = sum(1 for r in ranked_images.values() if len(r) < SLOTS)
     if short:
+        images = len(Collection.open(IMAGES, eventa_path(name, root)))
         warn(f"{short} queries have fewer than {SLOTS} images ('#' fills the slots): the index holds "
-             f"{len(index.image_ids)} images")
+             f"{images} images")
     info(f"wrote {csv_path} and {out} ({len(qs)} queries)")
     return csv_path, out

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence, Union
 
-from engine.core.ranking import Ranking
+from engine.core.ranking import RankingLike
 from engine.errors import EngineError
 from engine.eval.metrics import trec_order
 from engine.eval.runs import Run, read_run
@@ -33,7 +33,7 @@ QUERY_COLUMN = "query_id"
 TEMPLATE_PREFIX = "article_id"
 ACCEPTED_PREFIXES = ("article_id", "image_id")
 
-ImageRanking = Union[Ranking, Sequence[str]]
+ImageRanking = Union[RankingLike, Sequence[str]]
 """A query's images best first: (id, score) pairs, bare ids, or {id: score} (read in trec_eval's order)."""
 
 

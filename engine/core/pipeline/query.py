@@ -1,0 +1,68 @@
+"""What a pipeline ranks for: a query id, its text, and (for search by example) the ids of example items."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from engine.errors import EngineError
+
+
+@dataclass(frozen=True)
+class Query:
+    qid: str
+    text: str = ""
+    examples: tuple[str, ...] = field(default_factory=tuple)
+
+
+def queries_digest(queries: Sequence[Query]) -> str:
+    """A key of the query set: what every cached stage output is computed for."""
+    h = hashlib.sha256()
+    for q in queries:
+        h.update(json.dumps([q.qid, q.text, list(q.examples)], ensure_ascii=False).encode("utf-8"))
+    return h.hexdigest()[:16]
+
+
+def read_queries_file(path: str | os.PathLike) -> list[Query]:
+    """Queries from a file: TSV `qid<TAB>text`, CSV or JSONL with an id and a text column (the readers of
+    `engine search --queries`); JSONL rows may add `examples`, a list of item ids to search by."""
+    path = Path(path)
+    if path.suffix.lower() in (".jsonl", ".ndjson"):
+        return _read_jsonl(path)
+    from engine.io.tables import read_queries
+    return [Query(str(q), t) for q, t in read_queries(path)]
+
+
+def _read_jsonl(path: Path) -> list[Query]:
+    from engine.io.tables import read_queries
+    rows: list[Query] = []
+    examples: dict[str, tuple[str, ...]] = {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise EngineError(f"{path}: cannot read the queries ({e})") from None
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            raise EngineError(f"{path}:{n}: not a JSON object") from None
+        ex = row.get("examples") if isinstance(row, dict) else None
+        if ex is not None:
+            if not isinstance(ex, list) or not all(isinstance(e, (str, int)) for e in ex):
+                raise EngineError(f"{path}:{n}: 'examples' must be a list of item ids")
+            examples[str(row.get("qid", row.get("id", row.get("query_id", ""))))] = tuple(str(e) for e in ex)
+    if examples:
+        for n, line in enumerate(lines, 1):
+            if line.strip():
+                row = json.loads(line)
+                qid = str(row.get("qid", row.get("id", row.get("query_id", ""))))
+                if not qid:
+                    raise EngineError(f"{path}:{n}: the query has no id (qid, id or query_id)")
+                rows.append(Query(qid, str(row.get("text", row.get("query", "")) or ""), examples.get(qid, ())))
+        return rows
+    return [Query(str(q), t) for q, t in read_queries(path)]

@@ -1,0 +1,92 @@
+"""`rerank(spec, depth)`: each query's top `depth` items reordered by any reranker of the registry
+(`engine.core.rerankers`), the rest kept below them in their order."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from engine.core.pipeline.query import Query
+from engine.core.pipeline.stage import Context, Run, Stage, check_range, input_of, keep_args
+from engine.core.ranking import Ranking
+from engine.errors import EngineError
+
+
+class Rerank(Stage):
+    """The top `depth` of each ranking scored by the reranker `spec` reading the query's text and each
+    item's text (or image file): from the ranking's own fields, else from the collection `docs` (with
+    `group`, a group's text is its first item's). Ties keep the incoming order; a query without text keeps
+    its ranking. `fields` names the docs' metadata fields to read (joined), where the collection records no
+    text of its own. Further keyword arguments are the reranker's own options."""
+    name = "rerank"
+
+    def __init__(self, spec: str, depth: int = 100, docs: str | None = None, group: str | None = None,
+                 fields: Sequence[str] | None = None, **options: Any) -> None:
+        super().__init__()
+        from engine.core.rerankers.registry import MAX_DEPTH, entry_for
+        if not isinstance(spec, str):
+            raise EngineError("rerank(…) needs a reranker spec first, e.g. rerank(\"cross:/models/ce\")")
+        entry_for(spec)
+        check_range("rerank", "depth", depth, 1, MAX_DEPTH, integer=True)
+        if fields is not None and (not isinstance(fields, (list, tuple)) or not all(isinstance(f, str) for f in fields)):
+            raise EngineError("rerank(…): fields must be a list of the docs' metadata fields to read")
+        self.spec, self.depth, self.docs, self.group, self.options = spec, int(depth), docs, group, options
+        self.fields = list(fields) if fields is not None else None
+        keep_args(self, [spec], {"depth": (depth, 100), "docs": (docs, None), "group": (group, None),
+                                 "fields": (self.fields, None),
+                                 **{k: (v, object()) for k, v in options.items()}})
+
+    def needs_input(self) -> bool:
+        return True
+
+    def collections(self) -> list[str]:
+        return [self.docs] if self.docs else []
+
+    def _reranker(self):
+        from engine.core.rerankers.registry import cached_reranker
+        if self.options:
+            from engine.core.rerankers.registry import load_reranker
+            try:
+                return load_reranker(self.spec, **self.options)
+            except TypeError:
+                raise EngineError(f"rerank(\"{self.spec}\"): this reranker takes no options "
+                                  f"{', '.join(sorted(self.options))}") from None
+        return cached_reranker(self.spec)
+
+    def _doc_texts(self, ctx: Context) -> dict[str, dict]:
+        if not self.docs:
+            return {}
+        key = ("rerank-docs", self.docs, self.group, tuple(self.fields or ()))
+        if key not in ctx.memo:
+            from engine.core.pipeline.retrieve import item_fields
+            col = ctx.collection(self.docs)
+            items = col.items
+            out: dict[str, dict] = {}
+            for it, f in zip(items, item_fields(col, items, self.fields)):
+                out.setdefault(str(it.get(self.group, "")) if self.group else it["id"], f)
+            ctx.memo[key] = out
+        return ctx.memo[key]
+
+    def transform(self, queries: Sequence[Query], run: Run | None, ctx: Context) -> Run:
+        from engine.core.rerankers.base import IMAGE, TEXT
+        from engine.core.rerankers.stage import order
+        run = input_of(self, run, queries)
+        todo = [q for q in queries if q.text and len(run[q.qid])]
+        if not todo:
+            return dict(run)
+        reranker, docs = self._reranker(), self._doc_texts(ctx)
+        out = dict(run)
+        for q in todo:
+            ranking = run[q.qid]
+            head = ranking.cut(self.depth)
+            fields = [head.fields.get(d) or docs.get(d, {}) for d in head.ids]
+            kind = IMAGE if any("image" in f for f in fields) else TEXT
+            if kind == IMAGE and IMAGE not in reranker.candidates:
+                raise EngineError(f"rerank(\"{self.spec}\") scores texts only, and the items to rerank are "
+                                  "images: give one that scores (text, image) pairs, e.g. embed:clip:…")
+            cands = [f.get("image" if kind == IMAGE else "text", "") for f in fields]
+            scores = reranker.score(q.text, cands, kind)
+            pos = order(scores)
+            out[q.qid] = head.rescored(pos, np.asarray(scores)[pos]).then(
+                Ranking(ranking.ids[self.depth:], ranking.scores[self.depth:], ranking.fields))
+        return out

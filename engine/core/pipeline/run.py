@@ -1,0 +1,86 @@
+"""Running a pipeline: every stage's output computed once per query set — read from the stage cache where
+an earlier run left it — and the rankings written as a TREC run."""
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+from engine.core.pipeline.cache import stage_key
+from engine.core.pipeline.query import Query, queries_digest
+from engine.core.pipeline.stage import Context, Run, Stage
+from engine.core.ranking import Ranking
+from engine.errors import EngineError
+
+
+class KeyedRun(dict):
+    """A stage's output with the key that names it (the stage, its input's key, generations, queries)."""
+    key: str = ""
+
+
+def _subtree_collections(stage: Stage) -> list[str]:
+    names = list(stage.collections())
+    for child in stage.children():
+        names += _subtree_collections(child)
+    return sorted(set(names))
+
+
+def evaluate(stage: Stage, queries: Sequence[Query], run: Run | None, ctx: Context) -> KeyedRun:
+    """One stage's output for the queries, given the rankings so far (None for a first stage)."""
+    if "queries" not in ctx.memo:
+        ctx.memo["queries"] = queries_digest(queries)
+    upstream = run.key if isinstance(run, KeyedRun) else None
+    gens = [f"{n}={ctx.generation(n)}" for n in _subtree_collections(stage)]
+    key = stage_key(str(stage), upstream, gens, ctx.memo["queries"])
+    text = str(stage)
+    if stage.costly and ctx.cache is not None:
+        hit = ctx.cache.get(key)
+        if hit is not None:
+            ctx.log.append((text, True))
+            out = KeyedRun(hit)
+            out.key = key
+            return out
+    result = stage.transform(queries, run, ctx)
+    out = KeyedRun({q.qid: result.get(q.qid, Ranking()) for q in queries})
+    out.key = key
+    if stage.costly:
+        ctx.log.append((text, False))
+        if ctx.cache is not None:
+            ctx.cache.put(key, dict(out), text)
+    return out
+
+
+def check_pipeline(stage: Stage, ctx: Context) -> None:
+    """Before any model loads: it starts with a first stage, and every collection it reads opens."""
+    if stage.needs_input():
+        raise EngineError(f"the pipeline starts with a stage that reorders rankings ({stage}); start with a "
+                          "first stage such as retrieve(\"NAME\")")
+    stage.check(ctx)
+
+
+def run_pipeline(stage: Stage, queries: Sequence[Query], ctx: Context | None = None) -> Run:
+    """qid → ranking for every query, in the queries' order."""
+    ctx = ctx or Context()
+    seen: set[str] = set()
+    for q in queries:
+        if q.qid in seen:
+            raise EngineError(f"query id {q.qid!r} appears twice; each query needs its own id")
+        seen.add(q.qid)
+    check_pipeline(stage, ctx)
+    return dict(evaluate(stage, queries, None, ctx))
+
+
+def prefixes(stage: Stage) -> list[Stage]:
+    """The pipelines that stop after each step of the `>>` chain (and the cutoffs on it): what `--stages`
+    scores, so a table shows what each step adds."""
+    from engine.core.pipeline.ops import Cutoff, Then
+    if isinstance(stage, Then):
+        return prefixes(stage.first) + [stage]
+    if isinstance(stage, Cutoff) and isinstance(stage.stage, Then):
+        return prefixes(stage.stage)[:-1] + [stage]
+    return [stage]
+
+
+def write_pipeline_run(run: Run, out: str | os.PathLike, run_id: str, k: int | None = None) -> int:
+    """The rankings as a TREC run (top k of each), written atomically; returns the lines written."""
+    from engine.eval.runs import write_run
+    return write_run(out, {q: (r.cut(k) if k else r) for q, r in run.items()}, run_id)

@@ -1,0 +1,247 @@
+"""Pipelines: the expression parser (stages only, positions in refusals), operators, a pipeline file equal to
+the chained commands, experiments' p-values against scipy, the stage cache (hits, invalidation after a
+rebuild), and the plot."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from conftest import run_cli
+from engine.core.pipeline import Context, Query
+from engine.core.pipeline.cache import StageCache
+from engine.core.pipeline.parse import parse_pipeline, read_pipeline_file
+from engine.core.pipeline.run import prefixes, run_pipeline
+from engine.core.ranking import Ranking
+from engine.errors import EngineError
+
+DOCS = """id,text
+d1,floods hit the river town after heavy rain
+d2,the bridge over the river was closed for repairs
+d3,a new school opened in the city centre
+d4,heavy rain is expected tomorrow in the mountains
+d5,the football team won the cup final
+d6,students return to school after the summer
+d7,a storm brought heavy rain and river floods
+d8,the city council approved a new bridge
+"""
+QUERIES = "q1\triver floods after rain\nq2\tschool students\nq3\ta new bridge\nq4\tfootball cup\n"
+QRELS = "q1 0 d1 1\nq1 0 d7 1\nq2 0 d6 1\nq2 0 d3 1\nq3 0 d8 1\nq4 0 d5 1\n"
+
+
+@pytest.fixture(scope="module")
+def docs(tmp_path_factory, text_encoder):
+    from engine.core.collection import Collection
+    base = tmp_path_factory.mktemp("pipe")
+    (base / "docs.csv").write_text(DOCS)
+    (base / "q.tsv").write_text(QUERIES)
+    (base / "qrels.txt").write_text(QRELS)
+    Collection.build("docs", texts=base / "docs.csv", root=base / "idx", bm25=True)
+    return base
+
+
+# ---------------------------------------------------------------- the ranking type
+
+def test_ranking_orders_by_score_and_keeps_scores_strictly_decreasing():
+    r = Ranking.of([("a", 1.0), ("b", 2.0), ("c", 1.0), ("a", 0.5)])
+    assert r.ids == ("b", "a", "c") and all(x > y for x, y in zip(r.scores, r.scores[1:]))
+    filled = r.cut(2).then(Ranking.of([("c", 9.0), ("b", 8.0), ("z", 7.0)]), k=4)
+    assert filled.ids == ("b", "a", "c", "z") and filled.scores[2] == r.scores[1] - 1.0
+    with pytest.raises(EngineError, match="NaN"):
+        Ranking(["a"], [float("nan")])
+
+
+# ---------------------------------------------------------------- the parser
+
+def test_expression_round_trips_through_its_text():
+    text = 'retrieve("docs", mode="hybrid", k=50) >> rerank("cross:/models/ce", depth=20) % 10'
+    stage = parse_pipeline(text)
+    assert str(stage) == text and str(parse_pipeline(str(stage))) == text
+    fused = parse_pipeline('(retrieve("a") | retrieve("b", mode="bm25")) % 5 ^ retrieve("c")')
+    assert str(parse_pipeline(str(fused))) == str(fused)
+    assert len(prefixes(stage)) == 2
+
+
+@pytest.mark.parametrize("text, message", [
+    ('__import__("os").system("true")', "line 1, column 1: only stage constructors can be called"),
+    ('retrieve("a") >> __import__("os")', r"line 1, column 18: '__import__' is not a stage"),
+    ('retrieve("docs").search()', "line 1, column 1: only stage constructors can be called"),
+    ('retrieve(docs)', r"line 1, column 10: 'docs' is a name"),
+    ('retrieve("docs") >> os.path', "line 1, column 21: attributes are not allowed"),
+    ('retrieve("docs") >> 3', "line 1, column 21: `>>` needs a stage on its right"),
+    ('retrieve("docs", k=0)', "line 1, column 1: retrieve.*k must be a whole number from 1"),
+    ('retrieve("docs", mode="fuzzy")', "mode must be one of dense, bm25, hybrid"),
+    ('retrieve("docs") % "ten"', "`%` keeps the top k"),
+    ('retrieve("docs",\n  k=[x for x in y])', "line 2, column 5: ListComp is not allowed"),
+    ('retrieve("docs"', "not a pipeline expression"),
+    ('lambda: 1', "Lambda is not allowed"),
+    ('rerank("nope:x")', "unknown reranker spec"),
+    ('fuse(retrieve("a"))', "two or more stages"),
+])
+def test_parser_refuses_what_is_not_a_stage_with_its_position(text, message):
+    with pytest.raises(EngineError, match=message):
+        parse_pipeline(text)
+
+
+def test_pipeline_file_needs_its_key(tmp_path):
+    bad = tmp_path / "p.toml"
+    bad.write_text("stages = 'retrieve(\"docs\")'\n")
+    with pytest.raises(EngineError, match="needs a key `pipeline`"):
+        read_pipeline_file(bad)
+    bad.write_text("pipeline = 'retrieve(\"docs\") >> nope()'\n")
+    with pytest.raises(EngineError, match=r"p.toml: line 1, column 21: 'nope' is not a stage"):
+        read_pipeline_file(bad)
+
+
+def test_a_reordering_stage_cannot_come_first(docs):
+    with pytest.raises(EngineError, match="start with a first stage"):
+        run_pipeline(parse_pipeline('rerank("cross:x", depth=5)'), [Query("q", "x")], Context(root=docs / "idx"))
+
+
+# ---------------------------------------------------------------- same results as the chained commands
+
+def test_pipeline_file_equals_search_rerank_fuse_chained(docs, tiny_cross, monkeypatch, capsys, tmp_path):
+    idx, q = docs / "idx", docs / "q.tsv"
+    ce = f"cross:{tiny_cross}"
+    cmds = [
+        ["search", "docs", "--queries", q, "--mode", "dense", "-k", "8", "--root", idx, "--out", tmp_path / "dense.run"],
+        ["rerank", tmp_path / "dense.run", "--queries", q, "--docs", docs / "docs.csv", "--model", ce, "--depth", "5",
+         "--out", tmp_path / "re.run"],
+        ["search", "docs", "--queries", q, "--mode", "bm25", "-k", "8", "--root", idx, "--out", tmp_path / "bm25.run"],
+        ["fuse", tmp_path / "re.run", tmp_path / "bm25.run", "--method", "rrf", "--depth", "6",
+         "--out", tmp_path / "chained.run"],
+    ]
+    for c in cmds:
+        code, out, err = run_cli(monkeypatch, capsys, *c)
+        assert code == 0, err
+    pipe = tmp_path / "p.toml"
+    pipe.write_text(f"pipeline = '''\nfuse(retrieve(\"docs\", mode=\"dense\", k=8) >> rerank(\"{ce}\", depth=5),\n"
+                    "     retrieve(\"docs\", mode=\"bm25\", k=8), depth=6)\n'''\n")
+    code, out, err = run_cli(monkeypatch, capsys, "pipeline", "run", pipe, "--queries", q, "--root", idx,
+                             "--out", tmp_path / "pipe.run", "--no-cache")
+    assert code == 0, err
+    from engine.eval.runs import read_run
+    chained, piped = read_run(tmp_path / "chained.run"), read_run(tmp_path / "pipe.run")
+    order = lambda run: {k: sorted(v, key=lambda d: -v[d]) for k, v in run.items()}  # noqa: E731
+    assert order(piped) == order(chained)
+
+
+def test_retrieve_then_rerank_equals_search_rerank(docs, tiny_cross, monkeypatch, capsys, tmp_path):
+    idx, q = docs / "idx", docs / "q.tsv"
+    ce = f"cross:{tiny_cross}"
+    code, _, err = run_cli(monkeypatch, capsys, "search", "docs", "--queries", q, "--mode", "hybrid", "-k", "3",
+                           "--rerank", ce, "--rerank-depth", "6", "--root", idx, "--out", tmp_path / "s.run")
+    assert code == 0, err
+    pipe = tmp_path / "p.toml"
+    pipe.write_text(f"pipeline = 'retrieve(\"docs\", mode=\"hybrid\", k=6) >> rerank(\"{ce}\", depth=6) % 3'\n")
+    code, _, err = run_cli(monkeypatch, capsys, "pipeline", "run", pipe, "--queries", q, "--root", idx,
+                           "--out", tmp_path / "p.run", "--no-cache")
+    assert code == 0, err
+    from engine.eval.runs import read_run
+    a, b = read_run(tmp_path / "s.run"), read_run(tmp_path / "p.run")
+    assert {k: sorted(v, key=lambda d: -v[d]) for k, v in a.items()} == \
+           {k: sorted(v, key=lambda d: -v[d]) for k, v in b.items()}
+
+
+# ---------------------------------------------------------------- experiments and the cache
+
+def _pipes(tmp_path):
+    a, b, c = tmp_path / "dense.toml", tmp_path / "bm25.toml", tmp_path / "both.toml"
+    a.write_text("pipeline = 'retrieve(\"docs\", mode=\"dense\", k=5) % 3'\n")
+    b.write_text("pipeline = 'retrieve(\"docs\", mode=\"bm25\", k=5) % 3'\n")
+    c.write_text("pipeline = '(retrieve(\"docs\", mode=\"dense\", k=5) | retrieve(\"docs\", mode=\"bm25\", k=5)) % 3'\n")
+    return a, b, c
+
+
+def test_experiment_p_values_equal_scipy_and_runs_are_written(docs, monkeypatch, capsys, tmp_path):
+    a, b, c = _pipes(tmp_path)
+    code, out, err = run_cli(monkeypatch, capsys, "experiment", a, b, c, "--queries", docs / "q.tsv",
+                             "--qrels", docs / "qrels.txt", "--root", docs / "idx", "--metrics", "ndcg@3,recall@3",
+                             "--json", "--out", tmp_path / "runs", "--cache", tmp_path / "cache")
+    assert code == 0, err
+    got = json.loads(out)
+    rows = {p["name"]: p for p in got["pipelines"]}
+    assert list(rows) == ["dense", "bm25", "both"] and rows["dense"]["p"]["ndcg@3"] is None
+    from engine.eval.evaluate import evaluate
+    from engine.eval.runs import read_qrels, read_run
+    qrels = read_qrels(docs / "qrels.txt")
+    per = {n: evaluate(read_run(tmp_path / "runs" / f"{n}.run"), qrels, "ndcg@3").per_query for n in rows}
+    base = [per["dense"][q]["ndcg@3"] for q in qrels]
+    raw = {}
+    for n in ("bm25", "both"):
+        other = [per[n][q]["ndcg@3"] for q in qrels]
+        want = stats.ttest_rel(other, base).pvalue
+        want = 1.0 if np.isnan(want) else want
+        assert rows[n]["p"]["ndcg@3"] == pytest.approx(want)
+        raw[n] = want
+        assert rows[n]["metrics"]["ndcg@3"] == pytest.approx(np.mean(other))
+    holm = sorted(raw.values())
+    want_holm = {n: min(1.0, max(2 * holm[0], holm[1]) if raw[n] == holm[1] else 2 * holm[0]) for n in raw}
+    for n in raw:
+        assert rows[n]["p_holm"]["ndcg@3"] == pytest.approx(want_holm[n])
+    assert all(s["stage"] for s in rows["both"]["stages"])
+
+
+def test_cache_hits_on_a_second_experiment_and_a_rebuild_invalidates_it(docs, tmp_path, monkeypatch, capsys):
+    from engine.core.collection import Collection
+    root = tmp_path / "idx"
+    Collection.build("docs", texts=docs / "docs.csv", root=root, bm25=True)
+    cache = tmp_path / "cache"
+    qs = [Query("q1", "river floods"), Query("q2", "school")]
+    first = 'retrieve("docs", mode="dense", k=5) % 3'
+    second = 'retrieve("docs", mode="dense", k=5) % 2'
+    ctx = Context(root=root, cache=StageCache(cache))
+    run1 = run_pipeline(parse_pipeline(first), qs, ctx)
+    assert ctx.log == [('retrieve("docs", mode="dense", k=5)', False)]
+    ctx2 = Context(root=root, cache=StageCache(cache))
+    run2 = run_pipeline(parse_pipeline(second), qs, ctx2)
+    assert ctx2.log == [('retrieve("docs", mode="dense", k=5)', True)]
+    assert run2["q1"].ids == run1["q1"].ids[:2]
+    # another query set is another key
+    ctx3 = Context(root=root, cache=StageCache(cache))
+    run_pipeline(parse_pipeline(second), qs[:1], ctx3)
+    assert ctx3.log[0][1] is False
+    # a rebuilt collection (another generation) invalidates what read it
+    Collection.build("docs", texts=docs / "docs.csv", root=root, bm25=True, force=True)
+    ctx4 = Context(root=root, cache=StageCache(cache))
+    run_pipeline(parse_pipeline(second), qs, ctx4)
+    assert ctx4.log == [('retrieve("docs", mode="dense", k=5)', False)]
+    # through the CLI: the table says how many stages came from the cache
+    p = tmp_path / "p.toml"
+    p.write_text(f"pipeline = '{second}'\n")
+    code, out, err = run_cli(monkeypatch, capsys, "experiment", p, "--queries", docs / "q.tsv", "--qrels",
+                             docs / "qrels.txt", "--root", root, "--cache", cache, "--json")
+    code, out, err = run_cli(monkeypatch, capsys, "experiment", p, "--queries", docs / "q.tsv", "--qrels",
+                             docs / "qrels.txt", "--root", root, "--cache", cache, "--json")
+    assert code == 0, err
+    assert json.loads(out)["pipelines"][0]["stages"] == [{"stage": 'retrieve("docs", mode="dense", k=5)',
+                                                          "cached": True}]
+
+
+def test_stages_rows_and_plot(docs, tmp_path, monkeypatch, capsys, tiny_cross):
+    a, b, c = _pipes(tmp_path)
+    d = tmp_path / "reranked.toml"
+    d.write_text(f"pipeline = 'retrieve(\"docs\", mode=\"dense\", k=5) >> rerank(\"cross:{tiny_cross}\", depth=4) % 3'\n")
+    png = tmp_path / "plot.png"
+    code, out, err = run_cli(monkeypatch, capsys, "experiment", a, d, "--queries", docs / "q.tsv", "--qrels",
+                             docs / "qrels.txt", "--root", docs / "idx", "--stages", "--plot", png, "--no-cache")
+    assert code == 0, err
+    assert "reranked[1]" in out and "p_holm" in out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    code, out, err = run_cli(monkeypatch, capsys, "experiment", a, "--queries", docs / "q.tsv", "--qrels",
+                             docs / "qrels.txt", "--root", docs / "idx", "--plot", tmp_path / "x.jpg")
+    assert code != 0 and "give a .png" in err
+
+
+def test_pipeline_commands_list_and_refuse_in_one_line(docs, monkeypatch, capsys, tmp_path):
+    code, out, _ = run_cli(monkeypatch, capsys, "pipeline", "stages")
+    assert code == 0 and "retrieve(collection" in out and "rerank(spec" in out
+    code, _, err = run_cli(monkeypatch, capsys, "pipeline", "show", "nope")
+    assert code != 0 and "no default pipeline for 'nope'" in err and "Traceback" not in err
+    bad = tmp_path / "bad.toml"
+    bad.write_text("pipeline = 'retrieve(\"missing\")'\n")
+    code, _, err = run_cli(monkeypatch, capsys, "pipeline", "run", bad, "--queries", docs / "q.tsv", "--root",
+                           docs / "idx", "--out", tmp_path / "x.run", "--no-cache")
+    assert code != 0 and "missing" in err and "Traceback" not in err and not (tmp_path / "x.run").exists()

@@ -1,0 +1,65 @@
+"""DSEBench's untuned rankings as pipelines of core stages equal the feature-matrix orchestration on the
+generated corpus (every method, with a reranker too); `--pipeline FILE` runs a user's edited one."""
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from engine.cli import app
+from engine.core.pipeline import Context
+from engine.core.pipeline.parse import parse_pipeline
+from engine.core.pipeline.run import run_pipeline
+from engine.eval.runs import read_run
+from engine.tasks.dse.data import read_cases, read_dse_queries, select_cases
+from engine.tasks.dse.index import DseIndex
+from engine.tasks.dse.rank import case_queries, prepare_cases, rankings_for
+from engine.tasks.dse.stages import default_pipeline
+from fixtures.dse_synthetic import generate, write_corpus
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dsepipe")
+    paths = write_corpus(generate(n_records=150, n_cases=20, n_train_cases=3, multi_example=0.3, seed=11), out)
+    root = out / "indexes"
+    res = runner.invoke(app, ["dse", "build", "--datasets", str(paths["datasets"]), "--name", "synth",
+                              "--root", str(root), "--quiet"])
+    assert res.exit_code == 0, res.output
+    return paths, root
+
+
+@pytest.mark.parametrize("method", ["rrf", "query", "examples"])
+def test_default_pipelines_equal_the_feature_orchestration(corpus, method):
+    paths, root = corpus
+    index = DseIndex.open("synth", root)
+    cases, queries = read_cases(paths["cases"]), read_dse_queries(paths["queries"])
+    ids = select_cases(cases, "all")
+    old = rankings_for(prepare_cases(index, cases, queries, ids), index.ids, method, 50)
+    qs = case_queries(index.pos, cases, queries, ids)
+    run = run_pipeline(parse_pipeline(default_pipeline(method, 50, "synth")), qs, Context(root=root))
+    assert {q: [d for d, _ in r] for q, r in old.items()} == {q.qid: list(run[q.qid].ids) for q in qs}
+
+
+def test_submit_with_the_shown_file_equals_the_default_and_rerank_matches(corpus, tmp_path, tiny_cross):
+    paths, root = corpus
+    shown = runner.invoke(app, ["pipeline", "show", "dse"])
+    assert shown.exit_code == 0
+    pipe = tmp_path / "dse.toml"
+    pipe.write_text(shown.output.replace('"dsebench"', '"synth"'))
+    base = ["dse", "submit", "--queries", str(paths["queries"]), "--cases", str(paths["cases"]), "--name", "synth",
+            "--root", str(root), "--quiet"]
+    a, b = tmp_path / "a.run", tmp_path / "b.run"
+    assert runner.invoke(app, base + ["--out", str(a)]).exit_code == 0
+    res = runner.invoke(app, base + ["--out", str(b), "--pipeline", str(pipe), "--run-id", "dse-rrf"])
+    assert res.exit_code == 0, res.output
+    assert a.read_text() == b.read_text()
+    # the reranked default through the file equals --rerank
+    c, d = tmp_path / "c.run", tmp_path / "d.run"
+    rr = ["--rerank", f"cross:{tiny_cross}", "--rerank-depth", "5", "--depth", "20"]
+    assert runner.invoke(app, base + ["--out", str(c), *rr]).exit_code == 0
+    pipe2 = tmp_path / "dse2.toml"
+    pipe2.write_text("pipeline = '''\n" + default_pipeline("rrf", 20, "synth", f"cross:{tiny_cross}", 5) + "\n'''\n")
+    assert runner.invoke(app, base + ["--out", str(d), "--pipeline", str(pipe2), "--run-id", "dse-rrf"]).exit_code == 0
+    assert read_run(c) == read_run(d)
