@@ -37,6 +37,23 @@ def _folder_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
+def stage_names(timings: dict[str, list[float]]) -> dict[str, float]:
+    """Seconds per step of the default pipeline, named as the stage table names them."""
+    out: dict[str, float] = {}
+    for text, secs in timings.items():
+        if text.startswith("retrieve(") and "group=" in text:
+            name = "articles_dense"
+        elif text.startswith("retrieve(") and 'mode="bm25"' in text:
+            name = "articles_bm25"
+        elif text.startswith("retrieve("):
+            name = "images_global"
+        else:
+            name = {"fuse": "article_fusion", "expand": "expand", "similarity": "image_scoring",
+                    "rerank": "article_rerank"}.get(text.split("(")[0].split(" ")[-1], "other")
+        out[name] = out.get(name, 0.0) + sum(secs)
+    return out
+
+
 def _percentiles(values: list[float]) -> dict[str, float]:
     ms = np.asarray(values) * 1000.0
     return {"p50_ms": round(float(np.percentile(ms, 50)), 2), "p95_ms": round(float(np.percentile(ms, 95)), 2),
@@ -89,7 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     from engine.tasks.eventa.build import ARTICLE_IMAGES, BM25, IMAGES, commit_articles, encode_passages
     from engine.tasks.eventa.data import read_database
     from engine.tasks.eventa.fixture import THEMES, captions_for, generated_articles
-    from engine.tasks.eventa.rank import EventaIndex, RankParams, Timer, rank_in_batches
+    from engine.core.pipeline import Context, Query
+    from engine.core.pipeline.parse import parse_pipeline
+    from engine.core.pipeline.run import run_pipeline
+    from engine.tasks.eventa.rank import RankParams
+    from engine.tasks.eventa.stages import default_pipeline, parts
     from engine.tasks.eventa.submission import write_eventa_submission
     set_quiet(True)
     configure_threads(args.threads)
@@ -131,36 +152,42 @@ def main(argv: list[str] | None = None) -> int:
     print(f"measuring image encoding on {args.rate_images} real photos", file=sys.stderr)
     out["image_rate"] = measure_image_rate(args.model, args.rate_images, work)
 
-    index = EventaIndex.open("bench", folder.parent)
     qs = captions_for(db, args.queries)
     params = RankParams()
+    stage = parse_pipeline(default_pipeline(params, "bench"))
+    opened: dict = {}
     print(f"per-query latency on {args.latency_queries} captions", file=sys.stderr)
-    index.rank([qs[0][1]], params)  # warm-up (lazy BM25 load, FAISS)
-    timer = Timer()
+    run_pipeline(stage, [Query("warm", qs[0][1])], Context(root=folder.parent, opened=opened))  # lazy loads
+    calls: dict[str, list[float]] = {}
     for _, text, _ in qs[:args.latency_queries]:
-        index.rank([text], params, ("fused",), timer)
-    out["latency_per_query"] = {stage: _percentiles(v) for stage, v in timer.calls.items()}
+        ctx = Context(root=folder.parent, opened=opened)
+        t0 = time.perf_counter()
+        run_pipeline(stage, [Query("q", text)], ctx)
+        calls.setdefault("total", []).append(time.perf_counter() - t0)
+        for name, secs in stage_names(ctx.timings).items():
+            calls.setdefault(name, []).append(secs)
+    out["latency_per_query"] = {name: _percentiles(v) for name, v in calls.items()}
     if args.extrapolate_to and args.extrapolate_to != args.articles:
         factor = args.extrapolate_to / args.articles
-        scaled = {s: {k: round(v * factor, 2) for k, v in out["latency_per_query"][s].items()}
-                  for s in ("articles_dense", "articles_bm25", "images_global")}
-        scaled.update({s: out["latency_per_query"][s] for s in ("encode", "fusion")})
+        searched = ("articles_dense", "articles_bm25", "images_global")
+        scaled = {s: {k: round(v * factor, 2) for k, v in out["latency_per_query"][s].items()} for s in searched}
+        scaled.update({s: out["latency_per_query"][s] for s in out["latency_per_query"] if s not in searched
+                       and s != "total"})
         scaled["total"] = {k: round(sum(scaled[s][k] for s in scaled), 2) for k in ("p50_ms", "p95_ms", "mean_ms")}
         out["latency_extrapolated"] = {"articles": args.extrapolate_to, "stages": scaled,
                                        "note": "search stages × articles ratio (exact search and BM25 are linear); "
-                                               "encode and fusion do not depend on the database size; total = sum "
+                                               "the other stages do not depend on the database size; total = sum "
                                                "of the stages' percentiles (an upper bound)"}
 
     print(f"whole submission: {len(qs)} captions", file=sys.stderr)
     t0 = time.perf_counter()
-    batched = Timer()
-    result = rank_in_batches(index, [t for _, t, _ in qs], params, ("fused",), batch_size=64, timer=batched)
-    write_eventa_submission(work / "submission", {q: r for (q, _, _), r in zip(qs, result.images["fused"])},
-                            [q for q, _, _ in qs])
+    ctx = Context(root=folder.parent, opened=opened)
+    run = run_pipeline(stage, [Query(q, t) for q, t, _ in qs], ctx)
+    write_eventa_submission(work / "submission", {q: run[q].pairs() for q, _, _ in qs}, [q for q, _, _ in qs])
     whole = time.perf_counter() - t0
     out["submission"] = {"queries": len(qs), "seconds": round(whole, 1),
                          "ms_per_query": round(whole / len(qs) * 1000, 2),
-                         "stage_seconds": {k: round(sum(v), 2) for k, v in batched.calls.items()}}
+                         "stage_seconds": {k: round(v, 2) for k, v in stage_names(ctx.timings).items()}}
     if args.extrapolate_to != args.articles or args.target_queries != len(qs):
         factor = args.extrapolate_to / args.articles
         st = out["submission"]["stage_seconds"]
@@ -170,10 +197,14 @@ def main(argv: list[str] | None = None) -> int:
             "articles": args.extrapolate_to, "queries": args.target_queries,
             "seconds": round(per_query * args.target_queries, 1),
             "note": "measured per-caption time, its search stages scaled by the articles ratio, × target captions"}
+    articles_run = run_pipeline(parse_pipeline(parts(params, "bench")["_articles"]), [Query(q, t) for q, t, _ in qs],
+                                ctx)
     gold = [a for _, _, a in qs]
-    hits = [g in [d for d, _ in arts[:10]] for g, arts in zip(gold, result.articles["articles"])]
+    hits = [g in articles_run[q].ids[:10] for g, (q, _, _) in zip(gold, qs)]
     out["article_recall_at_10"] = round(float(np.mean(hits)), 4)
 
+    from engine.tasks.eventa.rank import EventaIndex
+    index = EventaIndex.open("bench", folder.parent)
     passages_col = index.passages
     bm25_bytes = _folder_bytes(passages_col.file(BM25))
     map_bytes = passages_col.file(ARTICLE_IMAGES).stat().st_size

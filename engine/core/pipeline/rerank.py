@@ -42,12 +42,18 @@ class Rerank(Stage):
     def collections(self) -> list[str]:
         return [self.docs] if self.docs else []
 
+    def prepare(self, ctx: Context) -> None:
+        self._reranker()
+
     def _reranker(self):
         from engine.core.rerankers.registry import cached_reranker
         if self.options:
             from engine.core.rerankers.registry import load_reranker
+            if getattr(self, "_loaded", None) is not None:
+                return self._loaded
             try:
-                return load_reranker(self.spec, **self.options)
+                self._loaded = load_reranker(self.spec, **self.options)
+                return self._loaded
             except TypeError:
                 raise EngineError(f"rerank(\"{self.spec}\"): this reranker takes no options "
                                   f"{', '.join(sorted(self.options))}") from None

@@ -3,6 +3,7 @@ an earlier run left it — and the rankings written as a TREC run."""
 from __future__ import annotations
 
 import os
+import time
 from typing import Sequence
 
 from engine.core.pipeline.cache import stage_key
@@ -29,8 +30,7 @@ def evaluate(stage: Stage, queries: Sequence[Query], run: Run | None, ctx: Conte
     if "queries" not in ctx.memo:
         ctx.memo["queries"] = queries_digest(queries)
     upstream = run.key if isinstance(run, KeyedRun) else None
-    gens = [f"{n}={ctx.generation(n)}" for n in _subtree_collections(stage)]
-    key = stage_key(str(stage), upstream, gens, ctx.memo["queries"])
+    key = _key(stage, upstream, ctx)
     text = str(stage)
     if stage.costly and ctx.cache is not None:
         hit = ctx.cache.get(key)
@@ -39,7 +39,17 @@ def evaluate(stage: Stage, queries: Sequence[Query], run: Run | None, ctx: Conte
             out = KeyedRun(hit)
             out.key = key
             return out
-    result = stage.transform(queries, run, ctx)
+    stack = ctx.memo.setdefault("timer-stack", [])
+    stack.append(0.0)
+    t0 = time.perf_counter()
+    try:
+        result = stage.transform(queries, run, ctx)
+    finally:
+        elapsed, inner = time.perf_counter() - t0, stack.pop()
+        if stack:
+            stack[-1] += elapsed
+    if stage.costly:
+        ctx.timings.setdefault(text, []).append(elapsed - inner)
     out = KeyedRun({q.qid: result.get(q.qid, Ranking()) for q in queries})
     out.key = key
     if stage.costly:
@@ -66,7 +76,32 @@ def run_pipeline(stage: Stage, queries: Sequence[Query], ctx: Context | None = N
             raise EngineError(f"query id {q.qid!r} appears twice; each query needs its own id")
         seen.add(q.qid)
     check_pipeline(stage, ctx)
+    if "queries" not in ctx.memo:
+        ctx.memo["queries"] = queries_digest(queries)
+    _prepare(stage, None, ctx)
     return dict(evaluate(stage, queries, None, ctx))
+
+
+def _key(stage: Stage, upstream: str | None, ctx: Context) -> str:
+    gens = [f"{n}={ctx.generation(n)}" for n in _subtree_collections(stage)]
+    return stage_key(str(stage), upstream, gens, ctx.memo["queries"])
+
+
+def _prepare(stage: Stage, upstream: str | None, ctx: Context) -> str:
+    """Walk the pipeline as `evaluate` will, computing each stage's key, and load the models of the stages
+    whose output the cache does not hold (a cached reranker is never loaded). Returns the stage's key."""
+    from engine.core.pipeline.ops import Then
+    key = _key(stage, upstream, ctx)
+    if stage.costly and ctx.cache is not None and ctx.cache.get(key) is not None:
+        return key
+    if isinstance(stage, Then):
+        _prepare(stage.second, _prepare(stage.first, upstream, ctx), ctx)
+        return key
+    for child in stage.children():
+        _prepare(child, upstream, ctx)
+    if not stage.children():
+        stage.prepare(ctx)
+    return key
 
 
 def prefixes(stage: Stage) -> list[Stage]:

@@ -32,6 +32,8 @@ class Context:
     opened: dict[str, Any] = field(default_factory=dict)
     log: list[tuple[str, bool]] = field(default_factory=list)
     memo: dict = field(default_factory=dict)
+    timings: dict[str, list[float]] = field(default_factory=dict)
+    """Seconds each costly stage computed (its own time, without the stages it called), per run."""
     """What stages of one run share: query vectors per encoder, a collection's item keys."""
 
     def collection(self, name: str):
@@ -94,6 +96,11 @@ class Stage:
             ctx.collection(name)
         for child in self.children():
             child.check(ctx)
+
+    def prepare(self, ctx: Context) -> None:
+        """Load what the stage computes with, before any stage runs (a reranker's model: loaded ahead of the
+        first stage's query encoder, as `engine search --rerank` does, its torch threads start uncontended).
+        Called for the stages whose output the cache does not hold."""
 
     # -------------------------------------------------------------- what it does
     def transform(self, queries: Sequence["Query"], run: Run | None, ctx: Context) -> Run:

@@ -27,7 +27,7 @@ from engine.progress import info, warn
 from engine.tasks.dse.data import (Fold, load_dse_run, read_cases, read_dse_queries, read_dsebench_judgments,
                                    read_folds, select_cases)
 from engine.tasks.dse.index import DEFAULT_NAME, DseIndex, ensure_index
-from engine.tasks.dse.rank import METHODS, prepare_cases, rankings_for
+from engine.tasks.dse.rank import METHODS, prepare_cases, tuned_rankings
 from engine.tasks.dse.tune import cross_validated_weights, load_weights
 
 METRICS = PROFILES["dsebench"].metrics
@@ -132,10 +132,10 @@ def submit_dse(queries: str | os.PathLike, cases: str | os.PathLike, out: str | 
                                                        prepared, cases)
             if options.save_weights is not None:
                 write_json(options.save_weights, report)
-    rankings = rankings_for(prepared, index.ids, options.method, options.depth, per_case)
+    rankings = tuned_rankings(prepared, index.ids, options.depth, per_case)
     if options.rerank is not None:
-        from engine.tasks.dse.rerank import rerank_cases
-        rankings = rerank_cases(index, cs, qs, rankings, options.rerank, options.rerank_depth)
+        rankings = _reranked(index, cs, qs, case_ids, cases, name, root, rankings, options.rerank,
+                             options.rerank_depth)
     write_run(out, rankings, options.run_id or f"dse-{options.method}")
     check_written(out, "dsebench", list(rankings))
     info(f"dse submit: {len(rankings)} cases → {out}")
@@ -145,16 +145,37 @@ def submit_dse(queries: str | os.PathLike, cases: str | os.PathLike, out: str | 
 def _pipeline_rankings(index: DseIndex, cs, qs, case_ids, cases_path, name: str, root,
                        options: SubmitOptions) -> dict[str, list[tuple[str, float]]]:
     """Each case's ranking by the untuned default pipeline of `options.method` (or the file `options.pipeline`)."""
-    from engine.core.pipeline import Context
     from engine.core.pipeline.parse import parse_pipeline, read_pipeline_file
-    from engine.core.pipeline.run import run_pipeline
-    from engine.tasks.dse.rank import case_queries
     from engine.tasks.dse.stages import default_pipeline
     stage = read_pipeline_file(options.pipeline) if options.pipeline is not None else parse_pipeline(
         default_pipeline(options.method, options.depth, name, options.rerank, options.rerank_depth))
+    return _run_cases(index, cs, qs, case_ids, cases_path, name, root, stage)
+
+
+def _run_cases(index: DseIndex, cs, qs, case_ids, cases_path, name: str, root, stage, given=None
+               ) -> dict[str, list[tuple[str, float]]]:
+    """A pipeline (or, with `given` rankings, a reordering stage) run on the cases."""
+    from engine.core.pipeline import Context
+    from engine.core.pipeline.run import run_pipeline
+    from engine.core.ranking import Ranking
+    from engine.tasks.dse.rank import case_queries
     queries = case_queries(index.pos, cs, qs, case_ids, cases_path)
-    run = run_pipeline(stage, queries, Context(root=root, opened={name: index.collection}))
-    return {q.qid: run[q.qid].pairs() for q in queries}
+    ctx = Context(root=root, opened={name: index.collection})
+    if given is None:
+        run = run_pipeline(stage, queries, ctx)
+    else:
+        stage.prepare(ctx)
+        run = stage.transform(queries, {q: Ranking.of(r) for q, r in given.items()}, ctx)
+    return {q.qid: run[q.qid].pairs() for q in queries if q.qid in run}
+
+
+def _reranked(index: DseIndex, cs, qs, case_ids, cases_path, name: str, root, rankings, spec: str, depth: int
+              ) -> dict[str, list[tuple[str, float]]]:
+    """Rankings made elsewhere (the tuned fusion) reordered by the default's rerank stage."""
+    from engine.core.pipeline.parse import parse_pipeline
+    from engine.tasks.dse.stages import rerank_stage
+    return _run_cases(index, cs, qs, case_ids, cases_path, name, root,
+                      parse_pipeline(rerank_stage(spec, depth, name)), rankings)
 
 
 def _fold_test_cases(qrels: Qrels, folds: Sequence[Fold], judgments: object) -> Qrels:
@@ -197,18 +218,22 @@ def eval_dse(judgments: str | os.PathLike, name: str = DEFAULT_NAME, root: str |
     unknown = [c for c in qrels if c not in cs]
     if unknown:
         warn(f"{len(unknown)} judged case id(s) are not in {options.cases}: {preview(unknown)}")
-    prepared = prepare_cases(index, cs, qs, case_ids, options.cases)
-    table = {VARIANTS[m]: score_run(_as_run(rankings_for(prepared, index.ids, m, options.depth)), qrels)
-             for m in ("query", "examples", "rrf")}
+    from engine.core.pipeline.parse import parse_pipeline
+    from engine.tasks.dse.stages import default_pipeline
+    table = {}
+    for m in ("query", "examples", "rrf"):
+        stage = parse_pipeline(default_pipeline(m, options.depth, name))
+        table[VARIANTS[m]] = score_run(_as_run(_run_cases(index, cs, qs, case_ids, options.cases, name, root,
+                                                          stage)), qrels)
     if options.rerank is not None:
-        from engine.tasks.dse.rerank import rerank_cases
-        reranked = rerank_cases(index, cs, qs, rankings_for(prepared, index.ids, "rrf", options.depth),
-                                options.rerank, options.rerank_depth)
+        stage = parse_pipeline(default_pipeline("rrf", options.depth, name, options.rerank, options.rerank_depth))
+        reranked = _run_cases(index, cs, qs, case_ids, options.cases, name, root, stage)
         table[f"{VARIANTS['rrf']} + rerank {options.rerank_depth}"] = score_run(_as_run(reranked), qrels)
     if fold_list:
+        prepared = prepare_cases(index, cs, qs, case_ids, options.cases)
         per_case, _ = cross_validated_weights(index, cs, qs, fold_list, case_ids, prepared, options.cases)
         table[VARIANTS["tuned"]] = score_run(
-            _as_run(rankings_for(prepared, index.ids, "tuned", options.depth, per_case)), qrels)
+            _as_run(tuned_rankings(prepared, index.ids, options.depth, per_case)), qrels)
     return table
 
 

@@ -1,5 +1,5 @@
-"""Cases → feature matrices → rankings: untuned reciprocal rank fusion of four systems, or a weighted sum
-of z-scored features (weights from `tune`)."""
+"""Cases → pipeline queries (`case_queries`; the untuned rankings are pipelines: `engine.tasks.dse.stages`),
+and cases → feature matrices → the tuned ranking, a weighted sum of z-scored features (weights from `tune`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,19 +7,15 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from engine.core.fusion import rrf, weighted_arrays
+from engine.core.fusion import weighted_arrays
 from engine.core.pipeline.query import Query
 from engine.core.ranking import top_k
-from engine.errors import EngineError, preview, where
+from engine.errors import preview, where
 from engine.progress import track, warn
 from engine.tasks.dse.data import Case
-from engine.tasks.dse.index import FEATURES, DseIndex
+from engine.tasks.dse.index import DseIndex
 
-METHODS = ("rrf", "tuned", "query", "examples")
-RRF_SYSTEMS = {"rrf": ("q_dense", "q_bm25", "ex_mean_all", "ex_bm25"),
-               "query": ("q_dense", "q_bm25"),
-               "examples": ("ex_mean_all", "ex_bm25")}
-RRF_DEPTH = 1000    # per system list fed to RRF
+METHODS = ("rrf", "tuned", "query", "examples")  # rrf, query, examples: pipelines (engine.tasks.dse.stages)
 
 
 @dataclass
@@ -79,17 +75,6 @@ def prepare_cases(index: DseIndex, cases: Mapping[str, Case], queries: Mapping[s
     return out
 
 
-def rank_rrf(feats: np.ndarray, systems: Sequence[str], banned: Sequence[int], depth: int) -> list[tuple[int, float]]:
-    """RRF over the named feature columns, each a system ranking its top RRF_DEPTH docs."""
-    lists = []
-    for name in systems:
-        col = feats[:, FEATURES.index(name)]
-        if not np.any(col):
-            continue  # a system with no input (e.g. no examples) says nothing
-        lists.append([(str(i), float(col[i])) for i in top_k(col, RRF_DEPTH, banned)])
-    return [(int(d), s) for d, s in rrf(lists, depth=depth)]
-
-
 def rank_weighted(feats: np.ndarray, weights: Sequence[float], banned: Sequence[int],
                   depth: int) -> list[tuple[int, float]]:
     """Weighted sum of per-case z-scored features (z over the whole catalogue)."""
@@ -97,16 +82,8 @@ def rank_weighted(feats: np.ndarray, weights: Sequence[float], banned: Sequence[
     return [(int(i), float(fused[i])) for i in top_k(fused, depth, banned)]
 
 
-def rankings_for(prepared: Sequence[PreparedCase], ids: Sequence[str], method: str, depth: int,
-                 weights: Mapping[str, Sequence[float]] | None = None) -> dict[str, list[tuple[str, float]]]:
-    """{case_id: [(dataset_id, score)]} best first. For `tuned`, `weights` maps case_id → weight vector."""
-    if method not in METHODS:
-        raise EngineError(f"unknown method {method!r}; use one of {', '.join(METHODS)}")
-    out = {}
-    for p in prepared:
-        if method == "tuned":
-            ranked = rank_weighted(p.feats, weights[p.case_id], p.banned, depth)  # type: ignore[index]
-        else:
-            ranked = rank_rrf(p.feats, RRF_SYSTEMS[method], p.banned, depth)
-        out[p.case_id] = [(ids[i], s) for i, s in ranked]
-    return out
+def tuned_rankings(prepared: Sequence[PreparedCase], ids: Sequence[str], depth: int,
+                   weights: Mapping[str, Sequence[float]]) -> dict[str, list[tuple[str, float]]]:
+    """{case_id: [(dataset_id, score)]} best first by the tuned weighted fusion (`weights`: case_id → vector)."""
+    return {p.case_id: [(ids[i], s) for i, s in rank_weighted(p.feats, weights[p.case_id], p.banned, depth)]
+            for p in prepared}

@@ -32,9 +32,15 @@ def default_pipeline(method: str = "rrf", depth: int = 100, name: str = DEFAULT_
     body = ",\n     ".join(parts[s] for s in METHOD_SYSTEMS[method])
     expr = f"fuse({body},\n     depth={depth})"
     if rerank is not None:
-        fields = "[" + ", ".join(f'"{f}"' for f in FIELDS) + "]"
-        expr = f'{expr}\n  >> rerank("{rerank}", depth={rerank_depth}, docs="{name}", fields={fields})'
+        expr = f"{expr}\n  >> {rerank_stage(rerank, rerank_depth, name)}"
     return expr
+
+
+def rerank_stage(spec: str, depth: int = 20, name: str = DEFAULT_NAME) -> str:
+    """The query read against each dataset's whole record (its fields joined, what BM25 and `all` embed)."""
+    fields = "[" + ", ".join(f'"{f}"' for f in FIELDS) + "]"
+    return f'rerank("{spec}", depth={depth}, docs="{name}", fields={fields})'
+
 
 
 def default_pipeline_file() -> str:

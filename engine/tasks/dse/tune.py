@@ -17,7 +17,8 @@ from engine.io.tables import read_json
 from engine.progress import info, warn
 from engine.tasks.dse.data import Case, Fold
 from engine.tasks.dse.index import FEATURES, DseIndex
-from engine.tasks.dse.rank import RRF_SYSTEMS, PreparedCase, prepare_cases
+from engine.tasks.dse.rank import PreparedCase, prepare_cases
+from engine.tasks.dse.stages import METHOD_SYSTEMS
 
 TUNE_METRIC = "ndcg@10"
 POOL = 500          # per feature, for tuning: docs outside every feature's top POOL are never ranked
@@ -33,7 +34,7 @@ def weights_vector(weights: Mapping[str, float]) -> list[float]:
 
 def default_weights() -> list[float]:
     """Tuning's starting point: the four RRF systems, equally weighted."""
-    return [1.0 if f in RRF_SYSTEMS["rrf"] else 0.0 for f in FEATURES]
+    return [1.0 if f in METHOD_SYSTEMS["rrf"] else 0.0 for f in FEATURES]
 
 
 def _pool(p: PreparedCase) -> np.ndarray:

@@ -1,5 +1,7 @@
 """`engine eventa eval`: every stage alone and fused, scored on labeled captions with the challenge's rules
-(`PROFILES["eventa"]`), plus the gold article's recall in the article stage that feeds each row."""
+(`PROFILES["eventa"]`), plus the gold article's recall in the article stage that feeds each row. Each row is
+a pipeline of the default's steps (`engine.tasks.eventa.stages.parts`), all run on the same captions with
+one in-memory stage cache, so a step the rows share is computed once."""
 from __future__ import annotations
 
 import json
@@ -12,31 +14,66 @@ from engine.display import format_table
 from engine.errors import EngineError, opt, preview
 from engine.eval.evaluate import evaluate
 from engine.eval.profiles import PROFILES
-from engine.progress import warn
+from engine.progress import track, warn
 from engine.tasks.eventa.build import DEFAULT_NAME
 from engine.tasks.eventa.data import Labeled, read_labeled
-from engine.tasks.eventa.rank import BATCH_SIZE, RERANKED, STAGES, EventaIndex, RankParams, RankResult, rank_in_batches
+from engine.tasks.eventa.rank import BATCH_SIZE, RERANKED, STAGES, EventaIndex, RankParams
 from engine.tasks.eventa.submission import slot_scores
 
 EVAL_POOLINGS = ("mean", "max")
 ARTICLE_METRICS = "recall@1,recall@10"
 COLUMNS = (("eventa", "Overall"), ("eventa.map", "mAP"), ("eventa.mrr", "MRR"), ("eventa.r@1", "R@1"),
            ("eventa.r@5", "R@5"), ("eventa.r@10", "R@10"), ("article_r@1", "art R@1"), ("article_r@10", "art R@10"))
+ARTICLES_OF = {"articles_dense": "_dense", "articles_bm25": "_bm25", "articles": "_articles",
+               RERANKED: "_reranked"}   # the article ranking behind each row (fused rows: the last one)
 
 StageTable = dict[str, dict[str, dict[str, float]]]
 """{pooling: {stage: {metric: value}}}"""
 
 
-def score_stages(labeled: Sequence[Labeled], result: RankResult) -> dict[str, dict[str, float]]:
+def sweep_stage(weight: float) -> str:
+    return f"fused w={weight:g}"
+
+
+def stage_rankings(labeled: Sequence[Labeled], name: str, root, params: RankParams, sweep: Sequence[float] = ()
+                   ) -> tuple[dict[str, list], dict[str, list]]:
+    """({row: per caption image ranking}, {row: per caption article ranking}) for every row of the table."""
+    from engine.core.collection import DEFAULT_ROOT
+    from engine.core.pipeline import Context, Query
+    from engine.core.pipeline.cache import StageCache
+    from engine.core.pipeline.parse import parse_pipeline
+    from engine.core.pipeline.run import run_pipeline
+    from engine.io.limits import truncate_query
+    from engine.tasks.eventa.stages import parts
+    params.check()
+    exprs = parts(params, name)
+    rows = {s: exprs[s] for s in STAGES if s in exprs}
+    rows.update({sweep_stage(w): parts(replace(params, article_weight=w), name)["fused"] for w in sweep})
+    ctx = Context(root=root if root is not None else DEFAULT_ROOT, cache=StageCache(None))
+    queries = [Query(q.qid, truncate_query(q.text)) for q in labeled]
+    images = {}
+    for row, expr in track(list(rows.items()), len(rows), f"ranking captions ({params.pooling} pooling)"):
+        run = run_pipeline(parse_pipeline(expr), queries, ctx)
+        images[row] = [run[q.qid].pairs() for q in queries]
+    articles = {}
+    for row, part in ARTICLES_OF.items():
+        if part in exprs:
+            run = run_pipeline(parse_pipeline(exprs[part]), queries, ctx)
+            articles[row] = [run[q.qid].pairs() for q in queries]
+    return images, articles
+
+
+def score_stages(labeled: Sequence[Labeled], images: dict[str, list], articles: dict[str, list]
+                 ) -> dict[str, dict[str, float]]:
     """EVENTA Overall and parts per stage, plus the gold article's recall@1/10 where the labels name it."""
     qrels = {q.qid: {q.image: 1} for q in labeled}
     gold = {q.qid: {q.article: 1} for q in labeled if q.article}
     table: dict[str, dict[str, float]] = {}
-    for stage, rankings in result.images.items():
+    for stage, rankings in images.items():
         run = {q.qid: slot_scores([d for d, _ in r]) for q, r in zip(labeled, rankings)}
         table[stage] = dict(evaluate(run, qrels, PROFILES["eventa"].metrics).means)
-        arts = result.articles.get(stage) if not stage.startswith("fused") \
-            else result.articles.get(RERANKED, result.articles.get("articles"))
+        arts = articles.get(stage) if not stage.startswith("fused") \
+            else articles.get(RERANKED, articles.get("articles"))
         if arts is not None and gold:
             arun = {q.qid: slot_scores([d for d, _ in r]) for q, r in zip(labeled, arts) if q.qid in gold}
             means = evaluate(arun, gold, ARTICLE_METRICS).means
@@ -57,9 +94,8 @@ def eval_eventa(labeled_path: str | os.PathLike, name: str = DEFAULT_NAME, root:
         warn(f"{len(unknown)} labeled images are not in the index (those queries score 0): {preview(unknown)}")
     out: StageTable = {}
     for pooling in poolings:
-        result = rank_in_batches(index, [q.text for q in labeled], replace(params, pooling=pooling), STAGES,
-                                 batch_size, sweep=sweep)
-        out[pooling] = score_stages(labeled, result)
+        images, articles = stage_rankings(labeled, name, root, replace(params, pooling=pooling), sweep)
+        out[pooling] = score_stages(labeled, images, articles)
     return out
 
 
