@@ -245,3 +245,26 @@ def test_pipeline_commands_list_and_refuse_in_one_line(docs, monkeypatch, capsys
     code, _, err = run_cli(monkeypatch, capsys, "pipeline", "run", bad, "--queries", docs / "q.tsv", "--root",
                            docs / "idx", "--out", tmp_path / "x.run", "--no-cache")
     assert code != 0 and "missing" in err and "Traceback" not in err and not (tmp_path / "x.run").exists()
+
+
+def test_search_by_example_from_a_jsonl_query_file(docs, monkeypatch, capsys, tmp_path):
+    """JSONL queries carry example item ids; `score(by="examples")` never returns them and ranks their
+    neighbours first; a query with neither text nor a known example gets no line."""
+    q = tmp_path / "q.jsonl"
+    q.write_text('{"qid": "a", "text": "", "examples": ["d1"]}\n{"qid": "b", "text": "school", "examples": ["nope"]}\n'
+                 '{"qid": "c", "text": "", "examples": []}\n')
+    pipe = tmp_path / "ex.toml"
+    pipe.write_text("pipeline = 'fuse(score(\"docs\", by=\"examples\", k=5), score(\"docs\", k=5)) % 3'\n")
+    code, _, err = run_cli(monkeypatch, capsys, "pipeline", "run", pipe, "--queries", q, "--root", docs / "idx",
+                           "--out", tmp_path / "ex.run", "--no-cache")
+    assert code == 0, err
+    lines = [line.split() for line in (tmp_path / "ex.run").read_text().splitlines()]
+    a = [d for qid, _, d, *_ in lines if qid == "a"]
+    assert "d1" not in a and a[0] == "d7"  # the other river-flood document
+    assert [d for qid, _, d, *_ in lines if qid == "b"][0] in ("d3", "d6")
+    assert not [1 for qid, *_ in lines if qid == "c"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"qid": "a", "examples": "d1"}\n')
+    code, _, err = run_cli(monkeypatch, capsys, "pipeline", "run", pipe, "--queries", bad, "--root", docs / "idx",
+                           "--out", tmp_path / "x.run", "--no-cache")
+    assert code != 0 and "bad.jsonl:1: 'examples' must be a list" in err

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-import numpy as np
-
 from engine.core.pipeline.query import Query
 from engine.core.pipeline.stage import Context, Run, Stage, check_range, input_of, keep_args
-from engine.core.ranking import Ranking
 from engine.errors import EngineError
 
 
@@ -75,7 +72,7 @@ class Rerank(Stage):
 
     def transform(self, queries: Sequence[Query], run: Run | None, ctx: Context) -> Run:
         from engine.core.rerankers.base import IMAGE, TEXT
-        from engine.core.rerankers.stage import order
+        from engine.core.rerankers.stage import rerank_ranking
         run = input_of(self, run, queries)
         todo = [q for q in queries if q.text and len(run[q.qid])]
         if not todo:
@@ -84,15 +81,12 @@ class Rerank(Stage):
         out = dict(run)
         for q in todo:
             ranking = run[q.qid]
-            head = ranking.cut(self.depth)
-            fields = [head.fields.get(d) or docs.get(d, {}) for d in head.ids]
-            kind = IMAGE if any("image" in f for f in fields) else TEXT
+            head = ranking.ids[:self.depth]
+            fields = {d: ranking.fields.get(d) or docs.get(d, {}) for d in head}
+            kind = IMAGE if any("image" in f for f in fields.values()) else TEXT
             if kind == IMAGE and IMAGE not in reranker.candidates:
                 raise EngineError(f"rerank(\"{self.spec}\") scores texts only, and the items to rerank are "
                                   "images: give one that scores (text, image) pairs, e.g. embed:clip:…")
-            cands = [f.get("image" if kind == IMAGE else "text", "") for f in fields]
-            scores = reranker.score(q.text, cands, kind)
-            pos = order(scores)
-            out[q.qid] = head.rescored(pos, np.asarray(scores)[pos]).then(
-                Ranking(ranking.ids[self.depth:], ranking.scores[self.depth:], ranking.fields))
+            cands = {d: f.get("image" if kind == IMAGE else "text", "") for d, f in fields.items()}
+            out[q.qid] = rerank_ranking(reranker, q.text, ranking, cands, self.depth, kind)
         return out

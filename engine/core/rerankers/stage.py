@@ -14,7 +14,7 @@ from engine.core.rerankers.base import IMAGE, TEXT, Reranker
 from engine.errors import EngineError
 
 if TYPE_CHECKING:
-    from engine.core.ranking import RankingLike
+    from engine.core.ranking import Ranking, RankingLike
 
 
 def as_reranker(rerank: "str | Reranker") -> Reranker:
@@ -63,22 +63,16 @@ def rerank_hits(reranker: Reranker, query: str, hits: Sequence[Any], k: int, col
             for r, i in enumerate(order(scores)[:k], 1)]
 
 
-def rerank_pairs(reranker: Reranker, query: str, candidates: Sequence[tuple[str, str]], k: int
-                 ) -> list[tuple[str, float]]:
-    """(id, text) candidates in the first stage's order → (id, score) of the top k by the reranker."""
-    scores = reranker.score(query, [t for _, t in candidates])
-    return [(candidates[int(i)][0], float(scores[i])) for i in order(scores)[:k]]
-
-
 def rerank_ranking(reranker: Reranker, query: str, ranking: "RankingLike", docs: Mapping[str, str],
-                   depth: int) -> list[tuple[str, float]]:
-    """One query's ranking: its top `depth` by the reranker's scores (`docs`: id → text; a missing one reads
-    as ""), then the rest in their order, scored below them."""
-    from engine.core.fusion import ranked
-    pairs = ranked(ranking)
-    head = rerank_pairs(reranker, query, [(d, docs.get(d, "")) for d, _ in pairs[:depth]], depth)
-    floor = min((s for _, s in head), default=0.0)
-    return head + [(d, floor - n) for n, (d, _) in enumerate(pairs[depth:], 1)]
+                   depth: int, kind: str = TEXT) -> "Ranking":
+    """One query's ranking: its top `depth` by the reranker's scores (`docs`: id → text, or image file for kind
+    "image"; a missing one reads as ""), ties in the given order, then the rest in their order below them."""
+    from engine.core.ranking import Ranking
+    ranked = Ranking.of(ranking)
+    head = ranked.cut(depth)
+    scores = reranker.score(query, [docs.get(d, "") for d in head.ids], kind)
+    pos = order(scores)
+    return head.rescored(pos, scores[pos]).then(Ranking(ranked.ids[depth:], ranked.scores[depth:], ranked.fields))
 
 
 def check_rerank(col: Any, rerank: "str | Reranker | None", depth: int | None, k: int, text: bool) -> int:
