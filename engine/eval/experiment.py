@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Sequence
 
 from engine.core.pipeline.query import Query
-from engine.core.pipeline.run import Context, prefixes, run_pipeline, write_pipeline_run
+from engine.core.pipeline.ops import prefixes
+from engine.core.pipeline.run import Context, run_pipeline, write_pipeline_run
 from engine.core.pipeline.stage import Run as StageRun
 from engine.core.pipeline.stage import Stage
 from engine.errors import EngineError

@@ -13,7 +13,8 @@ from conftest import run_cli
 from engine.core.pipeline import Context, Query
 from engine.core.pipeline.cache import StageCache
 from engine.core.pipeline.parse import parse_pipeline, read_pipeline_file
-from engine.core.pipeline.run import prefixes, run_pipeline
+from engine.core.pipeline.ops import prefixes
+from engine.core.pipeline.run import run_pipeline
 from engine.core.ranking import Ranking
 from engine.errors import EngineError
 

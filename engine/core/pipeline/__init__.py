@@ -6,7 +6,9 @@ ranking per query (`engine.core.ranking.Ranking`). Stages compose with operators
 the same expression in a pipeline file (`engine.core.pipeline.parse`). `run_pipeline` runs one on a query
 set, caching each costly stage's output on disk (`engine.core.pipeline.cache`).
 """
+from engine.core.pipeline import ops  # noqa: F401  (attaches the operators to Stage)
 from engine.core.pipeline.query import Query, read_queries_file
+from engine.core.pipeline.run import run_pipeline
 from engine.core.pipeline.stage import Context, Stage
 
-__all__ = ["Context", "Query", "Stage", "read_queries_file"]
+__all__ = ["Context", "Query", "Stage", "read_queries_file", "run_pipeline"]

@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from engine.core import fusion
-from engine.core.pipeline.ops import PRECEDENCE, operand
 from engine.core.pipeline.query import Query
-from engine.core.pipeline.stage import Context, Run, Stage, check_choice, check_range, keep_args
+from engine.core.pipeline.stage import PRECEDENCE, Context, Run, Stage, check_choice, check_range, keep_args, operand
 from engine.core.ranking import Ranking
 from engine.errors import EngineError
 

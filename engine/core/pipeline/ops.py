@@ -1,20 +1,12 @@
-"""The operators' stages, one small class each: `a >> b` (Then), `a % k` (Cutoff), `a ^ b` (Concat).
-`a | b` is `fuse(a, b)` (engine.core.pipeline.fuse)."""
+"""The operators' stages, one small class each: `a >> b` (Then), `a % k` (Cutoff), `a ^ b` (Concat);
+`a | b` is `fuse(a, b)` (engine.core.pipeline.fuse). This module attaches the operators to `Stage`."""
 from __future__ import annotations
 
 from typing import Sequence
 
+from engine.core.pipeline.fuse import Fuse
 from engine.core.pipeline.query import Query
-from engine.core.pipeline.stage import Context, Run, Stage, check_range
-
-ATOM = 100
-PRECEDENCE = {"%": 5, ">>": 4, "^": 3, "|": 2}  # Python's own, so a printed pipeline parses back the same
-
-
-def operand(stage: Stage, op: str, right: bool) -> str:
-    """A child's text inside an operator, bracketed where Python would group it otherwise."""
-    mine, theirs = PRECEDENCE[op], getattr(stage, "precedence", ATOM)
-    return f"({stage})" if theirs < mine or (right and theirs == mine) else str(stage)
+from engine.core.pipeline.stage import PRECEDENCE, Context, Run, Stage, as_stage, check_range, operand
 
 
 class Then(Stage):
@@ -85,3 +77,19 @@ class Concat(Stage):
         b = evaluate(self.second, queries, run, ctx)
         from engine.core.ranking import Ranking
         return {q.qid: a.get(q.qid, Ranking()).then(b.get(q.qid, Ranking())) for q in queries}
+
+
+def prefixes(stage: Stage) -> list[Stage]:
+    """The pipelines that stop after each step of the `>>` chain (and the cutoffs on it): what `--stages`
+    scores, so a table shows what each step adds."""
+    if isinstance(stage, Then):
+        return prefixes(stage.first) + [stage]
+    if isinstance(stage, Cutoff) and isinstance(stage.stage, Then):
+        return prefixes(stage.stage)[:-1] + [stage]
+    return [stage]
+
+
+Stage.__rshift__ = lambda self, other: Then(self, as_stage(other, ">>"))  # type: ignore[method-assign]
+Stage.__mod__ = lambda self, k: Cutoff(self, k)  # type: ignore[method-assign,operator]
+Stage.__or__ = lambda self, other: Fuse(self, as_stage(other, "|"))  # type: ignore[method-assign]
+Stage.__xor__ = lambda self, other: Concat(self, as_stage(other, "^"))  # type: ignore[method-assign]

@@ -90,11 +90,10 @@ def _key(stage: Stage, upstream: str | None, ctx: Context) -> str:
 def _prepare(stage: Stage, upstream: str | None, ctx: Context) -> str:
     """Walk the pipeline as `evaluate` will, computing each stage's key, and load the models of the stages
     whose output the cache does not hold (a cached reranker is never loaded). Returns the stage's key."""
-    from engine.core.pipeline.ops import Then
     key = _key(stage, upstream, ctx)
     if stage.costly and ctx.cache is not None and ctx.cache.get(key) is not None:
         return key
-    if isinstance(stage, Then):
+    if stage.name == "then":  # the second step reads the first's output
         _prepare(stage.second, _prepare(stage.first, upstream, ctx), ctx)
         return key
     for child in stage.children():
@@ -102,17 +101,6 @@ def _prepare(stage: Stage, upstream: str | None, ctx: Context) -> str:
     if not stage.children():
         stage.prepare(ctx)
     return key
-
-
-def prefixes(stage: Stage) -> list[Stage]:
-    """The pipelines that stop after each step of the `>>` chain (and the cutoffs on it): what `--stages`
-    scores, so a table shows what each step adds."""
-    from engine.core.pipeline.ops import Cutoff, Then
-    if isinstance(stage, Then):
-        return prefixes(stage.first) + [stage]
-    if isinstance(stage, Cutoff) and isinstance(stage.stage, Then):
-        return prefixes(stage.stage)[:-1] + [stage]
-    return [stage]
 
 
 def write_pipeline_run(run: Run, out: str | os.PathLike, run_id: str, k: int | None = None) -> int:

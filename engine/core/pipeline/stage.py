@@ -110,30 +110,21 @@ class Stage:
         """Whether it reorders a ranking it is given (a first stage makes its own)."""
         return False
 
-    def __call__(self, queries: Sequence["Query"], root: str | os.PathLike | None = None) -> Run:
-        """Run on queries without a cache (the Python API)."""
-        from engine.core.pipeline.run import run_pipeline
-        return run_pipeline(self, queries, Context(root=root))
-
-    # -------------------------------------------------------------- operators
-    def __rshift__(self, other: "Stage") -> "Stage":
-        from engine.core.pipeline.ops import Then
-        return Then(self, _stage(other, ">>"))
-
-    def __mod__(self, k: int) -> "Stage":
-        from engine.core.pipeline.ops import Cutoff
-        return Cutoff(self, k)
-
-    def __or__(self, other: "Stage") -> "Stage":
-        from engine.core.pipeline.fuse import Fuse
-        return Fuse(self, _stage(other, "|"))
-
-    def __xor__(self, other: "Stage") -> "Stage":
-        from engine.core.pipeline.ops import Concat
-        return Concat(self, _stage(other, "^"))
+    # The operators `>>`, `%`, `|` and `^` are attached by `engine.core.pipeline.ops` (imported with the
+    # package), so this module, which every stage imports, imports none of them.
 
 
-def _stage(value: Any, op: str) -> Stage:
+ATOM = 100
+PRECEDENCE = {"%": 5, ">>": 4, "^": 3, "|": 2}  # Python's own, so a printed pipeline parses back the same
+
+
+def operand(stage: Stage, op: str, right: bool) -> str:
+    """A child's text inside an operator, bracketed where Python would group it otherwise."""
+    mine, theirs = PRECEDENCE[op], getattr(stage, "precedence", ATOM)
+    return f"({stage})" if theirs < mine or (right and theirs == mine) else str(stage)
+
+
+def as_stage(value: Any, op: str) -> Stage:
     if not isinstance(value, Stage):
         raise EngineError(f"`{op}` joins two stages, not a {type(value).__name__}")
     return value

@@ -9,56 +9,19 @@ ranking is a pipeline of core stages (`engine.tasks.eventa.stages`); this module
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 from engine.core.collection import Collection
-from engine.core.text_pooling import POOLINGS
-from engine.errors import EngineError, opt
+from engine.errors import EngineError
 from engine.progress import info, warn
 from engine.tasks.eventa.build import ARTICLE_IMAGES, BM25, DEFAULT_NAME, IMAGES, eventa_path, open_collections
+from engine.tasks.eventa.stages import RankParams, default_pipeline
 
 STAGES = ("images", "articles_dense", "articles_bm25", "articles", "articles_reranked", "fused")
 ARTICLE_STAGES = ("articles_dense", "articles_bm25", "articles")
 RERANKED = "articles_reranked"  # the article stage reordered by --rerank (present only with a reranker)
-FUSIONS = ("rrf", "weighted")
 BATCH_SIZE = 64  # captions ranked per batch (kept for the commands' --batch-size; stages run a whole file)
-
-
-@dataclass(frozen=True)
-class RankParams:
-    """Knobs of the pipeline (the options of submit and eval); the defaults are the ones measured best on
-    the fixture and coco-mini."""
-    pooling: str = "mean"          # mean | max | full (truncating)
-    article_fusion: str = "rrf"    # dense + BM25 articles: rrf | weighted (min-max)
-    dense_weight: float = 1.0
-    bm25_weight: float = 1.0
-    top_articles: int = 10         # whose images are scored (0: skip the article stage, images alone)
-    image_fusion: str = "weighted"  # image similarity + article score: weighted | rrf
-    article_weight: float = 0.8    # share of the article score in the image fusion (0: images only)
-    depth: int = 100               # articles kept per system before fusion
-    k: int = 10
-    rerank: str | None = None      # reranker spec reordering the fused articles (e.g. cross:DIR); None: no stage
-    rerank_depth: int = 20         # fused articles the reranker reads per caption
-
-    def check(self) -> None:
-        if self.pooling not in POOLINGS:
-            raise EngineError(f"unknown pooling {self.pooling!r}; use one of {', '.join(POOLINGS)}")
-        for what, value in (("article fusion", self.article_fusion), ("image fusion", self.image_fusion)):
-            if value not in FUSIONS:
-                raise EngineError(f"unknown {what} {value!r}; use one of {', '.join(FUSIONS)}")
-        if not 0.0 <= self.article_weight <= 1.0:
-            raise EngineError(f"{opt('article_weight')} must be between 0 and 1, not {self.article_weight}")
-        if self.top_articles < 0 or self.depth < 1 or self.k < 1:
-            raise EngineError(f"{opt('top_articles')} must be at least 0 (0: skip the article stage), "
-                              f"{opt('depth')} and k at least 1")
-        if self.rerank is not None:
-            from engine.core.rerankers.registry import check_depth, entry_for
-            entry_for(self.rerank)
-            check_depth(self.rerank_depth, 1)
-        if self.dense_weight < 0 or self.bm25_weight < 0 or self.dense_weight + self.bm25_weight == 0:
-            raise EngineError(f"{opt('dense_weight')} and {opt('bm25_weight')} must be >= 0 and not both 0")
 
 
 class EventaIndex:
@@ -97,7 +60,6 @@ def run_captions(qs: Sequence[tuple[str, str]], name: str = DEFAULT_NAME, root: 
     from engine.core.pipeline.parse import parse_pipeline, read_pipeline_file
     from engine.core.pipeline.run import run_pipeline
     from engine.io.limits import LIMITS, truncate_query
-    from engine.tasks.eventa.stages import default_pipeline
     stage = read_pipeline_file(pipeline) if pipeline is not None else parse_pipeline(default_pipeline(params, name))
     open_collections(name, root)  # one line on a missing, old or incomplete index, before any model loads
     cut = [truncate_query(t) for _, t in qs]

@@ -4,19 +4,60 @@ images scored by text→image similarity and fused with their article's score; f
 text→image search; the top k."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from engine.core.pipeline.parse import pipeline_file_text
+from engine.core.text_pooling import POOLINGS
+from engine.errors import EngineError, opt
 from engine.tasks.eventa.build import ARTICLE_IMAGES, ARTICLES, DEFAULT_NAME, IMAGES
+
+FUSIONS = ("rrf", "weighted")
 
 GLOBAL_FACTOR = 5   # images the global search fetches per slot, to fill from
 ORDER_LIMIT = 50    # images of ranked articles placed in article order (the per-stage rows)
+
+
+@dataclass(frozen=True)
+class RankParams:
+    """Knobs of the pipeline (the options of submit and eval); the defaults are the ones measured best on
+    the fixture and coco-mini."""
+    pooling: str = "mean"          # mean | max | full (truncating)
+    article_fusion: str = "rrf"    # dense + BM25 articles: rrf | weighted (min-max)
+    dense_weight: float = 1.0
+    bm25_weight: float = 1.0
+    top_articles: int = 10         # whose images are scored (0: skip the article stage, images alone)
+    image_fusion: str = "weighted"  # image similarity + article score: weighted | rrf
+    article_weight: float = 0.8    # share of the article score in the image fusion (0: images only)
+    depth: int = 100               # articles kept per system before fusion
+    k: int = 10
+    rerank: str | None = None      # reranker spec reordering the fused articles (e.g. cross:DIR); None: no stage
+    rerank_depth: int = 20         # fused articles the reranker reads per caption
+
+    def check(self) -> None:
+        if self.pooling not in POOLINGS:
+            raise EngineError(f"unknown pooling {self.pooling!r}; use one of {', '.join(POOLINGS)}")
+        for what, value in (("article fusion", self.article_fusion), ("image fusion", self.image_fusion)):
+            if value not in FUSIONS:
+                raise EngineError(f"unknown {what} {value!r}; use one of {', '.join(FUSIONS)}")
+        if not 0.0 <= self.article_weight <= 1.0:
+            raise EngineError(f"{opt('article_weight')} must be between 0 and 1, not {self.article_weight}")
+        if self.top_articles < 0 or self.depth < 1 or self.k < 1:
+            raise EngineError(f"{opt('top_articles')} must be at least 0 (0: skip the article stage), "
+                              f"{opt('depth')} and k at least 1")
+        if self.rerank is not None:
+            from engine.core.rerankers.registry import check_depth, entry_for
+            entry_for(self.rerank)
+            check_depth(self.rerank_depth, 1)
+        if self.dense_weight < 0 or self.bm25_weight < 0 or self.dense_weight + self.bm25_weight == 0:
+            raise EngineError(f"{opt('dense_weight')} and {opt('bm25_weight')} must be >= 0 and not both 0")
 
 
 def q(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def parts(params, name: str = DEFAULT_NAME) -> dict[str, str]:
-    """The expressions of the default's steps (`params`: `engine.tasks.eventa.rank.RankParams`)."""
+def parts(params: RankParams, name: str = DEFAULT_NAME) -> dict[str, str]:
+    """The expressions of the default's steps, one per row of `engine eventa eval`'s table."""
     images, articles = q(f"{name}/{IMAGES}"), q(f"{name}/{ARTICLES}")
     p = params.pooling
     dense = f"retrieve({articles}, group=\"article\", pooling=\"{p}\", k={params.depth}, fetch={params.depth * 3})"
@@ -50,9 +91,8 @@ def parts(params, name: str = DEFAULT_NAME) -> dict[str, str]:
     return out
 
 
-def default_pipeline(params=None, name: str = DEFAULT_NAME) -> str:
+def default_pipeline(params: RankParams | None = None, name: str = DEFAULT_NAME) -> str:
     """The default ranking's expression."""
-    from engine.tasks.eventa.rank import RankParams
     return parts(params or RankParams(), name)["fused"]
 
 
