@@ -101,13 +101,28 @@ def filter_mask(col, where: str | None) -> np.ndarray | None:
     if where is None:
         return None
     from engine.core.filters import evaluate, parse_where
-    from engine.core.store.columns import ROLE, MetadataTable
     expr = parse_where(where)
+    return evaluate(expr, metadata_table(col))
+
+
+def metadata_table(col):
+    """The collection's metadata columns for filters, opened once per opened collection."""
+    from engine.core.store.columns import ROLE, MetadataTable
     cache = _cache(col)
     if "table" not in cache:
         folder = col.file(ROLE) if ROLE in col.manifest.get("roles", {}) else None
         cache["table"] = MetadataTable(len(col), folder, lambda: col.items)
-    return evaluate(expr, cache["table"])
+    return cache["table"]
+
+
+def pin(col) -> None:
+    """Read (or map) now everything a mode or a filter reads later, so no later request opens a file of this
+    generation: a server's generation then answers whole after a commit has deleted its files."""
+    if has_bm25(col):
+        bm25_index(col)
+    table = metadata_table(col)
+    for field in (table.meta or {}).get("fields", {}):
+        table.column(field)
 
 
 def _dense(col, vectors: np.ndarray, depth: int, mask: np.ndarray | None, knobs) -> tuple[np.ndarray, np.ndarray]:

@@ -51,8 +51,8 @@ def check_writable(path: str | os.PathLike, folder: bool = False) -> Path:
     path = Path(path)
     try:
         st = path.stat()  # follows a link: a link to /dev/null is refused like /dev/null
-    except FileNotFoundError:
-        st = None
+    except (FileNotFoundError, NotADirectoryError):
+        st = None  # a missing file, or a file where a folder of its path should be (said below)
     except OSError as exc:
         raise EngineError(f"{path}: cannot be written: {exc.strerror}") from None
     if st is not None:

@@ -61,6 +61,7 @@ class StoredCollection:
         self.manifest = manifest
         self._items: list[dict] | None = None
         self._offsets: np.ndarray | None = None
+        self._embeddings: np.ndarray | None = None
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -166,7 +167,11 @@ class StoredCollection:
 
     @property
     def embeddings(self) -> np.ndarray:
-        return np.load(self.file("embeddings"), mmap_mode="r")
+        """The stored vectors, mapped once per opened generation: the mapping outlives a commit that deletes
+        the file, so a reader that has touched them keeps reading its own generation."""
+        if self._embeddings is None:
+            self._embeddings = np.load(self.file("embeddings"), mmap_mode="r")
+        return self._embeddings
 
     def embedding_rows(self) -> NpyRows:
         """The embeddings read block by block (no mapping kept resident): what a build copies before new rows."""
