@@ -188,6 +188,8 @@ class NpyFile:
 
 def pwrite_all(fd: int, array: np.ndarray, pos: int) -> None:
     """An array's bytes written at `pos` of an open file (through the page cache: no mapping of the file)."""
+    if not array.size:  # a chunk whose items all failed: nothing to write (and memoryview cannot cast it)
+        return
     view = memoryview(np.ascontiguousarray(array)).cast("B")
     while view:
         done = os.pwrite(fd, view, pos)
