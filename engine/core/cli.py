@@ -222,7 +222,7 @@ def delete_cmd(name: Annotated[str, typer.Argument(help="Collection name.")],
     from engine.io.ids import read_id_list
     if wait < 0:
         raise EngineError(f"{opt('wait')} must be at least 0, not {wait}")
-    delete_ids(name, list(read_id_list(ids)), root=root, wait=wait)
+    delete_ids(name, list(read_id_list(ids, whole_id=True)), root=root, wait=wait)
 
 
 def list_cmd(root: Root = DEFAULT_ROOT) -> None:
