@@ -136,6 +136,8 @@ def main() -> None:
     from engine.progress import error_line, one_line_errors
     try:
         with one_line_errors():
+            from engine.errors import check_arguments
+            check_arguments(argv)
             try:
                 sys.exit(command(standalone_mode=False) or 0)  # commands return None; click's Exit returns its code
             except typer.TyperException as exc:  # click's own refusals (a word for a number, a missing option)

@@ -62,7 +62,7 @@ def check_writable(path: str | os.PathLike, folder: bool = False) -> Path:
         elif not stat.S_ISREG(st.st_mode):
             raise EngineError(f"{path}: is a {_special(st.st_mode)}, not a regular file; engine writes its output "
                               f"to a new file and renames it into place, which would replace the "
-                              f"{_special(st.st_mode)}: give the name of a regular file")
+                              f"{_special(st.st_mode)}: give " + ("a folder" if folder else "the name of a regular file"))
         elif folder:
             raise EngineError(f"{path}: is a file; give a folder to write into")
     parent = path.parent if not folder or st is None else path

@@ -16,16 +16,21 @@ BATCH_SIZE = 32
 @functools.lru_cache(maxsize=2)
 def load_cross_encoder(name: str, device: str, max_length: int | None = None):
     """One loaded CrossEncoder per name, device and max length per process."""
+    from engine.core.encoders.hub import cache_only, out_of_reach, unreachable_hint
+    if why := out_of_reach(name):
+        raise EngineError(f"cross-encoder {name!r} could not be loaded ({why}). Without a network, give a local "
+                          f"folder ({opt('rerank')} cross:/path/to/model)")
     from engine.core.encoders import torchvision_patch  # noqa: F401  (before sentence-transformers)
     from sentence_transformers import CrossEncoder
     local = Path(name).exists()
     try:
-        return CrossEncoder(name, device=device, max_length=max_length, local_files_only=local or None)
+        return CrossEncoder(name, device=device, max_length=max_length, local_files_only=cache_only(name) or None)
     except Exception as exc:
         if local:
             raise EngineError(f"cross-encoder folder {name} could not be loaded: {str(exc)[:200]}") from None
-        raise EngineError(f"cross-encoder {name!r} could not be loaded ({type(exc).__name__}: {str(exc)[:200]}). "
-                          f"Without a network, give a local folder ({opt('rerank')} cross:/path/to/model)") from None
+        why = unreachable_hint(name) or f"{type(exc).__name__}: {str(exc)[:200]}"
+        raise EngineError(f"cross-encoder {name!r} could not be loaded ({why}). Without a network, give a local "
+                          f"folder ({opt('rerank')} cross:/path/to/model)") from None
 
 
 def relevance(model, pairs: list[tuple[str, str]], batch_size: int) -> np.ndarray:

@@ -178,13 +178,15 @@ def load_base(base: str, device: str, max_length: int):
     """A CrossEncoder with one output; a bare encoder (the MiniLM) gets a fresh classification head."""
     from engine.core.encoders import torchvision_patch  # noqa: F401  (before sentence-transformers)
     from sentence_transformers import CrossEncoder
-    local = Path(base).exists()
+    from engine.core.encoders.hub import cache_only, out_of_reach, unreachable_hint
+    if why := out_of_reach(base):
+        raise EngineError(f"{opt('base')} {base} could not be loaded as a cross-encoder ({why})")
     try:
         model = CrossEncoder(base, num_labels=1, device=device, max_length=max_length,
-                             local_files_only=local or None)
+                             local_files_only=cache_only(base) or None)
     except Exception as exc:
-        raise EngineError(f"{opt('base')} {base} could not be loaded as a cross-encoder "
-                          f"({type(exc).__name__}: {str(exc)[:200]})") from None
+        why = unreachable_hint(base) or f"{type(exc).__name__}: {str(exc)[:200]}"
+        raise EngineError(f"{opt('base')} {base} could not be loaded as a cross-encoder ({why})") from None
     if getattr(model.model.config, "num_labels", 1) != 1:
         raise EngineError(f"{opt('base')} {base} has {model.model.config.num_labels} outputs; give a "
                           "one-output cross-encoder or a bare encoder")
