@@ -18,6 +18,8 @@ def main() -> None:
         from engine.cli import main as typer_main
         typer_main()  # collections back on (start-up frozen) before its command runs
         return
+    from engine.progress import quiet_libraries
+    quiet_libraries()
     gc.freeze()  # what start-up made is not scanned again while the query runs with collections on
     gc.enable()
     call()

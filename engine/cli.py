@@ -121,6 +121,8 @@ def flag_names(app: typer.Typer | typer.main.TyperGroup, argv: Sequence[str]) ->
 def main() -> None:
     """Console-script entry: user errors become one red line and exit code 2, never a traceback."""
     gc.disable()  # the command's modules and its click tree: objects that live for the whole run
+    from engine.progress import quiet_libraries
+    quiet_libraries()
     try:
         from engine.core.cli import bare_ray_flag
         argv = sys.argv[1:] = bare_ray_flag(sys.argv[1:])
