@@ -65,6 +65,9 @@ def resolve_mode(col, mode: str | None, text_query: bool) -> str:
     if mode != "dense" and not text_query:
         raise EngineError(f"{opt('mode')} {mode} needs a text query; image, id and vector queries search "
                           f"{opt('mode')} dense")
+    if mode != "dense" and not has_bm25(col) and col.kind != "text":
+        raise EngineError(f"collection {col.name!r} holds {'images' if col.kind == 'image' else 'vectors'}, which "
+                          f"have no words for {opt('mode')} {mode}; search it with {opt('mode')} dense")
     if mode != "dense" and not has_bm25(col):
         raise EngineError(f"collection {col.name!r} has no BM25 index of its items for {opt('mode')} {mode}; "
                           f"build it with "
