@@ -80,8 +80,7 @@ def check_search_mode(col, mode: str | None, fusion_method: str, where: str | No
     check_mode(mode, fusion_method)
     resolve_mode(col, mode, text_query)
     if where is not None:
-        from engine.core.filters import parse_where
-        parse_where(where)
+        filter_mask(col, where)  # parsed, and its fields looked up, before a model loads
 
 
 def _cache(col) -> dict:
@@ -105,7 +104,21 @@ def filter_mask(col, where: str | None) -> np.ndarray | None:
         return None
     from engine.core.filters import evaluate, parse_where
     expr = parse_where(where)
-    return evaluate(expr, metadata_table(col))
+    table = metadata_table(col)
+    check_fields(col, expr, table)
+    return evaluate(expr, table)
+
+
+def check_fields(col, expr, table) -> None:
+    """A filter naming a field no item has (a misspelt `yaer`) is refused in one line naming the fields there
+    are: it would match nothing (or, under `not`, everything) and look like an empty result."""
+    from engine.core.filters import fields_of
+    absent = sorted(f for f in fields_of(expr) if table.column(f) is None)
+    if absent:
+        known = table.field_names()
+        raise EngineError(f"{opt('where')}: no item of collection {col.name!r} has a value for "
+                          f"{', '.join(map(repr, absent))} (fields: {', '.join(known[:20]) or 'none'}"
+                          f"{' …' if len(known) > 20 else ''})")
 
 
 def metadata_table(col):
