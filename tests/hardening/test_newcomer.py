@@ -98,3 +98,29 @@ def test_run_ids_say_what_made_the_run(tmp_path, monkeypatch, capsys, fake_encod
     from engine.tasks.model_ranking.transfer import run_tag
     options = MllmOptions()
     assert run_tag(options.run_id, options.method) == f"engine-{options.method}" != "engine-transfer"
+
+
+def test_bench_shows_progress_in_each_phase(tmp_path, monkeypatch, fake_encoder):
+    import contextlib
+
+    import engine.progress as progress
+    from engine.core.bench import bench_collection
+    seen: dict[str, int] = {}
+
+    class Bar:
+        def add_task(self, label, total=None, visible=True):
+            seen[label] = 0 if visible else -1
+            return label
+
+        def update(self, task, completed):
+            seen[task] = completed
+
+        def advance(self, task, n=1):
+            pass  # other bars (encoding the queries) are not the bench's
+
+    monkeypatch.setattr(progress, "make_progress", lambda: contextlib.nullcontext(Bar()))
+    col = Collection.build("c", texts=docs(tmp_path / "d.csv"), root=tmp_path / "idx", model="fake")
+    bench_collection(col, queries=["bread", "walls"], n=10, batch=4)
+    seen = {k: v for k, v in seen.items() if "one by one" in k or "batches of" in k}
+    assert seen == {"encoding queries one by one": 10, "encoding batches of 4": 3, "searching one by one": 10,
+                    "searching batches of 4": 2}
