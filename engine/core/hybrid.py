@@ -98,14 +98,16 @@ def bm25_index(col):
     return cache["bm25"]
 
 
-def filter_mask(col, where: str | None) -> np.ndarray | None:
-    """The rows matching `where` (None: no filter), evaluated over the collection's metadata columns."""
+def filter_mask(col, where: str | None, known_fields: bool = True) -> np.ndarray | None:
+    """The rows matching `where` (None: no filter), evaluated over the collection's metadata columns; with
+    `known_fields`, a field no item has is refused (`check_fields`) rather than matching nothing."""
     if where is None:
         return None
     from engine.core.filters import evaluate, parse_where
     expr = parse_where(where)
     table = metadata_table(col)
-    check_fields(col, expr, table)
+    if known_fields:
+        check_fields(col, expr, table)
     return evaluate(expr, table)
 
 
