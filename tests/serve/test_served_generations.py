@@ -86,3 +86,23 @@ def test_no_valid_request_is_refused_while_a_writer_commits(root, tmp_path):
         thread.join()
     assert not errors, errors
     assert not refused, f"{len(refused)} of {sent} refused: {refused[:3]}"
+
+
+def test_a_served_pipeline_follows_commits_and_never_strands_on_deleted_files(root, tmp_path):
+    from engine.core.pipeline.parse import parse_pipeline
+    pipeline = parse_pipeline('retrieve("srv", mode="hybrid", k=20, where="topic == \\"odd\\"") % 20')
+    ask = {"pipeline": "p", "text": "bread", "k": 20}
+    with TestClient(create_app(ServeOptions(root=root, pipelines=(("p", pipeline),))),
+                    raise_server_exceptions=False) as c:
+        r = c.post("/search", json=ask)
+        assert r.status_code == 200, r.text
+        assert "d1" in [h["id"] for h in r.json()["hits"]]
+        for n in range(3):
+            delete_ids("srv", ["d1"], root=root)
+            r = c.post("/search", json=ask)
+            assert r.status_code == 200, r.text
+            assert "d1" not in [h["id"] for h in r.json()["hits"]]  # the new generation, not a stale one
+            Collection.build("srv", texts=write(tmp_path / f"p{n}.csv", ROWS[:2]), root=root, model="fake",
+                             bm25=True, add=True, update=True)
+            r = c.post("/search", json=ask)
+            assert r.status_code == 200 and "d1" in [h["id"] for h in r.json()["hits"]], r.text
