@@ -404,8 +404,8 @@ def surface_cases(w: Path, file) -> list[tuple[str, str, str, list]]:
         import datetime
         for name, table, expect in (("a binary column", pa.table({"b": [b"\x00"] * 6}), ERROR),
                                     ("a NaN", pa.table({"f": [1.0, float("nan"), 2.0, 3.0, 4.0, 5.0]}), ERROR),
-                                    ("dates (valid)", pa.table({"d": [datetime.date(2020, 1, i + 1) for i in range(6)]}),
-                                     OK)):
+                                    ("dates (valid)",
+                                     pa.table({"d": [datetime.date(2020, 1, i + 1) for i in range(6)]}), OK)):
             path = w / f"meta{len(cases)}.parquet"
             pq.write_table(table, path)
             cases.append(("--ids / --meta", f"parquet --meta with {name}", expect,
