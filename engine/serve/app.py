@@ -308,7 +308,8 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
 
     @app.get("/health", summary="200 while the server runs")
     async def health() -> dict:
-        return {"status": "ok", "version": __version__, "loaded": catalog.loaded(), "auth": bool(opts.api_key)}
+        return {"status": "ok", "version": __version__, "loaded": catalog.loaded(), "auth": bool(opts.api_key),
+                "rerankers": list(opts.rerank)}
 
     def describe(s: Served) -> dict:
         col = s.col
