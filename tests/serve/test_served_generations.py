@@ -1,5 +1,6 @@
 """A generation the server handed to a request stays readable until that request ends, whatever a writer
-commits meanwhile (`delete`, `--add --update`, `--force`): hybrid, filtered and batch requests included."""
+commits meanwhile (`delete`, `--add --update`, `--force`): hybrid, filtered and batch requests included; a
+served pipeline reads the current generation."""
 from __future__ import annotations
 
 import threading
@@ -44,6 +45,7 @@ def test_an_opened_generation_answers_after_a_commit_deleted_its_files(root, tmp
     delete_ids("srv", ["d1", "d3"], root=root)
     Collection.build("srv", texts=write(tmp_path / "one.csv", ROWS[:3]), root=root, model="fake", bm25=True,
                      add=True, update=True)
+    Collection.build("srv", texts=write(tmp_path / "all.csv"), root=root, model="fake", bm25=True, force=True)
     assert not (root / "srv" / served.col.manifest["roles"]["columns"]).exists()  # the old files are gone
     for mode in ("hybrid", "bm25", "dense"):
         hits = served.col.search(text="bread", k=5, mode=mode, where='topic == "odd"')
