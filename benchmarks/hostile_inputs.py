@@ -225,7 +225,7 @@ def corpus(work: Path) -> list[tuple[str, str, str, list]]:
         cases.append(("convert ntcir-a-qrels", name, ERROR,
                       ["convert", "ntcir-a-qrels", file(f"gt-{len(cases)}.csv", content), w / "out.txt"]))
     cases.append(("cli", "--version", OK, ["--version"]))
-    return cases + issue21_cases(w, file)
+    return cases + issue21_cases(w, file) + surface_cases(w, file)
 
 
 def issue21_cases(w: Path, file) -> list[tuple[str, str, str, list]]:
@@ -274,6 +274,200 @@ def issue21_cases(w: Path, file) -> list[tuple[str, str, str, list]]:
     c.file("items").write_bytes(c.file("items").read_bytes().replace(b'"id"', b'"ie"', 1))
     cases.append(("search", "items file with one flipped byte", ERROR, ["search", col, "words", "--root",
                                                                         w / "idx21"]))
+    return cases
+
+
+def npy_bytes(shape: tuple, data: bytes, descr: str = "<f4") -> bytes:
+    """A .npy file whose header says `shape` over `data` (which may not match it)."""
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": descr, "fortran_order": False, "shape": shape})
+    return buf.getvalue() + data
+
+
+def surface_cases(w: Path, file) -> list[tuple[str, str, str, list]]:
+    """The last wave's surfaces (output targets, --vectors/--ids/--meta, --where, delete/--add/--sync, text
+    that is not UTF-8, modes and rerankers on the wrong collection, EVENTA scoring), the case ids of the
+    campaign's closing note."""
+    from hardening import fake
+    from PIL import Image
+
+    from engine.core.collection import Collection
+    fake.install()
+    cases: list[tuple[str, str, str, list]] = []
+    idx = w / "idx33"
+    texts = file("s33.csv", "id,text,year\n" + "".join(f"d{i},text {i} about bread,{2015 + i}\n" for i in range(8)))
+    Collection.build("t", texts=texts, root=idx, bm25=True)
+    (w / "img33").mkdir(exist_ok=True)
+    for n in range(3):
+        Image.new("RGB", (24, 24), (80 * n, 20, 20)).save(w / "img33" / f"p{n}.png")
+    Collection.build("im", images=w / "img33", root=idx, model="fake-image")
+    queries = file("q33.tsv", "q1\tbread\nq2\ttext 3\n")
+    good_run = w / "run.txt"
+    special = []
+    if os.path.exists("/dev/null"):
+        link = w / "null-link"
+        if not link.is_symlink():
+            link.symlink_to("/dev/null")
+        special.append(("a link to /dev/null", link))
+    fifo = w / "pipe33"
+    if not fifo.exists():
+        os.mkfifo(fifo)
+    special.append(("a named pipe", fifo))
+    for name, target in special:
+        cases.append(("output targets", f"search --out {name}", ERROR,
+                      ["search", "t", "--queries", queries, "--out", target, "--root", idx]))
+        cases.append(("output targets", f"fuse --out {name}", ERROR, ["fuse", good_run, good_run, "--out", target]))
+    for name, root in (("--root at a file", texts), ("--root at /dev/full", "/dev/full"),
+                       ("--root in /proc", "/proc/self")):
+        if os.path.exists(str(root)):
+            cases.append(("output targets", f"build {name}", ERROR, ["build", "x", "--texts", texts, "--root", root]))
+            cases.append(("output targets", f"delete {name}", ERROR,
+                          ["delete", "x", "--ids", file("del0.txt", "d1\n"), "--root", root]))
+    if os.path.isdir("/proc/self"):
+        cases.append(("output targets", "search --out in /proc", ERROR,
+                      ["search", "t", "--queries", queries, "--out", "/proc/self/x.run", "--root", idx]))
+        cases.append(("output targets", "rerank train --out in /proc", ERROR,
+                      ["rerank", "train", "--pairs", file("pairs33.csv", "query,document\na,b\n"), "--base",
+                       "all-MiniLM-L6-v2", "--out", "/proc/self/ce"]))
+        cases.append(("output targets", "adapt --out in /proc", ERROR,
+                      ["adapt", "--pairs", w / "pairs33.csv", "--base", "conse", "--out", "/proc/self/ad"]))
+        cases.append(("output targets", "fuse --out in /proc", ERROR,
+                      ["fuse", good_run, good_run, "--out", "/proc/self/f.run"]))
+    cases.append(("output targets", "fuse --out a new file", OK, ["fuse", good_run, good_run, "--out", w / "f33.run"]))
+
+    rng = np.random.default_rng(0)
+    good = rng.standard_normal((6, 16)).astype(np.float32)
+
+    def vec(name: str, content: bytes, expect: str, *extra) -> None:
+        cases.append(("--vectors", name, expect, ["build", f"v{len(cases)}", "--vectors", file(f"v{len(cases)}.npy",
+                                                                                             content),
+                                                  "--root", idx, *extra]))
+
+    def saved(x: np.ndarray) -> bytes:
+        buf = io.BytesIO()
+        np.save(buf, x)
+        return buf.getvalue()
+
+    for name, value in (("NaN", np.nan), ("+inf", np.inf), ("-inf", -np.inf)):
+        x = good.copy()
+        x[3, 5] = value
+        vec(f"a {name} value", saved(x), ERROR)
+    for scale in (1e30, 1e-30, 1e-44, 1e38):
+        vec(f"values near {scale:g}", saved((good * scale).astype(np.float32)), OK)
+    x = good.copy()
+    x[2] = 0
+    vec("an all-zero row (warned)", saved(x), OK)
+    vec("header: fewer rows than the data", npy_bytes((3, 16), good.tobytes()), ERROR)
+    vec("header: fewer columns than the data", npy_bytes((6, 8), good.tobytes()), ERROR)
+    vec("header: negative rows", npy_bytes((-6, 16), good.tobytes()), ERROR)
+    vec("header: more rows than the data", npy_bytes((60, 16), good.tobytes()), ERROR)
+    vec("float64", saved(good.astype(np.float64)), ERROR)
+    vec("3-D", saved(good.reshape(2, 3, 16)), ERROR)
+    vec("no rows", saved(np.zeros((0, 16), np.float32)), ERROR)
+    vec("not a .npy", b"hello", ERROR)
+    vec("8-d under a 16-d --encoder", saved(good[:, :8].copy()), ERROR, "--encoder", "minilm")
+    vec("16-d under a 16-d --encoder", saved(good), OK, "--encoder", "minilm")
+    vec("float16", saved(good.astype(np.float16)), OK)
+
+    gv = file("good33.npy", saved(good))
+
+    six = [f"x{i}" for i in range(6)]
+    for name, lines, expect, policy in (
+            ("an id with a space (strict)", six[:2] + ["has space"] + six[3:], ERROR, "strict"),
+            ("an id with a space (replace)", six[:2] + ["has space"] + six[3:], OK, "replace"),
+            ("an id with a tab (strict)", six[:2] + ["a\tb"] + six[3:], ERROR, "strict"),
+            ("an id with a tab (replace)", six[:2] + ["a\tb"] + six[3:], OK, "replace"),
+            ("ids with surrounding white space", [f"  {i}\t" for i in six], OK, "strict"),
+            ("a repeated id", six[:5] + ["x0"], ERROR, "strict"),
+            ("five ids for six vectors", six[:5], ERROR, "strict"),
+            ("'a b' and 'a_b' under replace", six[:4] + ["a b", "a_b"], ERROR, "replace")):
+        cases.append(("--ids / --meta", name, expect, ["build", f"i{len(cases)}", "--vectors", gv, "--root", idx,
+                                                      "--ids", file(f"ids{len(cases)}.txt", "\n".join(lines) + "\n"),
+                                                      "--id-policy", policy]))
+    good_row = '{"t": "ok"}'
+    for name, row, expect in (("NaN", '{"s": NaN}', ERROR), ("a repeated key", '{"a": 1, "a": 2}', ERROR),
+                              ("200-deep nesting", '{"a": ' + "[" * 200 + "]" * 200 + "}", ERROR),
+                              ("a 500-digit number", '{"n": ' + "9" * 500 + "}", ERROR),
+                              ("bytes that are not UTF-8", b'{"t": "\xff"}', ERROR),
+                              ("a list, not an object", "[1, 2]", ERROR),
+                              ("unicode and nesting (valid)", '{"t": "caf\u00e9", "m": {"a": [1, 2]}}', OK)):
+        data = row if isinstance(row, bytes) else row.encode()
+        meta = file(f"meta{len(cases)}.jsonl", (good_row + "\n").encode() * 5 + data + b"\n")
+        cases.append(("--ids / --meta", f"--meta row with {name}", expect,
+                      ["build", f"m{len(cases)}", "--vectors", gv, "--meta", meta, "--root", idx]))
+    cases.append(("--ids / --meta", "--meta with 5 rows for 6 vectors", ERROR,
+                  ["build", f"m{len(cases)}", "--vectors", gv, "--meta", file("meta5.jsonl", (good_row + "\n") * 5),
+                   "--root", idx]))
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        import datetime
+        for name, table, expect in (("a binary column", pa.table({"b": [b"\x00"] * 6}), ERROR),
+                                    ("a NaN", pa.table({"f": [1.0, float("nan"), 2.0, 3.0, 4.0, 5.0]}), ERROR),
+                                    ("dates (valid)",
+                                     pa.table({"d": [datetime.date(2020, 1, i + 1) for i in range(6)]}), OK)):
+            path = w / f"meta{len(cases)}.parquet"
+            pq.write_table(table, path)
+            cases.append(("--ids / --meta", f"parquet --meta with {name}", expect,
+                          ["build", f"p{len(cases)}", "--vectors", gv, "--meta", path, "--root", idx]))
+    except ImportError:
+        pass
+
+    for name, where, expect in (("5000 brackets", "(" * 5000 + "year > 1" + ")" * 5000, ERROR),
+                                ("5000 nots", "not " * 5000 + "year > 1", ERROR),
+                                ("64 nots (at the limit)", "not " * 64 + "year > 1", OK),
+                                ("a field no item has", "yaer > 2016", ERROR),
+                                ("a syntax error", "year >", ERROR),
+                                ("an unterminated string", 'year == "2016', ERROR),
+                                ("2000 flat ors", " or ".join(["year == 2016"] * 2000), OK),
+                                ("valid", "year >= 2018 and not year == 2020", OK)):
+        cases.append(("--where", name, expect, ["search", "t", "bread", "--where", where, "--root", idx]))
+
+    cases.append(("delete / add / sync", "delete an id line with surrounding tabs", OK,
+                  ["delete", "t", "--ids", file("del1.txt", "\td7\t\n"), "--root", idx]))
+    cases.append(("delete / add / sync", "delete unknown ids (warned)", OK,
+                  ["delete", "t", "--ids", file("del2.txt", "nope\n"), "--root", idx]))
+    cases.append(("delete / add / sync", "delete every item", ERROR,
+                  ["delete", "t", "--ids", file("del3.txt", "".join(f"d{i}\n" for i in range(8))), "--root", idx]))
+    cases.append(("delete / add / sync", "delete from a missing collection", ERROR,
+                  ["delete", "nosuch", "--ids", w / "del1.txt", "--root", idx]))
+    for name, extra in (("--add --force", ["--force"]), ("--add --index IVF4,Flat", ["--index", "IVF4,Flat"]),
+                        ("--add --query-prompt", ["--query-prompt", "q: "]), ("--add --store sq8", ["--store", "sq8"])):
+        cases.append(("delete / add / sync", name, ERROR, ["build", "t", "--texts", texts, "--add", *extra,
+                                                           "--root", idx]))
+    bad = w / "bad33"
+    bad.mkdir(exist_ok=True)
+    (bad / "x.png").write_bytes(b"not an image")
+    (bad / "y.jpg").write_bytes(b"\xff\xd8 truncated")
+    mixed = w / "mixed33"
+    mixed.mkdir(exist_ok=True)
+    (mixed / "b.png").write_bytes(b"not an image")
+    Image.new("RGB", (24, 24), "red").save(mixed / "a.png")
+    cases.append(("delete / add / sync", "--images --chunk-size 1 with a bad image", OK,
+                  ["build", "mx", "--images", mixed, "--chunk-size", "1", "--model", "fake-image", "--root", idx]))
+    cases.append(("delete / add / sync", "--add of only unreadable images", OK,
+                  ["build", "im", "--images", bad, "--add", "--chunk-size", "1", "--root", idx]))
+    cases.append(("delete / add / sync", "a build where no image is readable", ERROR,
+                  ["build", "nb", "--images", bad, "--model", "fake-image", "--root", idx]))
+
+    cases.append(("text and modes", "a query that is not UTF-8", ERROR, ["search", "t", "caf\udcff", "--root", idx]))
+    cases.append(("text and modes", "--query-prompt that is not UTF-8", ERROR,
+                  ["build", "qp", "--texts", texts, "--query-prompt", "\udcfe", "--root", idx]))
+    cases.append(("text and modes", "--mode hybrid on an image collection", ERROR,
+                  ["search", "im", "red", "--mode", "hybrid", "--root", idx]))
+    cases.append(("text and modes", "--rerank cross: a missing folder", ERROR,
+                  ["search", "t", "bread", "--rerank", "cross:missing_dir", "--root", idx]))
+    cases.append(("text and modes", "--rerank on an image collection", ERROR,
+                  ["search", "im", "red", "--rerank", "cross:missing_dir", "--root", idx]))
+    labeled = file("lab33.csv", "query_index,caption,retrieved_article_id,retrieved_image_id\nq1,a bus,a1,img3\n")
+    sub_run = file("sub33.run", "q1 Q0 img3 1 2 x\n")
+    cases.append(("eventa scoring", "convert eventa-submission", OK, ["convert", "eventa-submission", sub_run,
+                                                                      w / "sub33"]))
+    cases.append(("eventa scoring", "convert eventa-qrels", OK, ["convert", "eventa-qrels", labeled, w / "q33.qrels"]))
+    cases.append(("eventa scoring", "eval submission.zip labeled.csv", OK,
+                  ["eval", w / "sub33" / "submission.zip", labeled]))
+    cases.append(("eventa scoring", "convert eventa-qrels of a run file", ERROR,
+                  ["convert", "eventa-qrels", sub_run, w / "q34.qrels"]))
     return cases
 
 

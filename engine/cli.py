@@ -121,6 +121,8 @@ def flag_names(app: typer.Typer | typer.main.TyperGroup, argv: Sequence[str]) ->
 def main() -> None:
     """Console-script entry: user errors become one red line and exit code 2, never a traceback."""
     gc.disable()  # the command's modules and its click tree: objects that live for the whole run
+    from engine.progress import quiet_libraries
+    quiet_libraries()
     try:
         from engine.core.cli import bare_ray_flag
         argv = sys.argv[1:] = bare_ray_flag(sys.argv[1:])
@@ -136,6 +138,8 @@ def main() -> None:
     from engine.progress import error_line, one_line_errors
     try:
         with one_line_errors():
+            from engine.errors import check_arguments
+            check_arguments(argv)
             try:
                 sys.exit(command(standalone_mode=False) or 0)  # commands return None; click's Exit returns its code
             except typer.TyperException as exc:  # click's own refusals (a word for a number, a missing option)

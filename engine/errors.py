@@ -59,3 +59,15 @@ def missing_extra(package: str, extra: str) -> EngineError:
     return EngineError(f"{package} {'are' if many else 'is'} not installed; {'they come' if many else 'it comes'} "
                        f"with the `{extra}` extra: pip install 'engine[{extra}]' (in a checkout of the repository: "
                        f"pip install -e \".[{extra}]\")")
+
+
+def check_arguments(argv: Sequence[str]) -> None:
+    """Command-line words that are text: bytes that are not UTF-8 arrive as lone surrogates (Python's
+    `surrogateescape`), which every later encode (a tokenizer, a run file, a prompt) would fail on."""
+    for n, word in enumerate(argv, 1):
+        try:
+            word.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            shown = word.encode("utf-8", "surrogateescape")[:40]
+            raise EngineError(f"argument {n} ({shown!r}) is not valid UTF-8 text (byte {exc.start + 1}); "
+                              "give text in UTF-8") from None

@@ -38,6 +38,25 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'engine.progress' has no attribute {name!r}")
 
 
+LIBRARY_LOGGERS = ("sentence_transformers", "transformers", "huggingface_hub", "bm25s", "faiss", "urllib3",
+                   "filelock", "onnxruntime", "PIL", "timm", "open_clip", "accelerate", "torch", "ray", "lightgbm")
+"""Libraries whose own log lines stay out of the engine's output (ENGINE_LIBRARY_LOGS=1 lets them through)."""
+
+
+def quiet_libraries() -> None:
+    """Only errors from the libraries' loggers: a command speaks in its own lines, and a library's ("Converting
+    SentenceTransformer model … to CrossEncoder", a hub retry, "Building index from tokens") is noise to a user
+    who asked for neither. Their warnings that matter reach the user as the engine's own one-line errors."""
+    import logging
+    import os
+    if os.environ.get("ENGINE_LIBRARY_LOGS", "").strip() not in ("", "0"):
+        return
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_VERBOSITY", "error")
+    for name in LIBRARY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
 def set_quiet(quiet: bool) -> None:
     _state["quiet"] = quiet
 

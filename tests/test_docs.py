@@ -117,6 +117,7 @@ def make_sandbox(folder) -> None:
     _write(folder, "topics.tsv", "q1\ta dog\nq2\ta cat\n")
     _write(folder, "topics.txt", "t1\nt2\n")
     _write(folder, "queries.csv", "query_id,query_text\nq1,a dog\nq2,a cat\n")
+    _write(folder, "labeled.csv", "query_id,caption,retrieved_image_id\nq1,a dog,d1\nq2,a cat,d3\n")
     for name in ("doc_ids.txt", "image_ids.txt"):
         _write(folder, name, "\n".join(docs) + "\n")
     _write(folder, "images.csv", "image_id\n" + "\n".join(docs) + "\n")

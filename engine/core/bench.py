@@ -22,14 +22,22 @@ def latency_stats(seconds: Sequence[float], per_call_items: int = 1) -> dict[str
             "qps": float(len(s) * per_call_items / total) if total > 0 else float("inf"), "calls": int(len(s))}
 
 
-def time_calls(fn: Callable[[int], object], n: int, warmup: int = 3) -> list[float]:
+def time_calls(fn: Callable[[int], object], n: int, warmup: int = 3, label: str | None = None) -> list[float]:
+    """Seconds of each of `n` calls after `warmup` untimed ones; with `label`, a progress bar (advanced between
+    the timed calls, a few dozen times in all, so it costs the timings nothing)."""
+    from engine.progress import make_progress
     for i in range(min(warmup, n)):
         fn(i)
     out = []
-    for i in range(n):
-        t = time.perf_counter()
-        fn(i)
-        out.append(time.perf_counter() - t)
+    step = max(1, n // 50)
+    with make_progress() as bar:
+        task = bar.add_task(label or "timing", total=n, visible=label is not None)
+        for i in range(n):
+            t = time.perf_counter()
+            fn(i)
+            out.append(time.perf_counter() - t)
+            if (i + 1) % step == 0 or i + 1 == n:
+                bar.update(task, completed=i + 1)
     return out
 
 
@@ -71,9 +79,11 @@ def bench_collection(col, queries: Sequence[str] | None = None, n: int = 200, ba
                     "batch": batch, "k": k}
     if qs:
         info(f"encoding {len(qs)} {modality} queries one by one and in batches of {batch}")
-        result["encode_single"] = latency_stats(time_calls(lambda i: encode([qs[i]]), len(qs)))
+        result["encode_single"] = latency_stats(time_calls(lambda i: encode([qs[i]]), len(qs),
+                                                           label="encoding queries one by one"))
         batches = [qs[i:i + batch] for i in range(0, len(qs), batch)]
-        result["encode_batch"] = latency_stats(time_calls(lambda i: encode(batches[i]), len(batches), warmup=1),
+        result["encode_batch"] = latency_stats(time_calls(lambda i: encode(batches[i]), len(batches), warmup=1,
+                                                          label=f"encoding batches of {batch}"),
                                                per_call_items=batch)
         qvec = encode(qs)
     else:  # no query source: search with stored vectors
@@ -83,10 +93,12 @@ def bench_collection(col, queries: Sequence[str] | None = None, n: int = 200, ba
     index = col.index
     from engine.core.index.faiss_index import use_blas_for
     use_blas_for(index)  # as Collection.search does
-    result["search_single"] = latency_stats(time_calls(lambda i: index.search(qvec[i:i + 1], k), len(qvec)))
+    result["search_single"] = latency_stats(time_calls(lambda i: index.search(qvec[i:i + 1], k), len(qvec),
+                                                       label="searching one by one"))
     nb = max(1, len(qvec) // batch)
     qb = [qvec[i * batch:(i + 1) * batch] for i in range(nb)]
-    result["search_batch"] = latency_stats(time_calls(lambda i: index.search(qb[i], k), nb, warmup=1),
+    result["search_batch"] = latency_stats(time_calls(lambda i: index.search(qb[i], k), nb, warmup=1,
+                                                      label=f"searching batches of {batch}"),
                                            per_call_items=len(qb[0]))
     result["index_bytes"] = int(col.file("index").stat().st_size)
     result["embeddings_bytes"] = int(len(col) * col.dim * 4)

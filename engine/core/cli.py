@@ -19,7 +19,7 @@ from engine.progress import set_quiet
 from engine.serve.options import API_KEY_ENV
 
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or status lines (for scripts).")]
-Root = Annotated[Path, typer.Option("--root", help="Folder that holds collections.")]
+Root = Annotated[Path, typer.Option("--root", envvar="ENGINE_ROOT", help="Folder that holds collections.")]
 ModelSpec = Annotated[Optional[str], typer.Option("--model", "-m", help=model_help(), show_default=False)]
 Device = Annotated[str, typer.Option("--device", help="Where encoders run: auto (a CUDA GPU, else Apple MPS, else "
                                      "the CPU), cpu, cuda, cuda:N, mps. fp16 autocast on CUDA.")]
@@ -152,7 +152,8 @@ def search_cmd(
     queries: Annotated[Optional[Path], typer.Option("--queries", help="File of queries (TSV qid<TAB>text, CSV or "
                        "JSONL with id and text columns); needs --out.")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="TREC run to write for --queries.")] = None,
-    run_id: Annotated[Optional[str], typer.Option("--run-id", help="Run id column (default: collection name).")] = None,
+    run_id: Annotated[Optional[str], typer.Option("--run-id", help="Run id column (default: what made the run, "
+                      "collection-mode[-reranker]).")] = None,
     batch_size: BatchSize = "64",
     device: Device = "auto",
     nprobe: NProbe = None,
@@ -186,11 +187,12 @@ def search_cmd(
 
 
 def info_cmd(name: Annotated[str, typer.Argument(help="Collection name.")],
-             as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+             as_json: Annotated[bool, typer.Option("--json", help="Print JSON (with every file).")] = False,
+             files: Annotated[bool, typer.Option("--files", help="List every file and its size.")] = False,
              root: Root = DEFAULT_ROOT) -> None:
     """What a collection's manifest says (files' presence and sizes checked; `engine verify` reads every byte)."""
     from engine.core.collection import Collection
-    data = Collection.open(name, root).info()
+    data = Collection.open(name, root).info(files=files or as_json)
     if as_json:
         print_json(data)
     else:
@@ -222,14 +224,25 @@ def delete_cmd(name: Annotated[str, typer.Argument(help="Collection name.")],
     from engine.io.ids import read_id_list
     if wait < 0:
         raise EngineError(f"{opt('wait')} must be at least 0, not {wait}")
-    delete_ids(name, list(read_id_list(ids)), root=root, wait=wait)
+    delete_ids(name, list(read_id_list(ids, whole_id=True)), root=root, wait=wait)
 
 
-def list_cmd(root: Root = DEFAULT_ROOT) -> None:
-    """Collections under --root."""
+def list_cmd(root: Root = DEFAULT_ROOT,
+             names_only: Annotated[bool, typer.Option("--names", help="Names only, one per line.")] = False) -> None:
+    """Collections under --root: name, kind, items, encoder and size on disk (--names: names only)."""
     from engine.core.collection import list_collections
-    for name in list_collections(root):
-        typer.echo(name)
+    names = list_collections(root)
+    if names_only:
+        for name in names:
+            typer.echo(name)
+        return
+    if not names:
+        from engine.progress import info
+        info(f"no collections in {root}/ (build one with `engine build NAME --texts FILE`)")
+        return
+    from engine.core.store.stored import summaries
+    from engine.display import format_table
+    typer.echo(format_table(["name", "kind", "items", "size", "encoder"], summaries(root, names), left=2))
 
 
 def bench_cmd(

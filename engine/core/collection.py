@@ -250,7 +250,21 @@ class Collection(StoredCollection):
         results = self.search_many(texts=[t for _, t in queries], k=k, batch_size=batch_size, knobs=knobs,
                                    mode=mode, fusion=fusion, where=where, rerank=rerank, rerank_depth=rerank_depth)
         rankings = {qid: [(h.id, h.score) for h in hits] for (qid, _), hits in zip(queries, results)}
-        return write_run(out, rankings, run_id or self.name)
+        return write_run(out, rankings, run_id or self.run_label(mode, rerank))
+
+    def run_label(self, mode: str | None = None, rerank: "str | Reranker | None" = None) -> str:
+        """The default run id of a search of this collection: what produced the run (collection, mode,
+        reranker), so runs of one collection by different modes stay apart in a comparison: `docs-hybrid`,
+        `docs-dense-cross-minilm-ce`."""
+        import re
+
+        from engine.core.hybrid import resolve_mode
+        parts = [self.name, resolve_mode(self, mode, True) if self.kind == "text" else (mode or "dense")]
+        if rerank is not None:
+            spec = rerank if isinstance(rerank, str) else getattr(rerank, "spec", "rerank")
+            kind, _, arg = spec.partition(":")
+            parts += [kind, Path(arg.rstrip("/")).name] if arg else [kind]
+        return re.sub(r"[^\w.+=-]+", "_", "-".join(p for p in parts if p))
 
     # ------------------------------------------------------------------ writing
     @classmethod

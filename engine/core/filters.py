@@ -16,16 +16,18 @@ false (so is `!=`); `not` negates whatever its operand gave.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import operator
 import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence, Union
+from typing import Any, Iterator, Protocol, Sequence, Union
 
 import numpy as np
 
 from engine.errors import EngineError, opt
+from engine.io.limits import limit, over
 
 OPERATORS = ("==", "!=", "<=", ">=", "<", ">")
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
@@ -96,6 +98,7 @@ class _Parser:
     def __init__(self, text: str):
         self.text = text
         self.pos = 0
+        self.depth = 0
 
     def fail(self, what: str, pos: int | None = None) -> EngineError:
         p = self.pos if pos is None else pos
@@ -144,13 +147,28 @@ class _Parser:
 
     def not_expr(self) -> Expr:
         if self.take("not"):
-            return Not(self.not_expr())
+            with self.nested():
+                return Not(self.not_expr())
         if self.take("("):
-            expr = self.or_expr()
+            with self.nested():
+                expr = self.or_expr()
             if not self.take(")"):
                 raise self.fail("')'")
             return expr
         return self.comparison()
+
+    @contextlib.contextmanager
+    def nested(self) -> Iterator[None]:
+        """One more level of `not` or brackets: past `max_filter_depth` the filter is refused in one line, so
+        neither this parser nor the evaluation ever recurses deeper than the limit (never a RecursionError)."""
+        self.depth += 1
+        if self.depth > limit("max_filter_depth"):
+            raise over("max_filter_depth", f"'not' and brackets nested {self.depth:,} levels deep (at position "
+                       f"{self.pos})", f"{opt('where')} {self.text[:40]!r}")
+        try:
+            yield
+        finally:
+            self.depth -= 1
 
     def comparison(self) -> Compare:
         word = self.peek_word()
@@ -199,7 +217,12 @@ def parse_where(text: str) -> Expr:
     """The expression `text` as a tree; a bad one is one line naming the position (1-based) at fault."""
     if not isinstance(text, str):
         raise EngineError(f"{opt('where')} must be text, not {type(text).__name__}")
-    return _Parser(text).parse()
+    parser = _Parser(text)
+    try:
+        return parser.parse()
+    except RecursionError:  # only when max_filter_depth was raised past what the stack holds
+        raise over("max_filter_depth", f"'not' and brackets nested {parser.depth:,} levels deep",
+                   f"{opt('where')} {text[:40]!r}") from None
 
 
 def fields_of(expr: Expr) -> set[str]:

@@ -65,6 +65,9 @@ def resolve_mode(col, mode: str | None, text_query: bool) -> str:
     if mode != "dense" and not text_query:
         raise EngineError(f"{opt('mode')} {mode} needs a text query; image, id and vector queries search "
                           f"{opt('mode')} dense")
+    if mode != "dense" and not has_bm25(col) and col.kind != "text":
+        raise EngineError(f"collection {col.name!r} holds {'images' if col.kind == 'image' else 'vectors'}, which "
+                          f"have no words for {opt('mode')} {mode}; search it with {opt('mode')} dense")
     if mode != "dense" and not has_bm25(col):
         raise EngineError(f"collection {col.name!r} has no BM25 index of its items for {opt('mode')} {mode}; "
                           f"build it with "
@@ -77,8 +80,7 @@ def check_search_mode(col, mode: str | None, fusion_method: str, where: str | No
     check_mode(mode, fusion_method)
     resolve_mode(col, mode, text_query)
     if where is not None:
-        from engine.core.filters import parse_where
-        parse_where(where)
+        filter_mask(col, where)  # parsed, and its fields looked up, before a model loads
 
 
 def _cache(col) -> dict:
@@ -96,18 +98,49 @@ def bm25_index(col):
     return cache["bm25"]
 
 
-def filter_mask(col, where: str | None) -> np.ndarray | None:
-    """The rows matching `where` (None: no filter), evaluated over the collection's metadata columns."""
+def filter_mask(col, where: str | None, known_fields: bool = True) -> np.ndarray | None:
+    """The rows matching `where` (None: no filter), evaluated over the collection's metadata columns; with
+    `known_fields`, a field no item has is refused (`check_fields`) rather than matching nothing."""
     if where is None:
         return None
     from engine.core.filters import evaluate, parse_where
-    from engine.core.store.columns import ROLE, MetadataTable
     expr = parse_where(where)
+    table = metadata_table(col)
+    if known_fields:
+        check_fields(col, expr, table)
+    return evaluate(expr, table)
+
+
+def check_fields(col, expr, table) -> None:
+    """A filter naming a field no item has (a misspelt `yaer`) is refused in one line naming the fields there
+    are: it would match nothing (or, under `not`, everything) and look like an empty result."""
+    from engine.core.filters import fields_of
+    absent = sorted(f for f in fields_of(expr) if table.column(f) is None)
+    if absent:
+        known = table.field_names()
+        raise EngineError(f"{opt('where')}: no item of collection {col.name!r} has a value for "
+                          f"{', '.join(map(repr, absent))} (fields: {', '.join(known[:20]) or 'none'}"
+                          f"{' …' if len(known) > 20 else ''})")
+
+
+def metadata_table(col):
+    """The collection's metadata columns for filters, opened once per opened collection."""
+    from engine.core.store.columns import ROLE, MetadataTable
     cache = _cache(col)
     if "table" not in cache:
         folder = col.file(ROLE) if ROLE in col.manifest.get("roles", {}) else None
         cache["table"] = MetadataTable(len(col), folder, lambda: col.items)
-    return evaluate(expr, cache["table"])
+    return cache["table"]
+
+
+def pin(col) -> None:
+    """Read (or map) now everything a mode or a filter reads later, so no later request opens a file of this
+    generation: a server's generation then answers whole after a commit has deleted its files."""
+    if has_bm25(col):
+        bm25_index(col)
+    table = metadata_table(col)
+    for field in (table.meta or {}).get("fields", {}):
+        table.column(field)
 
 
 def _dense(col, vectors: np.ndarray, depth: int, mask: np.ndarray | None, knobs) -> tuple[np.ndarray, np.ndarray]:

@@ -104,6 +104,10 @@ def text_pairs(source: str | Path, id_column: str | None = None, fields: Sequenc
         used = [c for c in cols if c.lower() in TEXT_FIELD_NAMES and c != id_col]
         if not used:
             used = [c for c in cols if c != id_col and isinstance(first.data.get(c), str)]
+            if used:
+                from engine.progress import warn
+                warn(f"{source}: no column is named as a text ({', '.join(sorted(TEXT_FIELD_NAMES))}); reading the "
+                     f"text of {', '.join(map(repr, used))}: name the text columns with {opt('fields')}")
         if not used:
             raise EngineError(f"{source}: no text column found; name them with {opt('fields')} "
                               f"(columns: {', '.join(cols)})")

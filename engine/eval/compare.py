@@ -15,7 +15,7 @@ from engine.errors import EngineError, opt
 from engine.eval.evaluate import Evaluation, evaluate, load_profile_runs
 from engine.eval.metrics import Metric, parse_metrics
 from engine.eval.profiles import get_profile
-from engine.eval.runs import Qrels, Run, read_qrels
+from engine.eval.runs import Qrels, Run, load_qrels
 from engine.eval.significance import (
     CORRECTIONS,
     RESAMPLES,
@@ -105,7 +105,7 @@ def compare_files(qrels_path: str | os.PathLike, run_paths: Sequence[str | os.Pa
     """`engine compare`: read qrels and runs as `profile` reads them (an NTCIR file gives one run per RunID);
     runs are labelled by file name, or by RunID for NTCIR files, made unique with the file name if needed."""
     specs = parse_metrics(metrics or get_profile(profile).metrics)
-    qrels = read_qrels(qrels_path)
+    qrels = load_qrels(qrels_path)
     runs: dict[str, Run] = {}
     for path in run_paths:
         got, scored_qrels = load_profile_runs(path, qrels, profile, docs_path)

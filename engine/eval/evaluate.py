@@ -15,7 +15,7 @@ from engine.errors import EngineError, preview
 from engine.eval.groups import read_groups
 from engine.eval.metrics import Metric, parse_metrics, score_query
 from engine.eval.profiles import PROFILES, get_profile
-from engine.eval.runs import Qrels, Run, load_run, read_qrels
+from engine.eval.runs import Qrels, Run, load_qrels, load_run
 from engine.progress import warn
 
 DEFAULT_METRICS = PROFILES["trec"].metrics
@@ -93,7 +93,7 @@ def evaluate_files(run_path: str | os.PathLike, qrels_path: str | os.PathLike,
                    groups_path: str | os.PathLike | None = None) -> Evaluation:
     """`engine eval`: read the files (errors name file and line), then `evaluate`."""
     specs = parse_metrics(metrics)  # fail on a bad metric before reading big files
-    qrels = read_qrels(qrels_path)
+    qrels = load_qrels(qrels_path)
     run = load_run(run_path)
     warn_missing_queries(run, qrels, run_path)
     groups = read_groups(groups_path) if groups_path is not None else None
@@ -127,7 +127,7 @@ def evaluate_profile_files(run_path: str | os.PathLike, qrels_path: str | os.Pat
                            docs_path: str | os.PathLike | None = None) -> dict[str, Evaluation]:
     """`engine eval --profile`: {run label: Evaluation}, one per RunID for NTCIR files."""
     specs = parse_metrics(metrics if metrics is not None else get_profile(profile).metrics)
-    runs, qrels = load_profile_runs(run_path, read_qrels(qrels_path), profile, docs_path)
+    runs, qrels = load_profile_runs(run_path, load_qrels(qrels_path), profile, docs_path)
     groups = read_groups(groups_path) if groups_path is not None else None
     if groups is not None and get_profile(profile).checker == "ntcir":
         from engine.eval.ntcir import RULES

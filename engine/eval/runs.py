@@ -273,3 +273,24 @@ def load_run(path: str | os.PathLike) -> Run:
     module, _, function = entry[0].partition(":")
     reader: Callable[[Path], Run] = getattr(importlib.import_module(module), function)
     return reader(path)
+
+
+_QRELS_READERS: dict[str, tuple[str, str]] = {}
+
+
+def register_qrels_reader(suffixes: Iterable[str], reader: str, what: str) -> None:
+    """Let `load_qrels` read another task's judgments (by file suffix), e.g. EVENTA's labeled CSV; `reader` is
+    "module:function" (imported on first use) returning `Qrels`."""
+    for suffix in suffixes:
+        _QRELS_READERS[suffix.lower()] = (reader, what)
+
+
+def load_qrels(path: str | os.PathLike) -> Qrels:
+    """TREC qrels, or any registered judgments format (by file suffix)."""
+    path = Path(path)
+    entry = _QRELS_READERS.get(path.suffix.lower())
+    if entry is None:
+        return read_qrels(path)
+    module, _, function = entry[0].partition(":")
+    reader: Callable[[Path], Qrels] = getattr(importlib.import_module(module), function)
+    return reader(path)

@@ -6,6 +6,7 @@ import errno
 import json
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,21 +31,53 @@ def _full(folder: Path, slack: int = 1 << 20) -> bool:
         return False
 
 
+_KINDS = ((stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"), (stat.S_ISFIFO, "named pipe"),
+          (stat.S_ISSOCK, "socket"))
+
+
+def _special(mode: int) -> str:
+    """What a file that is neither a regular file nor a folder is, in words."""
+    return next((word for test, word in _KINDS if test(mode)), "special file")
+
+
 def check_writable(path: str | os.PathLike, folder: bool = False) -> Path:
     """`path` if a file (or, with `folder`, a folder) can be written there, else one line saying why: called
-    before a command's work, so a bad output path costs nothing (and never a traceback after the work)."""
+    before a command's work, so a bad output path costs nothing (and never a traceback after the work).
+
+    A write replaces its target by a rename, so only a regular file (or nothing) may be there: a device such as
+    /dev/null or /dev/full, a pipe or a socket would be replaced by a plain file, and is refused. Whether the
+    folder takes a new file is tried (a temporary file made and removed), not read from permission bits:
+    root passes every `access` check, yet cannot write a read-only or virtual file system such as /proc."""
     path = Path(path)
-    if not folder and path.is_dir():
-        raise EngineError(f"{path}: is a folder; give a file name to write")
-    if folder and path.exists() and not path.is_dir():
-        raise EngineError(f"{path}: is a file; give a folder to write into")
-    parent = path.parent if not folder or not path.exists() else path
+    try:
+        st = path.stat()  # follows a link: a link to /dev/null is refused like /dev/null
+    except (FileNotFoundError, NotADirectoryError):
+        st = None  # a missing file, or a file where a folder of its path should be (said below)
+    except OSError as exc:
+        raise EngineError(f"{path}: cannot be written: {exc.strerror}") from None
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
+            if not folder:
+                raise EngineError(f"{path}: is a folder; give a file name to write")
+        elif not stat.S_ISREG(st.st_mode):
+            raise EngineError(f"{path}: is a {_special(st.st_mode)}, not a regular file; engine writes its output "
+                              f"to a new file and renames it into place, which would replace the "
+                              f"{_special(st.st_mode)}: give " + ("a folder" if folder else "the name of a regular file"))
+        elif folder:
+            raise EngineError(f"{path}: is a file; give a folder to write into")
+    parent = path.parent if not folder or st is None else path
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
     if not parent.is_dir():
         raise EngineError(f"{path}: cannot be written: {parent} is a file, not a folder")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise EngineError(f"{path}: cannot be written: {parent} is not writable (permission denied)")
+    try:
+        with tempfile.TemporaryFile(dir=parent, prefix=".engine-probe."):
+            pass
+    except OSError as exc:
+        raise EngineError(f"{path}: cannot be written: {parent} does not take new files "
+                          f"({exc.strerror or exc})") from None
     return path
 
 

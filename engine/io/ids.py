@@ -43,11 +43,13 @@ def check_unique(ids: Sequence[object], what: str = "id", origin: object | None 
                       f"{what}s must be unique")
 
 
-def read_id_list(path: str | os.PathLike, unique: bool = False, whole_line: bool = False) -> dict[str, int]:
-    """Ids → line: one id per line (first field; a header like `id` is skipped), or a CSV/TSV-with-header/
-    JSON(L) table with an id column. With `unique`, a repeated id is an error naming both lines. With
-    `whole_line` (a plain list of ids, nothing after them), a line with white space inside is an error, not
-    its first word."""
+def read_id_list(path: str | os.PathLike, unique: bool = False, whole_line: bool = False,
+                 whole_id: bool = False) -> dict[str, int]:
+    """Ids → line: one id per line (first field; a header like `id` is skipped; white space around a line is
+    not part of it), or a CSV/TSV-with-header/JSON(L) table with an id column. With `unique`, a repeated id is
+    an error naming both lines. With `whole_line` (a plain list of ids, nothing after them), a line with white
+    space inside is an error, not its first word; with `whole_id` the id is the whole line, white space inside
+    kept (`has space` is that id, for the caller's id policy to refuse or fix, never `has`)."""
     path = Path(path)
     pairs: list[tuple[int, str]] = []
     if path.suffix.lower() in (".csv", ".json", ".jsonl", ".ndjson"):
@@ -58,7 +60,8 @@ def read_id_list(path: str | os.PathLike, unique: bool = False, whole_line: bool
         pairs = [(r.line, id_text(r.data.get(col), path, r.line)) for r in rows]
     else:
         for n, text in enumerate(read_text_lines(path), 1):
-            fields = text.split("\t") if "\t" in text else text.split()
+            text = text.strip()  # a line's surrounding tabs and spaces are not its id (nor an empty first field)
+            fields = [text] if whole_id else text.split("\t") if "\t" in text else text.split()
             if not fields or not fields[0].strip():
                 continue
             token = fields[0].strip()

@@ -51,6 +51,9 @@ LIMITS: dict[str, Limit] = {lim.name: lim for lim in (
           "zip bombs compress 1000-fold and more; real CSVs about 3–10-fold"),
     Limit("max_json_depth", 100, "levels of nesting",
           "deeper JSON overflows the parser's stack; real files nest a few levels"),
+    Limit("max_filter_depth", 64, "levels of nesting",
+          "a --where filter's 'not's and brackets; each level is a step of the parser and of the evaluation, and "
+          "real filters nest two or three"),
     Limit("max_number_chars", 100, "characters",
           "a number written with more digits is refused before Python turns it into an integer or float"),
     Limit("max_line_bytes", 16 << 20, "bytes",

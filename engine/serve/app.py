@@ -308,7 +308,8 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
 
     @app.get("/health", summary="200 while the server runs")
     async def health() -> dict:
-        return {"status": "ok", "version": __version__, "loaded": catalog.loaded(), "auth": bool(opts.api_key)}
+        return {"status": "ok", "version": __version__, "loaded": catalog.loaded(), "auth": bool(opts.api_key),
+                "rerankers": list(opts.rerank)}
 
     def describe(s: Served) -> dict:
         col = s.col
@@ -319,7 +320,19 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
                 "thumbnails": bool(s.files), "manifest": info}
 
     pipelines = dict(opts.pipelines)
-    opened: dict[str, Any] = {}
+
+    class Current(dict):
+        """The collections of one pipeline request: a served name is the catalog's current generation (loaded
+        whole when opened, so a commit deleting its files changes nothing for the request, and the next request
+        sees the new one); other names (a task's `a/b`) are opened for the request by the pipeline itself."""
+
+        def __contains__(self, name: object) -> bool:
+            if not super().__contains__(name) and isinstance(name, str) and "/" not in name:
+                try:
+                    self[name] = catalog.get(name).col
+                except EngineError:
+                    return False
+            return super().__contains__(name)
 
     @app.get("/pipelines", summary="The pipelines served: name and expression")
     async def list_pipelines() -> list[dict]:
@@ -330,7 +343,7 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
         from engine.core.pipeline import Query as PipelineQuery
         from engine.core.pipeline.run import run_pipeline
         ranking = run_pipeline(pipelines[name], [PipelineQuery("q", text)],
-                               Context(root=opts.root, opened=opened))["q"].cut(k)
+                               Context(root=opts.root, opened=Current()))["q"].cut(k)
         return [{"rank": r, "id": d, "score": sc, "meta": ranking.fields.get(d, {}), "thumb": None}
                 for r, (d, sc) in enumerate(ranking, 1)]
 

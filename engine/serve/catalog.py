@@ -6,8 +6,8 @@ which keeps answering until the swap, and any failure (a later commit already de
 the old one and tries again on the next request. No request ever sees a half-written generation.
 
 A generation stays readable until no request uses it: everything a request reads is loaded or memory-mapped
-when the generation is opened (index, items, image files, and the embeddings an `id` query reads its vector
-from), so a commit that deletes the old generation's files while a request still holds it (Linux keeps an
+when the generation is opened (index, items, image files, BM25, the filter columns, and the embeddings
+`id` queries and filtered searches read), so a commit that deletes the old generation's files while a request still holds it (Linux keeps an
 unlinked file's mapping alive) changes nothing for that request.
 """
 from __future__ import annotations
@@ -70,6 +70,8 @@ def open_served(name: str, root: Path) -> Served:
     col.index  # noqa: B018  (load now)
     rows = {item["id"]: i for i, item in enumerate(col.items)}
     files = col.document(IMAGE_FILES) if IMAGE_FILES in col.stored else {}
+    from engine.core.hybrid import pin
+    pin(col)  # BM25 and the filter columns: a request never opens a file the next commit may delete
     if col.manifest.get("encoder"):
         # models are cached per process: one load, shared by every collection; text queries go through the
         # same text and image sides as `engine search` (ONNX where the encoder has them), so scores agree to the bit

@@ -12,7 +12,8 @@ DEFAULTS = ServeOptions()
 
 
 def serve_cmd(
-    root: Annotated[Path, typer.Option("--root", help="Folder that holds collections.")] = DEFAULTS.root,
+    root: Annotated[Path, typer.Option("--root", envvar="ENGINE_ROOT", help="Folder that holds collections.")]
+    = DEFAULTS.root,
     collections: Annotated[str | None, typer.Option("--collections", help="Comma-separated collections to serve "
                            "(default: every collection under --root, new ones included).")] = None,
     host: Annotated[str, typer.Option("--host", help="Address to listen on; anything but loopback needs "

@@ -35,10 +35,32 @@ def serve(options: ServeOptions) -> None:
     """Serve until interrupted."""
     options = options.checked()
     config = _config(options)
+    announce(options)
     try:
         _uvicorn().Server(config).run()
     except OSError as exc:
         raise EngineError(f"cannot listen on {options.host}:{options.port}: {exc.strerror or exc}") from None
+
+
+def announce(options: ServeOptions) -> None:
+    """What the server will serve, said before it listens; a warning when that is nothing (a wrong --root, a
+    collection not built yet): new collections are picked up as they appear, so the server starts anyway."""
+    from engine.core.collection import list_collections
+    from engine.progress import info, warn
+    found = list_collections(options.root)
+    url = f"http://{options.host}:{options.port}/"
+    if options.collections:
+        missing = [n for n in options.collections if n not in found]
+        if missing:
+            warn(f"no collection {', '.join(map(repr, missing))} in {options.root}/ yet (there: "
+                 f"{', '.join(found) or 'none'}); it is served once it is built")
+        found = [n for n in found if n in options.collections]
+    if found:
+        info(f"serving {len(found)} collection(s) from {options.root}/ at {url}: {', '.join(found)}")
+    else:
+        warn(f"no collection in {options.root}/ to serve yet: build one (`engine build NAME --texts FILE "
+             f"--root {options.root}`), or point --root (or ENGINE_ROOT) at the folder that holds them; the "
+             f"server at {url} picks them up as they appear")
 
 
 @contextlib.contextmanager

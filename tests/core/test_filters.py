@@ -63,7 +63,7 @@ def test_columns_equal_the_row_by_row_reference(tmp_path_factory, cells, expr):
     col = Collection.from_vectors("p", [f"d{i}" for i in range(len(rows))],
                                   np.eye(len(rows), 4, dtype=np.float32) + 0.1, None, "text", root=root, meta=rows)
     tree = parse_where(expr)
-    assert filter_mask(col, expr).tolist() == [matches(tree, r) for r in col.items]
+    assert filter_mask(col, expr, known_fields=False).tolist() == [matches(tree, r) for r in col.items]
 
 
 def test_numbers_compare_as_numbers_and_missing_fields_never_match(filtered):
@@ -126,3 +126,20 @@ def test_filtered_search_on_an_ivf_index_returns_k(tmp_path, monkeypatch):
     assert [h.id for h in hits] == _brute(col, q[0], filter_mask(col, "g == 7"), 20)
     hits = col.hits(*search_rows(col, 20, vectors=q, where="g < 25"))[0]
     assert len(hits) == 20 and all(h.meta["g"] < 25 for h in hits)
+
+
+@pytest.mark.parametrize("text", ["(" * 5000 + "a == 1" + ")" * 5000, "not " * 5000 + "a == 1",
+                                  "(not " * 3000 + "a == 1" + ")" * 3000])
+def test_deep_nesting_is_one_line_over_the_depth_limit(text, monkeypatch):
+    with pytest.raises(EngineError, match="max_filter_depth") as exc:
+        parse_where(text)
+    assert "\n" not in str(exc.value)
+    monkeypatch.setenv("ENGINE_MAX_FILTER_DEPTH", "100000000")  # past what the stack holds: still one line
+    with pytest.raises(EngineError, match="max_filter_depth"):
+        parse_where(text)
+
+
+def test_nesting_within_the_limit_parses_and_evaluates_as_the_reference():
+    text = "not " * 63 + "a == 1"
+    expr = parse_where(text)
+    assert matches(expr, {"a": 1}) is False and matches(expr, {"a": 2}) is True

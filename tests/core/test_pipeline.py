@@ -269,3 +269,12 @@ def test_search_by_example_from_a_jsonl_query_file(docs, monkeypatch, capsys, tm
     code, _, err = run_cli(monkeypatch, capsys, "pipeline", "run", pipe, "--queries", bad, "--root", docs / "idx",
                            "--out", tmp_path / "x.run", "--no-cache")
     assert code != 0 and "bad.jsonl:1: 'examples' must be a list" in err
+
+
+@pytest.mark.parametrize("n", [3_000, 200_000])
+def test_a_pipeline_chaining_thousands_of_stages_is_one_line(n):
+    from engine.core.pipeline.parse import PipelineSyntaxError
+    text = " | ".join(['retrieve("docs")'] * n)
+    with pytest.raises(PipelineSyntaxError, match="nests or chains too many stages") as exc:
+        parse_pipeline(text, "p.toml: ")
+    assert "\n" not in str(exc.value)

@@ -71,10 +71,15 @@ def test_row_numbers_and_encoder(data, monkeypatch, capsys):
     tmp, x = data
     code, _, err = run_cli(monkeypatch, capsys, "build", "v", "--vectors", tmp / "one.npy", "--encoder", "minilm",
                            "--root", tmp / "idx", "-q")
+    assert code == 2 and "24-d vectors, but --encoder minilm embeds queries in 384 dimensions" in err, err
+    np.save(tmp / "wide.npy", np.random.default_rng(1).standard_normal((50, 384)).astype(np.float32))
+    code, _, err = run_cli(monkeypatch, capsys, "build", "v", "--vectors", tmp / "wide.npy", "--encoder", "minilm",
+                           "--root", tmp / "idx", "-q")
     assert code == 0, err
     col = Collection.open("v", tmp / "idx")
-    assert col.ids[:3] == ["0", "1", "2"] and len(col) == N
+    assert col.ids[:3] == ["0", "1", "2"] and len(col) == 50
     assert col.manifest["encoder"] == "minilm" and col.kind == "text"
+    assert col.search(text="a query", k=3)
 
 
 def test_ivf_on_disk_equals_in_memory(data):

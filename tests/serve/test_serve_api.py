@@ -261,3 +261,11 @@ def test_image_builds_record_their_files_and_add_keeps_them(tmp_path, sample_pho
             assert c.get(f"/thumb/pics/{item}").headers["content-type"] == "image/jpeg"
         (folder / "horse.png").unlink()  # an indexed file gone since: a one-line 422, not a 500
         assert "no longer be read" in one_line_refusal(c.get("/thumb/pics/horse"), 422)
+
+
+def test_health_names_the_rerankers_the_page_may_offer(served_root, tiny_cross):
+    with TestClient(create_app(ServeOptions(root=served_root))) as c:
+        assert c.get("/health").json()["rerankers"] == []
+    spec = f"cross:{tiny_cross}"
+    with TestClient(create_app(ServeOptions(root=served_root, rerank=(spec,)))) as c:
+        assert c.get("/health").json()["rerankers"] == [spec]

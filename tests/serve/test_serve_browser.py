@@ -153,3 +153,46 @@ def test_the_url_holds_the_search_and_the_page_fits_the_collection(browser, serv
         browser.get(url + "/?collection=nope&q=x")
         error = browser.find_element("id", "error")
         wait(browser, lambda d: error.is_displayed() and "nope" in error.text)
+
+
+def result_ids(driver) -> list[str]:
+    return driver.execute_script("return [...document.querySelectorAll('#results .hit')].map(h => h.dataset.id)")
+
+
+def test_mode_fusion_and_filter_controls_live_in_the_url(browser, served_root):
+    """The options controls (mode, fusion, filter; rerank when the server allows one) are sent with a text
+    search and kept in the URL: a link with them runs that search and sets the controls, changing them in
+    the page puts them in the next URL, back restores them, and a bad filter is the server's one red line."""
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select
+    with running(ServeOptions(root=served_root)) as url:
+        browser.get(url + "/?collection=docs&q=food&k=5&mode=dense&where=topic+%3D%3D+%22cooking%22")
+        wait(browser, lambda d: sorted(result_ids(d)) == ["d1", "d5"])
+        assert browser.find_element("id", "mode").get_attribute("value") == "dense"
+        assert browser.find_element("id", "where").get_attribute("value") == 'topic == "cooking"'
+        assert not browser.find_element("id", "rerank-box").is_displayed()  # the server allows no reranker
+
+        Select(browser.find_element("id", "mode")).select_by_value("")
+        Select(browser.find_element("id", "fusion")).select_by_value("rrf")
+        where = browser.find_element("id", "where")
+        where.clear()
+        where.send_keys('topic == "history"')
+        query = browser.find_element("id", "query")
+        query.clear()
+        query.send_keys("castles", Keys.ENTER)
+        wait(browser, lambda d: "fusion=rrf" in d.current_url and "where=topic" in d.current_url
+             and "mode=" not in d.current_url and sorted(result_ids(d)) == ["d3", "d7"])
+
+        browser.find_elements("css selector", "#results .hit")[0].click()  # more like this keeps the filter
+        wait(browser, lambda d: "id=" in d.current_url and "more like" in d.find_element("id", "status").text)
+        assert set(result_ids(browser)) <= {"d3", "d7"}
+
+        browser.back()
+        browser.back()
+        wait(browser, lambda d: sorted(result_ids(d)) == ["d1", "d5"]
+             and d.find_element("id", "mode").get_attribute("value") == "dense")
+        assert browser.find_element("id", "fusion").get_attribute("value") == "weighted"
+
+        browser.get(url + "/?collection=docs&q=food&where=topc+%3D%3D+1")
+        error = browser.find_element("id", "error")
+        wait(browser, lambda d: error.is_displayed() and "topc" in error.text)

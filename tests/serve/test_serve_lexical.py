@@ -36,3 +36,12 @@ def test_refusals_are_one_line(client, body, words):
     r = client.post("/search", json={"collection": "docs", "text": "food", **body})
     assert 400 <= r.status_code < 500, r.text
     assert words in r.json()["detail"] and "\n" not in r.json()["detail"]
+
+
+@pytest.mark.parametrize("where", ["(" * 5000 + 'topic == "ml"' + ")" * 5000, "not " * 5000 + 'topic == "ml"'])
+def test_deeply_nested_where_is_a_one_line_4xx_on_search_and_batch(client, where):
+    for path, body in (("/search", {"collection": "docs", "text": "food", "where": where}),
+                       ("/search/batch", {"collection": "docs", "where": where, "queries": [{"text": "food"}]})):
+        r = client.post(path, json=body)
+        assert 400 <= r.status_code < 500, r.text
+        assert "max_filter_depth" in r.json()["detail"] and "\n" not in r.json()["detail"]

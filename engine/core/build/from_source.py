@@ -37,6 +37,10 @@ def build_collection(name: str, *, images: str | Path | None = None, texts: str 
     check_prompt(query_prompt, "query_prompt")
     check_prompt(doc_prompt, "doc_prompt")
     o = build_options(options, **settings)
+    if (o.add or o.sync) and (query_prompt is not None or doc_prompt is not None):
+        raise EngineError(f"{opt('add' if o.add else 'sync')} encodes with the prompts the collection was built with; "
+                          f"leave out {opt('query_prompt')} and {opt('doc_prompt')} (rebuild with {opt('force')} "
+                          "to change them)")
     with writer_lock(collection_path(name, root), wait=o.wait):
         if o.ray is None:
             return _build_collection(name, images, texts, items, kind, root, o, report, extra,

@@ -30,7 +30,7 @@ from engine.core.store.npy_rows import BLOCK, NpyFile, NpyRows
 from engine.core.store.stored import MANIFEST, collection_path
 from engine.errors import EngineError, opt
 from engine.io.ids import check_unique
-from engine.progress import info, make_progress
+from engine.progress import info, make_progress, warn
 
 RECALL_QUERIES = 200
 """Own vectors sampled as queries to measure a non-exact index's recall@10."""
@@ -114,6 +114,7 @@ def normalized_copy(vectors, partial: Path, block: int, report: BuildReport) -> 
     n, dim = int(vectors.shape[0]), int(vectors.shape[1])
     out = NpyFile(partial / "embeddings.npy", n, dim)
     marks = _Marks(partial / "blocks.bin", -(-n // block), reset=out.fresh)
+    zero = 0
     with make_progress() as bar:
         task = bar.add_task("normalizing vectors", total=n)
         for b, lo in enumerate(range(0, n, block)):
@@ -121,13 +122,39 @@ def normalized_copy(vectors, partial: Path, block: int, report: BuildReport) -> 
             if marks.done(b):
                 report.resumed += hi - lo
             else:
-                out.write(lo, l2_normalize(vectors[lo:hi]))
+                part = np.asarray(vectors[lo:hi], dtype=np.float32)
+                check_block(part, lo, vectors)
+                zero += int(np.count_nonzero(~part.any(axis=1)))
+                out.write(lo, l2_normalize(part))
                 marks.mark(b)
                 report.encoded += hi - lo
             bar.advance(task, hi - lo)
     if report.resumed:
         info(f"resumed: {report.resumed} vectors were already written by an interrupted build")
+    if zero:
+        warn(f"{zero:,} of {n:,} vectors are all zeros: they are stored as they are and score 0 against every "
+             "query (give them a direction, or leave them out)")
     return out.rows()
+
+
+def row_source(vectors, row: int) -> str:
+    """Where row `row` of `vectors` comes from: a file and its row for `.npy` input, else the row."""
+    if isinstance(vectors, NpyRows):
+        r = vectors.lo + row
+        for p, start in zip(vectors.parts, vectors.starts[:-1]):
+            if start <= r < start + p.rows:
+                return f"{p.path}: row {r - int(start) + 1}"
+    return f"vector row {row + 1}"
+
+
+def check_block(part: np.ndarray, lo: int, vectors) -> None:
+    """Rows `lo`.. of the input, refused in one line when one holds NaN or an infinity: such a row would be
+    stored as NaN (every search and `engine verify` would then fail)."""
+    bad = ~np.isfinite(part).all(axis=1)
+    if bad.any():
+        r = lo + int(np.argmax(bad))
+        raise EngineError(f"{row_source(vectors, r)}: holds NaN or an infinity (float32 holds up to ~3.4e38); "
+                          "every value of a vector must be a finite number")
 
 
 class _Marks:
@@ -192,6 +219,8 @@ def build_from_vector_files(name: str, vectors: str | Path, ids: str | Path | No
         from engine.core.encoders.registry import entry_for
         kind = "image" if "image" in entry_for(encoder_spec)[0].modalities else "text"
     rows = open_vectors(vectors)
+    if encoder_spec:
+        check_encoder_dim(encoder_spec, rows.dim, vectors)
     id_list = read_ids(ids, len(rows)) if ids is not None else None
     if id_list is not None:
         id_list = trec_safe_ids(id_list, o.id_policy, ids)
@@ -209,3 +238,15 @@ def build_from_vector_files(name: str, vectors: str | Path, ids: str | Path | No
         path = run(o.ray is not None)
     info(f"collection {name!r}: {len(rows):,} vectors in {path}")
     return path
+
+
+def check_encoder_dim(spec: str, dim: int, vectors) -> None:
+    """Vectors given with `--encoder` must be that encoder's width: else every later query of the collection
+    fails. The encoder's query side is loaded to read its width (the collection's queries need it anyway)."""
+    from engine.core.encoders.registry import entry_for, load_image_query_encoder, load_text_query_encoder
+    side = load_text_query_encoder if "text" in entry_for(spec)[0].modalities else load_image_query_encoder
+    want = int(side(spec).dim)
+    if want != dim:
+        raise EngineError(f"{vectors}: {dim}-d vectors, but {opt('encoder')} {spec} embeds queries in {want} "
+                          f"dimensions; give the vectors that encoder made (or leave out {opt('encoder')} for a "
+                          "collection searched by vector only)")

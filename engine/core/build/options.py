@@ -51,6 +51,13 @@ class BuildOptions:
             raise EngineError(f"{opt('recall')} must be in (0, 1], not {self.recall}")
         if self.update and not self.add:
             raise EngineError(f"{opt('update')} replaces items of an existing collection; give it with {opt('add')}")
+        if self.add and self.force:
+            raise EngineError(f"{opt('force')} rebuilds the collection from this source alone and {opt('add')} "
+                              "extends it: give one of them")
+        if (self.add or self.sync) and (self.index != "Flat" or self.store != "float32" or self.shards != 1):
+            raise EngineError(f"{opt('add' if self.add else 'sync')} keeps the collection's index; leave out "
+                              f"{opt('index')}, {opt('store')} and {opt('shards')} (rebuild with {opt('force')} "
+                              "to change it)")
         if self.sync and (self.add or self.force):
             raise EngineError(f"{opt('sync')} adds, drops and re-encodes by itself; leave out {opt('add')} and "
                               f"{opt('force')}")

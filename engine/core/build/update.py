@@ -94,6 +94,10 @@ class KeptRows:
 # ------------------------------------------------------------------------------------------------ delete
 def check_deletable(old: StoredCollection) -> None:
     other = [r for r in old.stored if r not in ROW_ROLES]
+    if BM25 in old.stored and not old.manifest.get("text_fields"):
+        raise EngineError(f"collection {old.name!r} stores a BM25 index over texts its items do not name (it was "
+                          "made with Collection.from_vectors): a delete could not rebuild it; rebuild the collection "
+                          "without the items")
     if other:
         raise EngineError(f"collection {old.name!r} stores task data ({', '.join(other)}) that a delete cannot "
                           f"keep aligned; rebuild it from its source without the items")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from typing import Any, Iterator
 
 from engine.core.store.npy_rows import NpyRows
 from engine.errors import EngineError, missing_extra, opt, where
+from engine.io.jsonio import parse_json
 
 META_SUFFIXES = (".jsonl", ".ndjson", ".parquet")
 NOT_WITH_VECTORS = ("images", "texts", "model", "add", "fields", "id_column", "path_column", "recall_queries")
@@ -69,7 +71,7 @@ def source_signature(rows: NpyRows) -> str:
 def read_ids(path: str | os.PathLike, n: int) -> list[str]:
     """The ids of the rows in order; their count must be the vectors'."""
     from engine.io.ids import read_id_list
-    ids = list(read_id_list(path, unique=True))
+    ids = list(read_id_list(path, unique=True, whole_id=True))
     if len(ids) != n:
         raise EngineError(f"{path}: {len(ids)} ids for {n} vectors; give one id per vector, in row order")
     return ids
@@ -105,9 +107,10 @@ def _jsonl_rows(path: Path) -> Iterator[dict[str, Any]]:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
-            except ValueError as exc:
-                raise EngineError(f"{where(path, n)}: not valid JSON ({exc})") from None
+                text = line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise EngineError(f"{where(path, n)}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+            row = parse_json(text, path, n)  # depth, number length, NaN and repeated keys refused (docs/limits.md)
             if not isinstance(row, dict):
                 raise EngineError(f"{where(path, n)}: a metadata row must be a JSON object")
             yield _own_id(row)
@@ -131,9 +134,36 @@ def _parquet_count(path: Path) -> int:
 
 def _parquet_rows(path: Path) -> Iterator[dict[str, Any]]:
     pq = _pyarrow_parquet()
+    n = 0
     for batch in pq.ParquetFile(path).iter_batches(batch_size=8192):
         for row in batch.to_pylist():
-            yield _own_id(row)
+            n += 1
+            yield _own_id({key: _plain(value, path, n, key) for key, value in row.items()})
+
+
+def _plain(value: Any, path: Path, row: int, column: str) -> Any:
+    """A parquet cell as a JSON value: dates, times and decimals as their text; bytes (a binary column) and
+    NaN or infinities refused in one line naming the row and column, as the JSON reader refuses them."""
+    import datetime
+    import decimal
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise EngineError(f"{path}: row {row}, column {column!r}: {value} is not a finite number (write null)")
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        raise EngineError(f"{path}: row {row}, column {column!r}: binary data; metadata values must be text, "
+                          "numbers, booleans or lists and maps of those (cast the column to a string)")
+    if isinstance(value, (datetime.date, datetime.time, datetime.timedelta, decimal.Decimal)):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): _plain(v, path, row, f"{column}.{k}") for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        if value and all(isinstance(x, tuple) and len(x) == 2 for x in value):  # a parquet map: (key, value) pairs
+            return {str(k): _plain(v, path, row, f"{column}.{k}") for k, v in value}
+        return [_plain(v, path, row, column) for v in value]
+    raise EngineError(f"{path}: row {row}, column {column!r}: a {type(value).__name__}, which metadata cannot hold")
 
 
 def _own_id(row: dict[str, Any]) -> dict[str, Any]:

@@ -20,8 +20,15 @@ def cache_dir() -> Path:
 def l2_normalize(x: np.ndarray) -> np.ndarray:
     """Rows scaled to unit length as float32 (all-zero rows stay zero): inner product = cosine."""
     x = np.asarray(x, dtype=np.float32)
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    return (x / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+    with np.errstate(over="ignore", under="ignore"):
+        norms = np.linalg.norm(x, axis=1, keepdims=True)
+    odd = ~((norms > 1e-18) & (norms < 1e18)).ravel()  # near float32's ends (~1e30 squares to inf, ~1e-30 to 0)
+    out = (x / np.where(odd[:, None], 1.0, norms)).astype(np.float32, copy=False)
+    if odd.any():  # those rows in float64, which holds their squares; an all-zero row stays zero
+        wide = x[odd].astype(np.float64)
+        wide_norms = np.linalg.norm(wide, axis=1, keepdims=True)
+        out[odd] = wide / np.where(wide_norms > 0, wide_norms, 1.0)
+    return out
 
 
 @dataclass

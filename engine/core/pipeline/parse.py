@@ -30,10 +30,13 @@ def parse_pipeline(text: str, origin: str = "") -> Stage:
         raise PipelineSyntaxError(f"{origin}the pipeline is empty; write e.g. retrieve(\"docs\", k=100) % 10")
     try:
         tree = ast.parse(f"(\n{text.strip()}\n)", mode="eval")  # brackets: an expression may span lines
+        value = _build(tree.body, origin)
     except SyntaxError as e:
         raise PipelineSyntaxError(f"{origin}line {max(1, (e.lineno or 2) - 1)}, column {e.offset}: not a "
                                   f"pipeline expression ({e.msg})") from None
-    value = _build(tree.body, origin)
+    except (RecursionError, MemoryError):  # thousands of operators or calls in one chain: the parsers' stacks
+        raise PipelineSyntaxError(f"{origin}the pipeline nests or chains too many stages to parse "
+                                  f"({len(text):,} characters); a pipeline has a few dozen") from None
     if not isinstance(value, Stage):
         raise PipelineSyntaxError(f"{_where(tree.body, origin)}: a pipeline is a stage, not {value!r}")
     return value

@@ -16,16 +16,42 @@ BATCH_SIZE = 32
 @functools.lru_cache(maxsize=2)
 def load_cross_encoder(name: str, device: str, max_length: int | None = None):
     """One loaded CrossEncoder per name, device and max length per process."""
+    from engine.core.encoders.hub import cache_only, out_of_reach, unreachable_hint
+    if why := out_of_reach(name):
+        raise EngineError(f"cross-encoder {name!r} could not be loaded ({why}). Without a network, give a local "
+                          f"folder ({opt('rerank')} cross:/path/to/model)")
     from engine.core.encoders import torchvision_patch  # noqa: F401  (before sentence-transformers)
     from sentence_transformers import CrossEncoder
     local = Path(name).exists()
     try:
-        return CrossEncoder(name, device=device, max_length=max_length, local_files_only=local or None)
+        return cap_positions(CrossEncoder(name, device=device, max_length=max_length,
+                                          local_files_only=cache_only(name) or None))
     except Exception as exc:
         if local:
             raise EngineError(f"cross-encoder folder {name} could not be loaded: {str(exc)[:200]}") from None
-        raise EngineError(f"cross-encoder {name!r} could not be loaded ({type(exc).__name__}: {str(exc)[:200]}). "
-                          f"Without a network, give a local folder ({opt('rerank')} cross:/path/to/model)") from None
+        why = unreachable_hint(name) or f"{type(exc).__name__}: {str(exc)[:200]}"
+        raise EngineError(f"cross-encoder {name!r} could not be loaded ({why}). Without a network, give a local "
+                          f"folder ({opt('rerank')} cross:/path/to/model)") from None
+
+
+def model_positions(config) -> int | None:
+    """Tokens the model's position table holds (RoBERTa-style tables start after the padding index)."""
+    positions = getattr(config, "max_position_embeddings", None)
+    if not isinstance(positions, int) or positions <= 0:
+        return None
+    if getattr(config, "model_type", "") in ("roberta", "xlm-roberta", "camembert", "longformer"):
+        positions -= int(getattr(config, "pad_token_id", 1) or 1) + 1
+    return positions
+
+
+def cap_positions(model):
+    """A CrossEncoder whose max length (its own, else its tokenizer's) is at most what the model's position
+    table holds: a tokenizer that allows 512 tokens over a 128-position model would index past the table."""
+    most = model_positions(model.model.config)
+    length = getattr(model, "max_length", None) or getattr(model.tokenizer, "model_max_length", None)
+    if most is not None and (length is None or length > most):
+        model.max_length = most
+    return model
 
 
 def relevance(model, pairs: list[tuple[str, str]], batch_size: int) -> np.ndarray:

@@ -29,6 +29,9 @@ def check_candidates(spec: str, kind: str, name: str) -> None:
     """Refuse, before any model loads, a reranker that cannot read this collection's items."""
     from engine.core.rerankers.registry import entry_for
     entry, _ = entry_for(spec)
+    if kind not in entry.candidates and kind not in ("image", "text"):
+        raise EngineError(f"collection {name!r} holds vectors made outside an encoder, with no texts or images "
+                          f"for reranker {spec} to read; leave out the reranker")
     if kind not in entry.candidates:
         raise EngineError(f"collection {name!r} holds images; reranker {spec} scores texts only: give one that "
                           "scores (text, image) pairs, e.g. embed:clip:ViT-B-32:openai, or leave out the reranker")

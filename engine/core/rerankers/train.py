@@ -62,6 +62,7 @@ def read_text_pairs(path: str | Path, holdout: float, seed: int) -> PairSplit:
                           "has text,image columns (use `engine adapt` for caption–image pairs)")
     docs = sorted(set(pairs.right))
     row = {d: n for n, d in enumerate(docs)}
+    docs = cut_long(docs, pairs.path)
     fit_rows, held_rows = split_groups(pairs.right, holdout, seed)
     held: dict[str, list[int]] = {}
     for i in held_rows:
@@ -75,6 +76,19 @@ def read_text_pairs(path: str | Path, holdout: float, seed: int) -> PairSplit:
         raise EngineError(f"{pairs.path}: {len(fit)} queries left to fit after holding out {opt('holdout')} "
                           f"{holdout}; give more pairs (at least 2 queries on 2 documents besides the held-out)")
     return PairSplit(docs, fit, held, fit_docs)
+
+
+def cut_long(texts: list[str], origin: object) -> list[str]:
+    """Documents cut at `max_query_chars` (a word boundary), with one warning: the model reads its first
+    `--max-length` tokens anyway, and a tokenizer given a 10 MB text spends minutes on words it then drops."""
+    from engine.io.limits import truncate_query
+    out = [truncate_query(t) for t in texts]
+    cut = sum(a is not b for a, b in zip(texts, out))
+    if cut:
+        from engine.progress import warn
+        warn(f"{origin}: {cut} document(s) longer than the max_query_chars limit were cut there (the model reads "
+             "only their first tokens)")
+    return out
 
 
 def resolve_base(base: str) -> str:
@@ -178,13 +192,17 @@ def load_base(base: str, device: str, max_length: int):
     """A CrossEncoder with one output; a bare encoder (the MiniLM) gets a fresh classification head."""
     from engine.core.encoders import torchvision_patch  # noqa: F401  (before sentence-transformers)
     from sentence_transformers import CrossEncoder
-    local = Path(base).exists()
+    from engine.core.encoders.hub import cache_only, out_of_reach, unreachable_hint
+    if why := out_of_reach(base):
+        raise EngineError(f"{opt('base')} {base} could not be loaded as a cross-encoder ({why})")
     try:
         model = CrossEncoder(base, num_labels=1, device=device, max_length=max_length,
-                             local_files_only=local or None)
+                             local_files_only=cache_only(base) or None)
     except Exception as exc:
-        raise EngineError(f"{opt('base')} {base} could not be loaded as a cross-encoder "
-                          f"({type(exc).__name__}: {str(exc)[:200]})") from None
+        why = unreachable_hint(base) or f"{type(exc).__name__}: {str(exc)[:200]}"
+        raise EngineError(f"{opt('base')} {base} could not be loaded as a cross-encoder ({why})") from None
+    from engine.core.rerankers.cross import cap_positions
+    cap_positions(model)
     if getattr(model.model.config, "num_labels", 1) != 1:
         raise EngineError(f"{opt('base')} {base} has {model.model.config.num_labels} outputs; give a "
                           "one-output cross-encoder or a bare encoder")
@@ -227,7 +245,8 @@ def train_epoch(model, split: PairSplit, negatives: Negatives, options: TrainOpt
             firsts += [q] * len(cand)
             seconds += [split.docs[d] for d in cand]
             sizes.append(len(cand))
-        feats = tok(firsts, seconds, padding=True, truncation="longest_first", max_length=options.max_length,
+        feats = tok(firsts, seconds, padding=True, truncation="longest_first",
+                    max_length=min(options.max_length, model.max_length or options.max_length),
                     return_tensors="pt").to(net.device)
         logits = net(**feats).logits[:, 0]
         width = max(sizes)

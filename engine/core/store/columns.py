@@ -148,6 +148,12 @@ class MetadataTable:
     def __len__(self) -> int:
         return self.count
 
+    def field_names(self) -> list[str]:
+        """The fields items have, sorted (from the `columns` role's index, else from the items rows)."""
+        if self.meta is not None:
+            return sorted({*self.meta["fields"], *self.meta.get("skipped", [])})
+        return sorted({k for row in self.items() for k in row if k != "id"})
+
     def column(self, field: str) -> Column | None:
         if field not in self.cache:
             self.cache[field] = self._column(field)

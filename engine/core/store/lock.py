@@ -55,7 +55,12 @@ def writer_lock(folder: Path, wait: float = 0.0) -> Iterator[None]:
     except ImportError:  # not POSIX: no advisory locks; writers are on their own, as before
         yield
         return
-    folder.mkdir(parents=True, exist_ok=True)
+    from engine.io.atomic import check_writable
+    check_writable(folder, folder=True)  # --root at a file, a device or a read-only folder: one line, not a traceback
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise EngineError(f"{folder}: cannot create the collection's folder ({exc.strerror})") from None
     folder = folder.resolve()
     key = (folder, threading.get_ident())
     if _held.get(key):

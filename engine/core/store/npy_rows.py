@@ -47,9 +47,16 @@ def npy_part(path: str | os.PathLike, dtypes: Sequence[np.dtype] = DTYPES) -> Np
     if len(shape) != 2 or fortran:
         raise EngineError(f"{path}: vectors must be a 2-D (rows, dim) C-order array, not shape {shape}"
                           f"{' in Fortran order' if fortran else ''}")
+    if any(not isinstance(d, int) or d < 0 for d in shape):
+        raise EngineError(f"{path}: its header gives the shape {shape}; rows and dimensions must be whole numbers "
+                          "of at least 0")
     want = offset + shape[0] * shape[1] * dtype.itemsize
-    if path.stat().st_size < want:
-        raise EngineError(f"{path}: truncated ({path.stat().st_size} bytes, its header says {want})")
+    size = path.stat().st_size
+    if size < want:
+        raise EngineError(f"{path}: truncated ({size} bytes, its header says {want})")
+    if size > want:  # the header claims fewer rows or dimensions than the data holds: believing it misreads every row
+        raise EngineError(f"{path}: {size} bytes, but its header's shape {tuple(shape)} accounts for {want}; the "
+                          "header does not describe the data (rewrite it with numpy.save)")
     return NpyPart(str(path), offset, int(shape[0]), int(shape[1]), dtype.str)
 
 
@@ -188,6 +195,8 @@ class NpyFile:
 
 def pwrite_all(fd: int, array: np.ndarray, pos: int) -> None:
     """An array's bytes written at `pos` of an open file (through the page cache: no mapping of the file)."""
+    if not array.size:  # a chunk whose items all failed: nothing to write (and memoryview cannot cast it)
+        return
     view = memoryview(np.ascontiguousarray(array)).cast("B")
     while view:
         done = os.pwrite(fd, view, pos)

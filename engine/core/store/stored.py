@@ -61,6 +61,7 @@ class StoredCollection:
         self.manifest = manifest
         self._items: list[dict] | None = None
         self._offsets: np.ndarray | None = None
+        self._embeddings: np.ndarray | None = None
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -166,7 +167,11 @@ class StoredCollection:
 
     @property
     def embeddings(self) -> np.ndarray:
-        return np.load(self.file("embeddings"), mmap_mode="r")
+        """The stored vectors, mapped once per opened generation: the mapping outlives a commit that deletes
+        the file, so a reader that has touched them keeps reading its own generation."""
+        if self._embeddings is None:
+            self._embeddings = np.load(self.file("embeddings"), mmap_mode="r")
+        return self._embeddings
 
     def embedding_rows(self) -> NpyRows:
         """The embeddings read block by block (no mapping kept resident): what a build copies before new rows."""
@@ -214,7 +219,8 @@ class StoredCollection:
                                   f"`engine verify {self.name}` checks every byte; {rebuild_hint(self.name)}")
         return rows
 
-    def info(self) -> dict[str, Any]:
+    def info(self, files: bool = True) -> dict[str, Any]:
+        """The manifest's summary; with `files`, every file and its size (else their count and total size)."""
         m = self.manifest
         out = {k: m[k] for k in ("name", "kind", "encoder", "dim", "metric", "count", "index_factory",
                                  "search_params", "engine_version", "created", "updated") if k in m}
@@ -228,9 +234,35 @@ class StoredCollection:
         out["skipped"] = len(m.get("skipped", []))
         if self.stored:
             out["stored"] = self.stored
-        out["files"] = {f: v["bytes"] for f, v in m.get("files", {}).items()}
+        sizes = {f: int((v or {}).get("bytes") or 0) for f, v in (m.get("files") or {}).items()}
+        out["size"] = human_bytes(sum(sizes.values()))
+        out["files"] = sizes if files else f"{len(sizes)} (--files lists them)"
         out["path"] = str(self.path)
         return out
+
+
+def human_bytes(n: int) -> str:
+    """A size as people read it: 1.4 MB, 812 kB, 96 B (powers of 1000)."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def summaries(root: str | Path | None, names: Sequence[str]) -> list[list[str]]:
+    """One row per collection for `engine list`: name, kind, items, size on disk, encoder (from the manifests:
+    nothing else is read; a manifest that cannot be read says so in its row)."""
+    rows = []
+    for name in names:
+        try:
+            m = generations.read_manifest(collection_path(name, root), "")
+        except EngineError as exc:
+            rows.append([name, "?", "?", "?", f"unreadable: {str(exc)[:60]}"])
+            continue
+        size = sum(int((v or {}).get("bytes") or 0) for v in (m.get("files") or {}).values())
+        rows.append([name, str(m.get("kind", "?")), f"{int(m.get('count', 0)):,}", human_bytes(size),
+                     str(m.get("encoder") or "none (vectors)")])
+    return rows
 
 
 def role_writers(arrays: Mapping[str, np.ndarray] | None, files: Mapping[str, generations.FileWriter] | None,

@@ -1,7 +1,8 @@
 // The page: a collection picker, a text box, an image drop zone; results as thumbnails or a ranked list.
 // Clicking a result searches "more like this" (POST /search with its id). No build step, no dependencies.
-// A text or "more like this" search is in the URL (/?collection=NAME&q=TEXT&k=10, or &id=ITEM instead of q):
-// a result can be linked and bookmarked, and the back button returns to the previous search.
+// A text or "more like this" search is in the URL (/?collection=NAME&q=TEXT&k=10, or &id=ITEM instead of q),
+// with the search options when set (&mode=hybrid&fusion=rrf&where=year>=2020&rerank=1): a result can be linked
+// and bookmarked, and the back button returns to the previous search.
 "use strict";
 const $ = (id) => document.getElementById(id);
 let collections = {};
@@ -34,6 +35,7 @@ async function loadCollections() {
   try {
     const health = await call("/health", { headers: headers() });
     $("apikey").hidden = !health.auth;
+    $("rerank-box").hidden = !(health.rerankers || []).length;
     const list = await call("/collections", { headers: headers() });
     const select = $("collection");
     select.innerHTML = "";
@@ -62,19 +64,48 @@ function takesImages(c) { return Boolean(c && (c.queries || []).includes("image"
 // the drop zone only for a collection whose encoder takes images
 function showDrop() { $("drop").hidden = !takesImages(collections[$("collection").value]); }
 
-// the search a URL names: {collection, k, query: {text} or {id}} (null when it names none)
+// the search options the controls hold, only those set (what the request and the URL carry)
+function optionsOf() {
+  const out = {};
+  if ($("mode").value) out.mode = $("mode").value;
+  if ($("fusion").value !== "weighted") out.fusion = $("fusion").value;
+  if ($("where").value.trim()) out.where = $("where").value.trim();
+  if ($("rerank").checked && !$("rerank-box").hidden) out.rerank = true;
+  return out;
+}
+
+function setOptions(options) {
+  $("mode").value = ["dense", "bm25", "hybrid"].includes(options.mode) ? options.mode : "";
+  $("fusion").value = options.fusion === "rrf" ? "rrf" : "weighted";
+  $("where").value = options.where || "";
+  $("rerank").checked = Boolean(options.rerank);
+}
+
+// the search a URL names: {collection, k, options, query: {text} or {id}} (query null when it names none)
 function stateOf(params) {
   const collection = params.get("collection"), text = params.get("q"), id = params.get("id");
   const k = Number(params.get("k") || $("k").value);
-  if (!collection || !(text || id)) return { collection, k, query: null };
-  return { collection, k, query: text ? { text } : { id } };
+  const options = {};
+  for (const name of ["mode", "fusion", "where"]) if (params.get(name)) options[name] = params.get(name);
+  if (params.get("rerank") === "1") options.rerank = true;
+  if (!collection || !(text || id)) return { collection, k, options, query: null };
+  return { collection, k, options, query: text ? { text } : { id } };
 }
 
-function urlOf(collection, k, query) {
+function urlOf(collection, k, query, options) {
   const params = new URLSearchParams({ collection });
   if (query.text !== undefined) params.set("q", query.text); else params.set("id", query.id);
   params.set("k", String(k));
+  for (const name of ["mode", "fusion", "where"]) if (options[name]) params.set(name, options[name]);
+  if (options.rerank) params.set("rerank", "1");
   return "/?" + params.toString();
+}
+
+// what a request sends of the options: a lexical mode, fusion and reranking read text, so an id query
+// ("more like this") takes only the filter
+function requestOptions(query, options) {
+  if (query.text !== undefined) return options;
+  return options.where ? { where: options.where } : {};
 }
 
 function labelOf(query) { return query.text !== undefined ? `"${query.text}"` : `more like ${query.id}`; }
@@ -99,6 +130,7 @@ function fromUrl() {
     showDrop();
   }
   setK(state.k);
+  setOptions(state.options);
   if (!state.query) {  // back to the page without a search
     $("query").value = "";
     $("results").innerHTML = "";
@@ -148,11 +180,12 @@ async function search(query, label, remember) {
   if (!collection) return showError("pick a collection first");
   localStorage.setItem("engine-collection", collection);
   const k = Number($("k").value);
-  const url = urlOf(collection, k, query);
+  const options = optionsOf();
+  const url = urlOf(collection, k, query, options);
   if (remember && url !== location.pathname + location.search) history.pushState(null, "", url);
   $("status").textContent = "searching…";
   try {
-    const body = Object.assign({ collection, k }, query);
+    const body = Object.assign({ collection, k }, query, requestOptions(query, options));
     render(await call("/search", { method: "POST", headers: headers({ "Content-Type": "application/json" }),
                                    body: JSON.stringify(body) }), label);
   } catch (e) {

@@ -1,4 +1,4 @@
-"""`engine eventa build|submit|eval|fixture`, `engine validate eventa`, `engine convert eventa-submission`."""
+"""`engine eventa build|submit|eval|fixture`, `engine validate eventa`, `engine convert eventa-submission|eventa-qrels`."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -205,6 +205,18 @@ def convert_eventa_submission_cmd(run: Annotated[Path, typer.Argument(help="TREC
     info(f"wrote {csv_path} and {zip_path}")
 
 
+def convert_eventa_qrels_cmd(labeled: Annotated[Path, typer.Argument(help="Labeled caption CSV (query id, "
+                                                                       "caption, retrieved_image_id).")],
+                             out: Annotated[Path, typer.Argument(help="TREC qrels to write.")]) -> None:
+    """EVENTA labeled CSV → TREC qrels (each caption's correct image, grade 1), for `engine eval` and
+    `engine compare` (`engine eval submission.zip labeled.csv` reads the CSV itself)."""
+    from engine.eval.runs import write_qrels
+    from engine.progress import info
+    from engine.tasks.eventa.data import labeled_qrels
+    n = write_qrels(out, labeled_qrels(labeled))
+    info(f"wrote {n} judgments to {out}")
+
+
 def register(app: typer.Typer, validate: typer.Typer, convert: typer.Typer) -> None:
     from engine.core.pipeline.cli import register_task_pipeline
     from engine.tasks.eventa.stages import default_pipeline_file
@@ -212,3 +224,4 @@ def register(app: typer.Typer, validate: typer.Typer, convert: typer.Typer) -> N
     app.add_typer(eventa_app, name="eventa")
     validate.command("eventa")(validate_eventa_cmd)
     convert.command("eventa-submission")(convert_eventa_submission_cmd)
+    convert.command("eventa-qrels")(convert_eventa_qrels_cmd)

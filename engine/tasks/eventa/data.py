@@ -156,3 +156,9 @@ def read_labeled(path: str | os.PathLike, id_column: str | None = None, text_col
         article = (id_text(row.data.get(art_col), path, row.line, art_col) or None) if art_col else None
         out.append(Labeled(qid, text, image, article, row.line))
     return out
+
+
+def labeled_qrels(path: str | os.PathLike) -> dict[str, dict[str, int]]:
+    """The labeled CSV as qrels for `engine eval` (each caption's correct image, grade 1): what an EVENTA
+    submission, read as a run of image ids, is scored against."""
+    return {row.qid: {row.image: 1} for row in read_labeled(path)}

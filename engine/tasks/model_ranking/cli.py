@@ -41,7 +41,8 @@ TransferFolds = Annotated[int, typer.Option("--folds", help="With --cv: folds pe
 TransferRepeats = Annotated[int, typer.Option("--repeats", help="With --cv: repeats of the k-fold split (seeds "
                                               "0..R-1); the table shows mean ± std over them.")]
 TransferModel = Annotated[str, typer.Option("--model", help="Sentence model spec (offline).")]
-TransferRunId = Annotated[str, typer.Option("--run-id", help="Run tag written in the last column.")]
+TransferRunId = Annotated[str, typer.Option("--run-id", help="Run tag written in the last column (default: "
+                                                       "engine-<method>).")]
 TransferReport = Annotated[Optional[Path], typer.Option("--report", help="With --cv: also write the results as JSON.")]
 TransferName = Annotated[str, typer.Option("--name", help="Collection (a folder under --root) that stores the "
                                            "embedded training set; reused while its inputs are unchanged.")]

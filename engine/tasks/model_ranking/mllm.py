@@ -28,7 +28,7 @@ from engine.tasks.model_ranking import baseline_blend, ltr, training_store
 from engine.tasks.model_ranking.data import DEFAULT_TARGETS, DevSet, grade_gains, parse_targets, read_dev
 from engine.tasks.model_ranking.study import Study, run_variant
 from engine.tasks.model_ranking.training_store import TrainingSide
-from engine.tasks.model_ranking.transfer import (DEFAULT_RUN_ID, QueryCollection, TransferOptions, TransferParams,
+from engine.tasks.model_ranking.transfer import (DEFAULT_RUN_ID, run_tag, QueryCollection, TransferOptions, TransferParams,
                                                  column_prior, rankings, transfer, tune)
 
 TASK = "mllm"
@@ -273,6 +273,6 @@ def rank_questions(dev_queries: str | Path, qrels: str | Path, queries: str | Pa
             how = str(params)
         predictions = collection.predict(new_emb, params)
     ranked = rankings([q for q, _ in new], side.candidate_ids, predictions)
-    lines = write_run(out, ranked, options.run_id)
+    lines = write_run(out, ranked, run_tag(options.run_id, options.method))
     check_written(out, "mllm", [q for q, _ in new], side.candidate_ids)
     return f"{len(new)} questions × {len(side.candidate_ids)} LLMs → {out} ({lines} lines; {options.method}: {how})"

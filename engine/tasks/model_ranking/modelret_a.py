@@ -33,7 +33,7 @@ from engine.tasks.model_ranking.data import (Task, TrainingSet, grade_qrels, rea
                                              read_training, sample_indices, tier_name)
 from engine.tasks.model_ranking.study import Study, run_variant
 from engine.tasks.model_ranking.training_store import TrainingSide
-from engine.tasks.model_ranking.transfer import (DEFAULT_RUN_ID, QueryCollection, TransferOptions, TransferParams,
+from engine.tasks.model_ranking.transfer import (DEFAULT_RUN_ID, run_tag, QueryCollection, TransferOptions, TransferParams,
                                                  blend_views, column_prior, ensemble, rank_targets, rankings, select,
                                                  transfer, tune)
 
@@ -474,6 +474,6 @@ def rank_tasks(train_dir: str | Path, queries_dir: str | Path, out: str | Path,
         query_emb = blend_views(query_views, {v: 1.0 for v in name.split("+")})
         predictions = collection.predict(query_emb, tuned)
         how = f"views {name}, {tuned}; leave-one-out nDCG@1/3/5 mean {value:.4f}"
-    write_run(out, rankings(query_ids, side.candidate_ids, predictions), options.run_id)
+    write_run(out, rankings(query_ids, side.candidate_ids, predictions), run_tag(options.run_id, options.method))
     check_written(out, "ntcir-a", query_ids, side.candidate_ids)
     return f"{len(queries)} tasks × {len(side.candidate_ids)} models → {out} ({options.method}: {how})"

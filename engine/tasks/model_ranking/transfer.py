@@ -49,7 +49,8 @@ class TransferParams:
 DEFAULT_KS = (1, 3, 5, 10, 20, 50)
 DEFAULT_TEMPERATURES = (0.01, 0.03, 0.1, 1.0)
 DEFAULT_PRIOR_WEIGHTS = (0.0, 0.25, 0.5, 0.75)
-DEFAULT_RUN_ID = "engine-transfer"
+DEFAULT_RUN_ID = ""
+"""No --run-id: the run is tagged with what made it, `engine-<method>` (`run_tag`)."""
 
 
 def param_grid(ks: Sequence[int] = DEFAULT_KS, temperatures: Sequence[float] = DEFAULT_TEMPERATURES,
@@ -406,3 +407,8 @@ def cross_validate(representations: np.ndarray | Mapping[str, np.ndarray], score
         prior = column_prior(train_scores)
         predictions[test] = transfer(sims[name][np.ix_(test, train)], train_scores, prior, params)
     return CVResult(predictions=predictions, fold_of=fold_of, chosen=chosen)
+
+
+def run_tag(run_id: str, method: str) -> str:
+    """The run id written in a run's last column: the one given, else `engine-<method>` (what made the run)."""
+    return run_id or f"engine-{method}"
