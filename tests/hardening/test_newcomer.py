@@ -6,7 +6,6 @@ import pytest
 from conftest import run_cli
 
 from engine.core.collection import Collection
-from engine.errors import EngineError
 
 
 def docs(path):
