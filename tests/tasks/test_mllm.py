@@ -290,18 +290,15 @@ def planted_discovery(root: Path, seed: int = 0, dev_per_topic: int = 6, disc_pe
     for t in range(topics):
         p[t, [0, 1, 2]], p[t, 3 + 2 * t], p[t, 4 + 2 * t] = 0.3, 0.8, 0.5
     centres = rng.normal(size=(topics, dim))
-    dev, qrels, emb = [], [], []
-    for t in range(topics):
-        for i in range(dev_per_topic):
-            qid = f"q{t}{i:02d}"
-            dev.append(f"{qid}\tquestion {qid}")
-            emb.append(centres[t] + noise * rng.normal(size=dim))
-            rel = np.flatnonzero(rng.random(n) < p[t])
-            order = rel[np.argsort(-p[t, rel] - 0.1 * rng.random(len(rel)))]
-            grades = {j: 0 for j in range(n)}
-            for g, j in zip((1, 2), order):
-                grades[j] = g
-            qrels += [f"{qid} 0 {llms[j]} {g}" for j, g in grades.items()]
+    topic_of = np.repeat(np.arange(topics), dev_per_topic)
+    emb = centres[topic_of] + noise * rng.normal(size=(len(topic_of), dim))
+    qids = [f"q{t}{i % dev_per_topic:02d}" for i, t in enumerate(topic_of)]
+    dev, qrels = [f"{q}\tquestion {q}" for q in qids], []
+    for qid, t in zip(qids, topic_of):  # the relevant LLMs by their probability: grades 1 and 2
+        rel = np.flatnonzero(rng.random(n) < p[t])
+        ranked = rel[np.argsort(-p[t, rel] - 0.1 * rng.random(len(rel)))][:2]
+        grade = {int(j): g for g, j in enumerate(ranked, 1)}
+        qrels += [f"{qid} 0 {llm} {grade.get(j, 0)}" for j, llm in enumerate(llms)]
     root.mkdir(parents=True, exist_ok=True)
     files = {"dev": root / "dev.tsv", "qrels": root / "qrels.txt", "ids": root / "ids.txt",
              "discovery": root / "discovery.jsonl"}
