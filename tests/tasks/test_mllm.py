@@ -389,3 +389,18 @@ def test_discovery_confidences_raise_ltr_above_the_same_method_without(tmp_path:
         means[label] = {k: np.mean([v[k] for v in values]) for k in values[0]}
     assert means["with"]["ndcg@10"] > means["without"]["ndcg@10"] + 0.05, means
     assert means["with"]["mrr"] > means["without"]["mrr"], means
+
+
+def test_run_with_the_discovery_set_ranks_every_llm(tmp_path: Path):
+    """`--queries … --discovery`: the discovery arrays are stored with the dev side and a run over every LLM is
+    written (LambdaRank with the discovery features; the questions embedded like the dev ones)."""
+    files, emb, disc_emb, _ = planted_discovery(tmp_path, disc_per_topic=5)
+    test = tmp_path / "test.tsv"
+    test.write_text("".join(f"t{i}\tnew question {i}\n" for i in range(4)))
+    options = MllmOptions(root=tmp_path / "idx", method="ltr", discovery=files["discovery"])
+    summary = mllm.rank_questions(files["dev"], files["qrels"], test, tmp_path / "run.txt", files["ids"], options,
+                                  embeddings={"dev": emb, "queries": emb[::9][:4], "discovery": disc_emb})
+    run = read_run(tmp_path / "run.txt")
+    assert set(run) == {f"t{i}" for i in range(4)} and all(len(s) == 30 for s in run.values()), summary
+    stored = Collection.open("mllm", options.root)
+    assert np.array_equal(stored.array(mllm.DISCOVERY_EMB), disc_emb)

@@ -4,6 +4,8 @@ Dev questions are embedded with a sentence model; their qrels grades (0 not rele
 2 second-most relevant) become per-LLM targets through a grade → target map (`data.read_dev`), which also
 gives the nDCG gains; `transfer` does the rest. The dev side (embeddings, targets, grades, LLM ids) is stored
 as a collection (`training_store`) and reused while the dev files, the model and the grade map are unchanged.
+The discovery set (`discovery.py`), when given, is stored with it and feeds LambdaRank. The default blends
+LambdaRank with the popularity prior per rank position (`guarded_positions`).
 """
 from __future__ import annotations
 
@@ -314,9 +316,10 @@ def rank_questions(dev_queries: str | Path, qrels: str | Path, queries: str | Pa
                    embeddings: Mapping[str, np.ndarray] | None = None) -> str:
     """`engine mllm --queries`: rank every LLM for every question and write a TREC run.
 
-    `ltr` (default) trains LambdaRank on the dev questions' transfer features, `transfer` uses FIXED params (or
+    `guarded` (default) blends LambdaRank with the prior per rank position, `guarded-ranking` with one weight,
+    `ltr` trains LambdaRank on the dev questions' transfer features, `transfer` uses FIXED params (or
     those the user sets), `tuned` chooses them by leave-one-out nDCG@10 over the dev questions. `embeddings`
-    ({"dev": ..., "queries": ...}) replace the sentence model, e.g. in tests.
+    ({"dev": ..., "queries": ..., "discovery": ...}) replace the sentence model, e.g. in tests.
     """
     given = embeddings["dev"] if embeddings is not None else None
     disc_given = embeddings.get("discovery") if embeddings is not None else None
