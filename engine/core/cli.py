@@ -79,6 +79,10 @@ def build_cmd(
                     "ones, re-encode changed ones (size and mtime).")] = BUILD.sync,
     bm25: Annotated[bool, typer.Option("--bm25", help="Also store a BM25 index of the texts (search --mode "
                     "bm25|hybrid); --add and --update keep it in step.")] = BUILD.bm25,
+    bm25_analyzer: Annotated[Optional[str], typer.Option("--bm25-analyzer", help="How --bm25 analyses texts: "
+                             "english (stop words dropped, Snowball stemming: 'floods' finds 'flooding') or none "
+                             "(lower-cased words as written). Stored in the collection; --add keeps its own. "
+                             "[default: english]", show_default=False)] = BUILD.bm25_analyzer,
     fields: Annotated[Optional[str], typer.Option("--fields", help="Comma-separated text columns to embed "
                       "(default: text/title/description/… columns found).")] = None,
     id_column: Annotated[Optional[str], typer.Option("--id-column", help="Id column of a table source.")]
@@ -140,7 +144,7 @@ def build_cmd(
                      fields=split_list(fields), id_column=id_column, path_column=path_column,
                      recall_queries=recall_queries, id_policy=id_policy, wait=wait, store=store,
                      memory_budget=memory_budget, recall=recall, device=device, ray=ray, shards=shards,
-                     update=update, sync=sync, bm25=bm25, query_prompt=query_prompt, doc_prompt=doc_prompt)
+                     update=update, sync=sync, bm25=bm25, bm25_analyzer=bm25_analyzer, query_prompt=query_prompt, doc_prompt=doc_prompt)
 
 
 def search_cmd(

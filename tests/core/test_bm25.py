@@ -22,7 +22,7 @@ def lucene_bm25(term_docs: dict[str, list[str]], term: str, doc: str, k1: float 
 
 
 def test_scores_follow_the_lucene_formula():
-    index = BM25Index.build(list(DOCS), list(DOCS.values()), stopwords=None)
+    index = BM25Index.build(list(DOCS), list(DOCS.values()), analyzer="none")
     toks = {d: t.split() for d, t in DOCS.items()}
     hits = dict(index.search("solar", k=3))
     assert set(hits) == {"a", "b"}  # c has no query word: left out
@@ -62,3 +62,33 @@ def test_bad_inputs_are_engine_errors(tmp_path):
         BM25Index.load(tmp_path)
     empty = BM25Index.build(["a", "b"], ["", ""])
     assert empty.search("anything") == []
+
+
+def test_english_analyzer_stems_and_drops_stop_words():
+    """The default analyzer: an inflected form finds its word (Snowball, as PyStemmer stems it), stop words
+    match nothing; `none` matches words as written."""
+    import Stemmer
+    docs = ["flooding closed the river road", "the bridge was painted", "the a of and", "stock market news"]
+    english, plain = BM25Index.build(["f", "b", "s", "m"], docs), BM25Index.build(["f", "b", "s", "m"], docs,
+                                                                                  analyzer="none")
+    assert english.analyzer.name == "english" and plain.analyzer.name == "none"
+    assert Stemmer.Stemmer("english").stemWord("floods") == Stemmer.Stemmer("english").stemWord("flooding")
+    assert english.search("floods", k=1)[0][0] == "f" and english.search("bridges", k=1)[0][0] == "b"
+    assert plain.search("floods") == [] and plain.search("bridges") == []
+    assert english.search("the and of") == [] and plain.search("the and of")[0][0] == "s"
+
+
+def test_analyzer_is_recorded_and_an_unnamed_index_keeps_its_own(tmp_path):
+    import json
+
+    from engine.core.bm25 import recorded_analyzer
+    docs = ["flooding closed the road", "the bridge was painted"]
+    folder = BM25Index.build(["f", "b"], docs, analyzer="none").save(tmp_path / "none")
+    assert BM25Index.load(folder).analyzer.name == "none"
+    assert BM25Index.load(folder).search("floods") == []
+    legacy = recorded_analyzer({"stopwords": "en", "method": "lucene", "library": "bm25s", "docs": 2})
+    assert (legacy.stopwords, legacy.stemmer) == ("en", None)  # what a build before analyzers had names used
+    meta = json.loads((folder / "bm25.json").read_text())
+    assert meta["analyzer"] == "none" and meta["stemmer"] is None
+    with pytest.raises(EngineError, match="bm25.analyzer must be one of english, none, not 'porter'"):
+        BM25Index.build(["a"], ["x"], analyzer="porter")

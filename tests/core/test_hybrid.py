@@ -98,3 +98,71 @@ def test_cli_modes_and_runs(planted_col, monkeypatch, capsys):
                      (["--where", "year >"], "--where 'year >': at position 7")):
         code, _, err = run_cli(monkeypatch, capsys, "search", "pl", "q", "--root", root, *bad)
         assert code != 0 and msg in err and len(err.strip().splitlines()) == 1
+
+
+FLOOD_DOCS = [("f1", "Flooding closed the river road for a week"), ("b1", "The old bridge was painted red"),
+              ("n1", "A new bakery opened on the main street"), ("n2", "Council meeting notes from the spring")]
+
+
+def _flood_csv(path: Path, rows) -> Path:
+    path.write_text("id,text\n" + "".join(f"{i},{t}\n" for i, t in rows))
+    return path
+
+
+def test_bm25_finds_an_inflected_form_at_rank_1(tmp_path, monkeypatch, capsys):
+    """`--bm25` analyses English by default: "floods" finds the flooding document first; `none` does not."""
+    src = _flood_csv(tmp_path / "d.csv", FLOOD_DOCS)
+    root = tmp_path / "idx"
+    code, _, err = run_cli(monkeypatch, capsys, "build", "en", "--texts", src, "--bm25", "--model", "minilm",
+                           "--root", root, "-q")
+    assert code == 0, err
+    code, _, err = run_cli(monkeypatch, capsys, "build", "raw", "--texts", src, "--bm25", "--bm25-analyzer", "none",
+                           "--model", "minilm", "--root", root, "-q")
+    assert code == 0, err
+    en, raw = Collection.open("en", root), Collection.open("raw", root)
+    assert en.search(text="floods", k=1, mode="bm25")[0].id == "f1"
+    assert en.search(text="bridges", k=1, mode="bm25")[0].id == "b1"
+    assert en.search(text="floods", k=1, mode="hybrid")[0].id == "f1"
+    assert raw.search(text="floods", k=4, mode="bm25") == []
+    code, _, err = run_cli(monkeypatch, capsys, "build", "en", "--texts", src, "--add", "--bm25-analyzer", "none",
+                           "--root", root)
+    assert code != 0 and "analyses BM25 texts with 'english'" in err and len(err.strip().splitlines()) == 1
+    for bad, msg in ((["--bm25", "--bm25-analyzer", "porter"], "--bm25-analyzer must be one of english, none"),
+                     (["--bm25-analyzer", "none"], "give --bm25 too")):
+        code, _, err = run_cli(monkeypatch, capsys, "build", "x", "--texts", src, "--root", root, *bad)
+        assert code != 0 and msg in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_collection_built_before_analyzers_keeps_its_own(tmp_path, monkeypatch):
+    """A BM25 role written by the old writer (stop words, no stemming, no analyzer recorded) is searched and
+    rebuilt on --add / delete with what it was built with, equal to a fresh index under that analysis."""
+    import engine.core.bm25 as bm25
+    from engine.core.build.update import delete_ids
+    legacy = bm25.Analyzer("stopwords-en", "en", None)
+
+    def old_writer(self, folder):  # the writer before analyzers had names
+        self.retriever.save(str(folder), show_progress=False)
+        bm25.write_json(folder / bm25.IDS_FILE, self.ids)
+        bm25.write_json(folder / bm25.META_FILE, {"stopwords": "en", "method": self.method, "library": "bm25s",
+                                                  "docs": len(self.ids)})
+    with monkeypatch.context() as m:
+        m.setitem(bm25.ANALYZERS, "legacy", legacy)
+        m.setattr(bm25, "DEFAULT_ANALYZER", "legacy")
+        m.setattr(bm25.BM25Index, "write_into", old_writer)
+        Collection.build("old", texts=_flood_csv(tmp_path / "a.csv", FLOOD_DOCS[:2]), root=tmp_path,
+                         model="minilm", bm25=True)
+    meta = (Collection.open("old", tmp_path).file("bm25") / "bm25.json").read_text()
+    assert "analyzer" not in meta and "stem" not in meta
+    old = Collection.open("old", tmp_path)
+    assert old.search(text="floods", k=2, mode="bm25") == []  # no stemming: as it was built
+    assert old.search(text="flooding", k=1, mode="bm25")[0].id == "f1"
+    added = Collection.build("old", texts=_flood_csv(tmp_path / "b.csv", FLOOD_DOCS[2:]), root=tmp_path, add=True)
+    ref = BM25Index.build([d for d, _ in FLOOD_DOCS], [t for _, t in FLOOD_DOCS], analyzer=legacy)
+    for q in ("floods", "flooding road", "the bridges", "bakery street"):
+        assert [(h.id, round(h.score, 4)) for h in added.search(text=q, k=4, mode="bm25")] == \
+            [(d, round(s, 4)) for d, s in ref.search(q, 4)]
+    delete_ids("old", ["n2"], root=tmp_path)
+    kept = Collection.open("old", tmp_path)
+    assert kept.search(text="floods", k=4, mode="bm25") == []
+    assert bm25.BM25Index.load(kept.file("bm25")).analyzer == legacy
+    kept.verify()

@@ -27,8 +27,53 @@ def text_col(tmp_path):
 
 
 def reference(tiny_cross: Path, query: str, docs: list[str]) -> np.ndarray:
+    """CrossEncoder.predict's raw logits (identity activation)."""
+    import torch
     from sentence_transformers import CrossEncoder
-    return np.asarray(CrossEncoder(str(tiny_cross), device="cpu").predict([(query, d) for d in docs]))
+    return np.asarray(CrossEncoder(str(tiny_cross), device="cpu").predict(
+        [(query, d) for d in docs], activation_fn=torch.nn.Identity()))
+
+
+def forward_logits(folder: Path, query: str, docs: list[str]) -> np.ndarray:
+    """transformers' own forward pass of the saved model: one logit per (query, doc) pair (float64)."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(str(folder))
+    net = AutoModelForSequenceClassification.from_pretrained(str(folder)).eval()
+    with torch.no_grad():
+        batch = tok([query] * len(docs), docs, padding=True, truncation=True, return_tensors="pt")
+        return net(**batch).logits[:, 0].double().numpy()
+
+
+def test_large_logits_rerank_exactly_as_the_raw_logits(tiny_cross_large, text_col):
+    """Logits near 80: the sigmoid's scores tie at 0.0/1.0, the stage still orders by the logit."""
+    import torch
+    from sentence_transformers import CrossEncoder
+    query = "a question about animals"
+    first = text_col.search(text=query, k=len(DOCS))
+    texts = [f"{h.meta['title']}\n{h.meta['body']}" for h in first]
+    logits = forward_logits(tiny_cross_large, query, texts)
+    assert np.abs(logits).max() > 50 and len(np.unique(np.round(logits, 3))) == len(DOCS)
+    sigmoid = CrossEncoder(str(tiny_cross_large), device="cpu").predict([(query, t) for t in texts])
+    assert len(np.unique(sigmoid)) < len(DOCS)  # the trap: saturated scores tie
+    hits = text_col.search(text=query, k=len(DOCS), rerank=f"cross:{tiny_cross_large}", rerank_depth=len(DOCS))
+    assert [h.id for h in hits] == [first[i].id for i in np.argsort(-logits)]
+    np.testing.assert_allclose([h.score for h in hits], np.sort(logits)[::-1], rtol=1e-4)
+    assert all(a > b for a, b in zip([h.score for h in hits], [h.score for h in hits][1:]))
+
+
+def test_every_reranker_writes_strictly_decreasing_scores():
+    """Tied and inverted scores after the order is chosen come out strictly decreasing, order unchanged."""
+    from engine.core.rerankers.base import Reranker
+    from engine.core.rerankers.stage import distinct_scores, rerank_ranking
+    tied = Reranker("fake:x", frozenset({"text"}), lambda q, docs, kind: np.array([1.0, 3.0, 1.0, 3.0, -np.inf]))
+    got = rerank_ranking(tied, "q", [(f"d{i}", 10.0 - i) for i in range(6)], {f"d{i}": f"t{i}" for i in range(6)}, 5)
+    assert list(got.ids) == ["d1", "d3", "d0", "d2", "d4", "d5"]  # ties keep the given order; d5 below the depth
+    scores = list(got.scores)
+    assert all(a > b for a, b in zip(scores, scores[1:])) and all(np.isfinite(scores))
+    assert scores[0] == 3.0 and scores[2] == 1.0
+    assert distinct_scores(np.array([2.0, 2.0, 2.0])) == [2.0, np.nextafter(2.0, -np.inf),
+                                                          np.nextafter(np.nextafter(2.0, -np.inf), -np.inf)]
 
 
 def test_reranked_order_equals_cross_encoder_predict(tiny_cross, text_col):

@@ -87,12 +87,13 @@ def test_cv_transfer_and_ltr_beat_the_prior(track, tmp_path: Path, encoder):
                                       "--llm-ids", str(track["ids"]), "--cv", "--folds", "4", "--repeats", "2", "--full",
                                       "--report", str(report), "--root", str(tmp_path / "idx"), "--quiet"])
     assert result.exit_code == 0, result.output
-    assert "| guarded: LTR ⊕ prior (default) |" in result.output and "| nDCG@10 | p nDCG@10 | MRR | p MRR |" in result.output
+    assert "| guarded: LTR ⊕ prior per position (default) |" in result.output and "| nDCG@10 | p nDCG@10 | MRR | p MRR |" in result.output
     cv = json.loads(report.read_text())
     assert cv["repeats"] == 2 and cv["baseline"] == "prior (mean target)"
     rows = cv["all"]
     prior = rows["prior (mean target)"]
-    for variant in ("transfer", "transfer, params tuned per fold", "LTR (LambdaRank)", "guarded: LTR ⊕ prior (default)"):
+    for variant in ("transfer", "transfer, params tuned per fold", "LTR (LambdaRank)",
+                    "guarded: LTR ⊕ prior per position (default)"):
         assert rows[variant]["ndcg@10"]["mean"] > prior["ndcg@10"]["mean"] + 0.3, variant
         assert rows[variant]["mrr"]["mean"] > 0.9 > prior["mrr"]["mean"], variant
         assert rows[variant]["ndcg@10"]["p"] < 0.01
@@ -269,3 +270,137 @@ def test_real_size(tmp_path: Path, encoder):
                         SHARED / "llm_ids.txt", options)
     run = read_run(out)
     assert len(run) == 342 and all(len(v) == 1131 for v in run.values())
+
+
+# ---------------------------------------------------------------- the discovery set
+
+
+def planted_discovery(root: Path, seed: int = 0, dev_per_topic: int = 6, disc_per_topic: int = 30,
+                      noise: float = 1.2, signal: float = 1.5):
+    """A planted dev set (6 topics × 30 LLMs: an expert 0.8 and a second expert 0.5 per topic, three generalists
+    0.3) and a discovery file over the same topics whose confidences carry the relevance (fixtures/discovery.py).
+    Returns (files, dev embeddings, discovery embeddings, discovery rows)."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from fixtures.discovery import discovery_rows, write_jsonl
+    rng = np.random.default_rng(seed)
+    topics, n, dim = 6, 30, 16
+    llms = [f"llm_{i:03d}" for i in range(n)]
+    p = np.full((topics, n), 0.01)
+    for t in range(topics):
+        p[t, [0, 1, 2]], p[t, 3 + 2 * t], p[t, 4 + 2 * t] = 0.3, 0.8, 0.5
+    centres = rng.normal(size=(topics, dim))
+    topic_of = np.repeat(np.arange(topics), dev_per_topic)
+    emb = centres[topic_of] + noise * rng.normal(size=(len(topic_of), dim))
+    qids = [f"q{t}{i % dev_per_topic:02d}" for i, t in enumerate(topic_of)]
+    dev, qrels = [f"{q}\tquestion {q}" for q in qids], []
+    for qid, t in zip(qids, topic_of):  # the relevant LLMs by their probability: grades 1 and 2
+        rel = np.flatnonzero(rng.random(n) < p[t])
+        ranked = rel[np.argsort(-p[t, rel] - 0.1 * rng.random(len(rel)))][:2]
+        grade = {int(j): g for g, j in enumerate(ranked, 1)}
+        qrels += [f"{qid} 0 {llm} {grade.get(j, 0)}" for j, llm in enumerate(llms)]
+    root.mkdir(parents=True, exist_ok=True)
+    files = {"dev": root / "dev.tsv", "qrels": root / "qrels.txt", "ids": root / "ids.txt",
+             "discovery": root / "discovery.jsonl"}
+    files["dev"].write_text("\n".join(dev) + "\n")
+    files["qrels"].write_text("\n".join(qrels) + "\n")
+    files["ids"].write_text("\n".join(llms) + "\n")
+    rows, disc_emb = discovery_rows(p, centres, llms, disc_per_topic, noise, rng, signal=signal)
+    write_jsonl(files["discovery"], rows)
+    return files, np.asarray(emb, np.float32), disc_emb, rows
+
+
+def test_discovery_file_formats_and_column_map_read_alike(tmp_path: Path):
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from fixtures.discovery import write_parquet, write_tsv
+    from engine.tasks.model_ranking.discovery import STATS, read_discovery
+    files, _, _, rows = planted_discovery(tmp_path, disc_per_topic=3)
+    llms = [f"llm_{i:03d}" for i in range(30)]
+    ref = read_discovery(files["discovery"], llms)
+    assert len(ref.query_ids) == 18 and ref.soft.shape == (18, 30) and ref.llm_stats.shape == (30, len(STATS))
+    # the soft label: the answer's mean log-probability, z-scored within its question (numpy by hand)
+    first = np.array([np.mean(r["logprobs"]) for r in rows[:30]])
+    np.testing.assert_allclose(ref.soft[0], (first - first.mean()) / first.std(), rtol=1e-4, atol=1e-5)
+    assert ref.llm_stats[0, STATS.index("answered")] == 1.0
+    np.testing.assert_allclose(ref.llm_stats[0, STATS.index("mean_tokens")], 4.0)
+    for other in (write_tsv(tmp_path / "d.tsv", rows), write_parquet(tmp_path / "d.parquet", rows)):
+        got = read_discovery(other, llms)
+        assert got.query_ids == ref.query_ids and got.texts == ref.texts
+        np.testing.assert_allclose(got.soft, ref.soft, rtol=1e-5, atol=1e-6)
+    from fixtures.discovery import write_jsonl
+    renamed = write_jsonl(tmp_path / "r.jsonl", rows, {"query_id": "qid", "logprobs": "token_logprobs"})
+    got = read_discovery(renamed, llms, "query_id=qid, logprobs=token_logprobs")
+    np.testing.assert_allclose(got.soft, ref.soft, rtol=1e-6)
+    assert read_discovery(files["discovery"], llms[:10]).unknown_llms == 18 * 20  # other LLMs counted, skipped
+
+
+@pytest.mark.parametrize("body, columns, message", [
+    ('{"qid": "a", "llm_id": "llm_000", "logprobs": [-1]}\n', None, r"d.jsonl:1: no column 'query_id'"),
+    ('{"query_id": "a", "llm_id": "llm_000", "logprobs": [-1, "x"]}\n', None, r"d.jsonl:1: .*'x', not a number"),
+    ('{"query_id": "a", "llm_id": "llm_000", "logprobs": [0.5]}\n', None, r"d.jsonl:1: .*not a log-probability"),
+    ('{"query_id": "a", "llm_id": "zzz", "logprobs": [-1]}\n', None, "no row answers a question"),
+    ('{"query_id": "a", "llm_id": "llm_000", "logprobs": [-1]}\n', "qid", "write field=column pairs"),
+    ('{"query_id": "a", "llm_id": "llm_000", "logprobs": [-1]}\n', "question=q", "write field=column pairs"),
+])
+def test_bad_discovery_input_is_one_line(tmp_path: Path, body, columns, message):
+    from engine.tasks.model_ranking.discovery import read_discovery
+    path = tmp_path / "d.jsonl"
+    path.write_text(body)
+    with pytest.raises(EngineError, match=message):
+        read_discovery(path, ["llm_000"], columns)
+
+
+def test_discovery_cli_refuses_bad_input_before_any_model_loads(track, tmp_path: Path):
+    base = ["mllm", "--dev-queries", str(track["dev"]), "--qrels", str(track["qrels"]), "--cv",
+            "--root", str(tmp_path / "idx")]
+    for extra, message in ((["--discovery", str(tmp_path / "none.jsonl")], "no such file"),
+                           (["--discovery", str(track["ids"])], "JSONL, TSV or parquet"),
+                           (["--discovery-columns", "query_id=q"], "give it too")):
+        result = CliRunner().invoke(app, base + extra)
+        assert result.exit_code != 0 and isinstance(result.exception, EngineError), result.output
+        assert message in str(result.exception) and "\n" not in str(result.exception)
+        assert not (tmp_path / "idx").exists()
+
+
+def test_discovery_confidences_raise_ltr_above_the_same_method_without(tmp_path: Path, saved):
+    """Few noisy dev questions, many discovery questions whose confidences carry relevance: LambdaRank with the
+    discovery features beats the same LambdaRank without them out of fold, on nDCG@10 and MRR; the arrays are
+    stored with the dev side and reused."""
+    from engine.tasks.model_ranking.study import out_of_fold
+    files, emb, disc_emb, _ = planted_discovery(tmp_path)
+    options = MllmOptions(root=tmp_path / "idx", discovery=files["discovery"])
+    args = (files["dev"], files["qrels"], files["ids"])
+    side = mllm.dev_side(*args, options, embeddings=emb, discovery_embeddings=disc_emb)
+    assert set(side.arrays) == {mllm.DISCOVERY_EMB, mllm.DISCOVERY_SOFT, mllm.LLM_STATS}
+    again = mllm.dev_side(*args, options, embeddings=emb, discovery_embeddings=disc_emb)
+    assert saved == ["mllm"] and np.array_equal(again.arrays[mllm.DISCOVERY_SOFT], side.arrays[mllm.DISCOVERY_SOFT],
+                                                equal_nan=True)
+    gain = data.grade_gains(options.targets)
+    params = options.transfer.fixed(mllm.FIXED)
+
+    def fold(arrays):
+        return lambda tr, te: mllm.ltr_predict(emb[tr], emb[te], side.scores[tr], side.grades[tr], gain,
+                                               side.candidate_ids, params, arrays)
+    means = {}
+    for label, arrays in (("with", side.arrays), ("without", {})):
+        values = [mllm.scores_of(side.grades, gain, out_of_fold(fold(arrays), len(emb), 30, 4, seed))
+                  for seed in range(2)]
+        means[label] = {k: np.mean([v[k] for v in values]) for k in values[0]}
+    assert means["with"]["ndcg@10"] > means["without"]["ndcg@10"] + 0.05, means
+    assert means["with"]["mrr"] > means["without"]["mrr"], means
+
+
+def test_run_with_the_discovery_set_ranks_every_llm(tmp_path: Path):
+    """`--queries … --discovery`: the discovery arrays are stored with the dev side and a run over every LLM is
+    written (LambdaRank with the discovery features; the questions embedded like the dev ones)."""
+    files, emb, disc_emb, _ = planted_discovery(tmp_path, disc_per_topic=5)
+    test = tmp_path / "test.tsv"
+    test.write_text("".join(f"t{i}\tnew question {i}\n" for i in range(4)))
+    options = MllmOptions(root=tmp_path / "idx", method="ltr", discovery=files["discovery"])
+    summary = mllm.rank_questions(files["dev"], files["qrels"], test, tmp_path / "run.txt", files["ids"], options,
+                                  embeddings={"dev": emb, "queries": emb[::9][:4], "discovery": disc_emb})
+    run = read_run(tmp_path / "run.txt")
+    assert set(run) == {f"t{i}" for i in range(4)} and all(len(s) == 30 for s in run.values()), summary
+    stored = Collection.open("mllm", options.root)
+    assert np.array_equal(stored.array(mllm.DISCOVERY_EMB), disc_emb)

@@ -154,7 +154,8 @@ def test_cv_transfer_ensemble_and_ltr_beat_average_rank(release: Path, tmp_path:
         assert at1(variant)["mean"] > base + 0.3, variant
     assert at1("view ensemble: text+instruction+labels+stats")["p"] < 0.01
     # the default is the guarded blend; where the signal is this strong its weight leaves the baseline
-    assert "guarded: view ensemble text+instruction+labels+stats ⊕ average rank (default)" in cv["all"]
+    assert "guarded: view ensemble text+instruction+labels+stats ⊕ average rank per position (default)" in cv["all"]
+    assert at1("guarded: view ensemble text+instruction+labels+stats ⊕ average rank per")["mean"] > base + 0.3
     assert at1("guarded")["p"] < 0.01
 
 

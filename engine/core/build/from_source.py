@@ -11,7 +11,7 @@ import numpy as np
 
 from engine.core.build.chunks import encode_chunked, encode_local
 from engine.core.build.commit import commit_collection, new_manifest
-from engine.core.build.lexical import ROLE as BM25, bm25_files, check_lexical, stored_texts
+from engine.core.build.lexical import ROLE as BM25, bm25_files, check_lexical, lexical_analyzer, stored_texts
 from engine.core.build.options import BuildOptions, BuildReport, build_options
 from engine.core.encoders.prompts import prompted
 from engine.core.build.item_source import Items, ItemSource, kept_items, read_source, take
@@ -70,7 +70,7 @@ def _build_collection(name: str, images: str | Path | None, texts: str | Path | 
         check_unique([it.id for it in items], "id", name)
     else:  # streamed: read again on each pass, never all in a list (engine.core.build.item_source)
         kind, items, fields_used = read_source(images, texts, o)
-    check_lexical(o.bm25, kind)
+    check_lexical(o.bm25, kind, o.bm25_analyzer, o.add or o.sync)
     if o.sync:
         from engine.core.build.update import check_sync
         check_sync(images, path)
@@ -87,6 +87,7 @@ def _build_collection(name: str, images: str | Path | None, texts: str | Path | 
         old = StoredCollection.open(name, root)
         if old.kind != kind:
             raise EngineError(f"collection {name!r} holds {old.kind}s; adding {kind}s needs a collection of {kind}s")
+        lexical_analyzer(old, o.bm25_analyzer)  # a different analyzer than the stored one: refused before a model loads
         if model and load_encoder(model).spec != old.manifest["encoder"]:
             raise EngineError(f"collection {name!r} was built with {old.manifest['encoder']}; items added to it "
                               f"must use the same model (leave {opt('model')} out)")
@@ -167,7 +168,7 @@ def _build_collection(name: str, images: str | Path | None, texts: str | Path | 
     files = {}
     if o.bm25 or (old is not None and BM25 in old.stored):
         rows = list(rows)
-        files = _bm25(old, rows, [it.source for _, it in kept_items(items, kept)])
+        files = _bm25(old, rows, [it.source for _, it in kept_items(items, kept)], o.bm25_analyzer)
     commit_collection(path, manifest, emb, rows, faiss_index, count=count,
                       extra={**(old.extra if old is not None else {}), **(extra or {})},
                       documents=_image_files(old, items, kept) if kind == "image" else None, files=files)
@@ -216,10 +217,11 @@ def _image_files(old: StoredCollection | None, items: Items, kept: Sequence[int]
     return {IMAGE_FILES: files, **image_stamps(old, files)}
 
 
-def _bm25(old, rows: list[dict], new_texts: list[str]) -> dict:
-    """The BM25 role (`--bm25`, and kept in step on `--add`): old rows' texts from their stored fields."""
+def _bm25(old, rows: list[dict], new_texts: list[str], analyzer: str | None) -> dict:
+    """The BM25 role (`--bm25`, and kept in step on `--add` with the analyzer it was built with): old rows'
+    texts from their stored fields."""
     before = stored_texts(rows[:len(rows) - len(new_texts)], old.manifest.get("text_fields")) if old else []
-    return bm25_files([r["id"] for r in rows], before + new_texts)
+    return bm25_files([r["id"] for r in rows], before + new_texts, lexical_analyzer(old, analyzer))
 
 
 def _warn_truncation(encoder, items: Items) -> None:

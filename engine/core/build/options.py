@@ -28,6 +28,7 @@ class BuildOptions:
     update: bool = False               # with add: re-encode and replace items whose id is already there
     sync: bool = False                 # an image folder re-synced: new files added, vanished dropped, changed re-encoded
     bm25: bool = False                 # store a BM25 index of the texts (role `bm25`: --mode bm25|hybrid)
+    bm25_analyzer: str | None = None   # english|none (engine.core.bm25); None: the collection's own, else english
     force: bool = False                # rebuild a collection that exists
     fields: tuple[str, ...] | None = None   # text columns to embed (None: the usual text columns found)
     id_column: str | None = None

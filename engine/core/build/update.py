@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 
-from engine.core.build.lexical import ROLE as BM25, bm25_files, stored_texts
+from engine.core.build.lexical import ROLE as BM25, bm25_files, lexical_analyzer, stored_texts
 from engine.core.store import generations
 from engine.core.store.columns import ROLE as COLUMNS, take_columns
 from engine.core.store.npy_rows import BLOCK, NpyRows
@@ -68,6 +68,10 @@ class Remaining:
     def embedding_rows(self) -> "KeptRows":
         """The kept rows' embeddings, read block by block (what a build copies before its new rows)."""
         return KeptRows(NpyRows.open([self.old.file("embeddings")]), self.keep)
+
+    def file(self, role: str) -> Path:
+        """A role's file of the opened collection (what a rebuilt role reads its settings from)."""
+        return self.old.file(role)
 
     def document(self, name: str) -> Any:
         doc = self.old.document(name)
@@ -165,7 +169,8 @@ def commit_rows(old: StoredCollection, keep: np.ndarray, extra_writers: dict | N
     if BM25 in roles:
         kept_rows = old.items_at(keep)
         writers.update(bm25_files([r["id"] for r in kept_rows],
-                                  stored_texts(kept_rows, old.manifest.get("text_fields"))))
+                                  stored_texts(kept_rows, old.manifest.get("text_fields")),
+                                  lexical_analyzer(old, None)))
     for doc in (IMAGE_FILES, STAMPS):
         if doc in roles:
             have = set(r["id"] for r in kept_rows) if kept_rows is not None else \

@@ -55,14 +55,18 @@ def cap_positions(model):
 
 
 def relevance(model, pairs: list[tuple[str, str]], batch_size: int) -> np.ndarray:
-    """`CrossEncoder.predict` of (query, document) pairs as one score each (float64)."""
-    out = np.asarray(model.predict(pairs, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False),
+    """The model's raw logit for each (query, document) pair (float64): `CrossEncoder.predict` with an identity
+    activation. Its default sigmoid maps large logits to exactly 0.0 or 1.0 in float32, so candidates would tie
+    and fall back to the first stage's order; the logit keeps the model's own order (sigmoid is monotone)."""
+    import torch
+    out = np.asarray(model.predict(pairs, batch_size=batch_size, activation_fn=torch.nn.Identity(),
+                                   apply_softmax=False, convert_to_numpy=True, show_progress_bar=False),
                      dtype=np.float64)
     return out if out.ndim == 1 else out[:, -1]  # a 2-label model: the "relevant" logit
 
 
 def cross_reranker(name: str, batch_size: int = BATCH_SIZE, max_length: int | None = None) -> Reranker:
-    """`cross:NAME_OR_DIR`; scores are `CrossEncoder.predict`'s, batched, fp16 autocast on CUDA."""
+    """`cross:NAME_OR_DIR`; scores are the model's raw logits (no activation), batched, fp16 autocast on CUDA."""
     from engine.core.encoders.device import autocast, resolve_device
     device = resolve_device()
     model = load_cross_encoder(name, device, max_length)

@@ -1,7 +1,9 @@
 """The reranking stage: the first stage's top `depth` hits reordered by a reranker's scores, cut to k.
 
 Candidates are read from the collection itself: a text collection's stored text (`engine.core.sources.
-stored_text`), an image collection's recorded files. Ties in the reranker's scores keep the first stage's order.
+stored_text`), an image collection's recorded files. Ties in the reranker's scores keep the first stage's order,
+and the scores written are strictly decreasing (`distinct_scores`), whatever the reranker kind: a reader that
+re-sorts by score (trec_eval, a client) sees the order chosen here.
 """
 from __future__ import annotations
 
@@ -55,6 +57,18 @@ def order(scores: np.ndarray) -> np.ndarray:
     return np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
 
 
+def distinct_scores(scores: np.ndarray) -> list[float]:
+    """Scores already in their final order (best first) made strictly decreasing as a `Ranking` makes them (a
+    tie or an inversion nudged to the next float below the previous score), so two candidates never share a
+    score and the order the stage chose is the order of the scores. A non-finite score (an unreadable image's
+    -inf) becomes one below the lowest finite one: still last, and a number every writer can print."""
+    from engine.core.ranking import Ranking
+    scores = np.asarray(scores, dtype=np.float64)
+    finite = np.isfinite(scores)
+    floor = (float(scores[finite].min()) if finite.any() else 0.0) - 1.0
+    return list(Ranking([str(i) for i in range(len(scores))], np.where(finite, scores, floor)).scores)
+
+
 def rerank_hits(reranker: Reranker, query: str, hits: Sequence[Any], k: int, col: Any) -> list[Any]:
     """The hits reordered by the reranker's scores (which replace theirs), ranks renumbered, the top k kept."""
     if not hits:
@@ -62,8 +76,9 @@ def rerank_hits(reranker: Reranker, query: str, hits: Sequence[Any], k: int, col
     if col.kind not in reranker.candidates:
         check_candidates(reranker.spec, col.kind, col.name)
     scores = reranker.score(query, candidate_docs(col, hits), IMAGE if col.kind == IMAGE else TEXT)
-    return [replace(hits[int(i)], score=float(scores[i]), rank=r)
-            for r, i in enumerate(order(scores)[:k], 1)]
+    best = order(scores)[:k]
+    return [replace(hits[int(i)], score=s, rank=r)
+            for r, (i, s) in enumerate(zip(best, distinct_scores(scores[best])), 1)]
 
 
 def rerank_ranking(reranker: Reranker, query: str, ranking: "RankingLike", docs: Mapping[str, str],
@@ -75,7 +90,7 @@ def rerank_ranking(reranker: Reranker, query: str, ranking: "RankingLike", docs:
     head = ranked.cut(depth)
     scores = reranker.score(query, [docs.get(d, "") for d in head.ids], kind)
     pos = order(scores)
-    return head.rescored(pos, scores[pos]).then(Ranking(ranked.ids[depth:], ranked.scores[depth:], ranked.fields))
+    return head.rescored(pos, distinct_scores(scores[pos])).then(Ranking(ranked.ids[depth:], ranked.scores[depth:], ranked.fields))
 
 
 def check_rerank(col: Any, rerank: "str | Reranker | None", depth: int | None, k: int, text: bool) -> int:

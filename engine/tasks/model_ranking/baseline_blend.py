@@ -20,6 +20,12 @@ reported scores are nested and honest):
 
 Where the method carries no signal, a weight qualifies by chance with probability ≤ ALPHA per fit; where its
 gain is real but small it is given up (the baseline is kept): the guard trades power for never losing.
+
+Per rank position (`fit_positions`, `guarded_positions`): one weight per band of rank positions, each fitted by
+the rule above on the metric that band decides alone (Million LLMs: position 1 on MRR, the rest on nDCG@10;
+ModelRetrieval A: position 1 on nDCG@1, 2–3 on nDCG@3, 4–5 on nDCG@5), and the ranking composed band by band
+(`compose`). A gain on one metric is no longer thrown away to protect another: where the method finds the
+second-best answers but not the best, the baseline keeps the first place and the method fills the rest.
 """
 from __future__ import annotations
 
@@ -86,15 +92,75 @@ def fit_weight(method: FoldPredictor, baseline: FoldPredictor, rows: np.ndarray,
     rows = np.asarray(rows)
     if len(rows) < 2 * folds:
         return BlendFit(0.0)
+    return _fit_cached(_inner_predictions(method, baseline, rows, m, folds, repeats), rows, values, objective, guard,
+                       folds, alpha)
+
+
+def guarded(method: FoldPredictor, baseline: FoldPredictor, values: RowValues, objective: Sequence[str],
+            guard: Sequence[str], m: int, chosen: list[float] | None = None) -> FoldPredictor:
+    """A fold predictor: the weight fitted inside the training rows, then the blend on the held-out rows.
+    Each chosen weight is appended to `chosen` (for the report)."""
+    def predict(train: np.ndarray, test: np.ndarray) -> np.ndarray:
+        fit = fit_weight(method, baseline, train, values, objective, guard, m)
+        if chosen is not None:
+            chosen.append(fit.weight)
+        base = baseline(train, test)
+        return mix(method(train, test) if fit.weight > 0 else base, base, fit.weight)
+    return predict
+
+
+def compose(method: np.ndarray, baseline: np.ndarray, weights: Sequence[float], cuts: Sequence[int]) -> np.ndarray:
+    """A ranking composed band by band: positions up to cuts[0] from mix(weights[0]), the next up to cuts[1] from
+    mix(weights[1]) among the candidates not yet placed, …; the last band holds the rest. As scores (rows ×
+    candidates, higher first). Equal weights give exactly mix(weight)'s order."""
+    mixes = [mix(method, baseline, w) for w in weights]
+    if len(set(weights)) == 1:
+        return mixes[0]
+    n, m = baseline.shape
+    out = np.empty((n, m))
+    for r in range(n):
+        placed: list[int] = []
+        taken = np.zeros(m, dtype=bool)
+        for band, (scores, cut) in enumerate(zip(mixes, cuts)):
+            order = np.argsort(-scores[r], kind="stable")
+            want = m if band == len(cuts) - 1 else min(cut, m)
+            for j in order:
+                if len(placed) >= want:
+                    break
+                if not taken[j]:
+                    taken[j] = True
+                    placed.append(int(j))
+        out[r, placed] = np.arange(m, 0, -1, dtype=np.float64)[:len(placed)]
+    return out
+
+
+def fit_positions(method: FoldPredictor, baseline: FoldPredictor, rows: np.ndarray, values: RowValues,
+                  bands: Sequence[str], m: int, folds: int = INNER_FOLDS, repeats: int = INNER_REPEATS,
+                  alpha: float = ALPHA) -> list[BlendFit]:
+    """One weight per band of rank positions, each by the module's rule with its own metric as objective and
+    guard (`bands`: the metric deciding each band, best positions first)."""
+    rows = np.asarray(rows)
+    if len(rows) < 2 * folds:
+        return [BlendFit(0.0) for _ in bands]
+    preds = _inner_predictions(method, baseline, rows, m, folds, repeats)
+    return [_fit_cached(preds, rows, values, [metric], [metric], folds, alpha) for metric in bands]
+
+
+def _inner_predictions(method: FoldPredictor, baseline: FoldPredictor, rows: np.ndarray, m: int, folds: int,
+                       repeats: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(fold of each row, method's and baseline's out-of-fold predictions) per inner repeat, inside `rows`."""
     local = lambda fn: (lambda tr, te: fn(rows[tr], rows[te]))  # noqa: E731
+    return [(fold_assignment(len(rows), folds, seed), out_of_fold(local(method), len(rows), m, folds, seed),
+             out_of_fold(local(baseline), len(rows), m, folds, seed)) for seed in range(repeats)]
+
+
+def _fit_cached(preds, rows, values: RowValues, objective: Sequence[str], guard: Sequence[str], folds: int,
+                alpha: float) -> BlendFit:
+    """`fit_weight`'s rule on out-of-fold predictions already made (one (folds, method, baseline) per repeat)."""
     names = sorted(set(objective) | set(guard))
-    # fold gains per (weight, metric), over all repeats' folds
     fold_gains: dict[float, dict[str, list[float]]] = {w: {k: [] for k in [*names, "objective"]}
                                                        for w in WEIGHTS[1:]}
-    for seed in range(repeats):
-        fold_of = fold_assignment(len(rows), folds, seed)
-        pm = out_of_fold(local(method), len(rows), m, folds, seed)
-        pb = out_of_fold(local(baseline), len(rows), m, folds, seed)
+    for fold_of, pm, pb in preds:
         base = values(mix(pb, pb, 0.0), rows)
         for w in WEIGHTS[1:]:
             now = values(mix(pm, pb, w), rows)
@@ -109,20 +175,19 @@ def fit_weight(method: FoldPredictor, baseline: FoldPredictor, rows: np.ndarray,
     for w, per_metric in fold_gains.items():
         fit.gains[w] = {k: float(np.mean(g)) for k, g in per_metric.items()}
         fit.lower[w] = {k: corrected_lower_bound(g, 1 / folds, level) for k, g in per_metric.items()}
-        ok = all(fit.lower[w][k] > 0 for k in [*guard, "objective"])
-        if ok and fit.lower[w]["objective"] > best:
+        if all(fit.lower[w][k] > 0 for k in [*guard, "objective"]) and fit.lower[w]["objective"] > best:
             best, fit.weight = fit.lower[w]["objective"], w
     return fit
 
 
-def guarded(method: FoldPredictor, baseline: FoldPredictor, values: RowValues, objective: Sequence[str],
-            guard: Sequence[str], m: int, chosen: list[float] | None = None) -> FoldPredictor:
-    """A fold predictor: the weight fitted inside the training rows, then the blend on the held-out rows.
-    Each chosen weight is appended to `chosen` (for the report)."""
+def guarded_positions(method: FoldPredictor, baseline: FoldPredictor, values: RowValues, bands: Sequence[str],
+                      cuts: Sequence[int], m: int, chosen: list[tuple[float, ...]] | None = None) -> FoldPredictor:
+    """A fold predictor: one weight per band of rank positions fitted inside the training rows (`fit_positions`),
+    then the composed ranking (`compose`) on the held-out rows. Each chosen tuple is appended to `chosen`."""
     def predict(train: np.ndarray, test: np.ndarray) -> np.ndarray:
-        fit = fit_weight(method, baseline, train, values, objective, guard, m)
+        weights = tuple(f.weight for f in fit_positions(method, baseline, train, values, bands, m))
         if chosen is not None:
-            chosen.append(fit.weight)
+            chosen.append(weights)
         base = baseline(train, test)
-        return mix(method(train, test) if fit.weight > 0 else base, base, fit.weight)
+        return compose(method(train, test) if any(weights) else base, base, weights, cuts)
     return predict

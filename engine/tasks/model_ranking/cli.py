@@ -73,8 +73,10 @@ def modelret_a_cmd(
                                      "view's transfer, the view ensemble and LTR, mean ± std over --repeats, "
                                      "paired p against the baseline.")] = False,
     method: Annotated[str, typer.Option("--method", help="guarded: the view ensemble (with --candidates: LTR over "
-                      "the candidate features) blended with the average rank, weight by CV inside the training tasks "
-                      "and 0 unless every nDCG gains significantly; ensemble: mean of the views' transferred predictions at "
+                      "the candidate features) blended with the average rank per rank position (position 1 by a weight "
+                      "that must raise nDCG@1, 2–3 nDCG@3, the rest nDCG@5; each by CV inside the training tasks, 0 "
+                      "unless its gain is significant); guarded-ranking: one weight, 0 unless every nDCG gains "
+                      "significantly; ensemble: mean of the views' transferred predictions at "
                       f"fixed k={modelret_a.FIXED.k} T={modelret_a.FIXED.temperature:g} prior weight "
                       f"{modelret_a.FIXED.prior_weight:g}; ltr: LightGBM LambdaRank over transfer features (and "
                       "candidate features); blend: the view blend and params with the best leave-one-out score (the "
@@ -141,14 +143,25 @@ def mllm_cmd(
     cv: Annotated[bool, typer.Option("--cv", help="Cross-validate on the dev questions: nDCG@10 and MRR of the "
                                      "prior, transfer (fixed and tuned per fold), LTR and the guarded blend, mean ± std over --repeats, "
                                      "paired p against the prior.")] = False,
-    method: Annotated[str, typer.Option("--method", help="guarded: LTR blended with the popularity prior, weight by "
-                      "CV inside the dev questions and 0 unless nDCG@10 and MRR both gain significantly; ltr: LightGBM LambdaRank "
+    method: Annotated[str, typer.Option("--method", help="guarded: LTR blended with the popularity prior per rank "
+                      "position, the first place by a weight that must raise MRR, the rest by one that must raise "
+                      "nDCG@10 (each by CV inside the dev questions, 0 unless its gain is significant); "
+                      "guarded-ranking: one weight for the whole ranking, 0 unless nDCG@10 and MRR both gain "
+                      "significantly; ltr: LightGBM LambdaRank "
                       "over transfer features; transfer: "
                       f"fixed k={mllm.FIXED.k} T={mllm.FIXED.temperature:g} prior weight "
                       f"{mllm.FIXED.prior_weight:g}; tuned: params by leave-one-out nDCG@10 on the dev questions (the "
                       "first version's default).")] = MLLM.method,
     llm_ids: Annotated[Optional[Path], typer.Option("--llm-ids", help="All candidate LLM ids, one per line "
                        "(llm_ids.txt) (default: the LLMs in the qrels).", show_default=False)] = None,
+    discovery: Annotated[Optional[Path], typer.Option("--discovery", help="The discovery set (JSONL, TSV or parquet; "
+                         "one row per question and LLM answer: query_id, query_text, llm_id, answer, logprobs): "
+                         "per-LLM statistics and the answers' confidences near each question become LambdaRank "
+                         "features; stored with the dev side, so a rerun reads it no more.", show_default=False)]
+    = None,
+    discovery_columns: Annotated[Optional[str], typer.Option("--discovery-columns", help="Map the discovery file's "
+                                 "column names: field=column pairs, e.g. query_id=qid,logprobs=token_logprobs.",
+                                 show_default=False)] = None,
     targets: Annotated[str, typer.Option("--targets", help="Grade → target map; also the nDCG gains.")]
     = MLLM.targets,
     k: TransferK = TRANSFER.k,
@@ -168,7 +181,7 @@ def mllm_cmd(
     """TREC 2025 Million LLMs: rank every LLM for a question from the judged dev questions nearest to it."""
     set_quiet(quiet)
     options = MllmOptions(targets=targets, model=model, method=method, full_cv=full, run_id=run_id, name=name,
-                          root=root,
+                          root=root, discovery=discovery, discovery_columns=discovery_columns,
                           transfer=_transfer(k, temperature, prior_weight, folds))
     if cv:
         _print_cv(mllm.cross_validate_dev(dev_queries, qrels, llm_ids, options, repeats=repeats), mllm.labels(), report)

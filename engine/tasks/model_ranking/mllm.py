@@ -4,6 +4,8 @@ Dev questions are embedded with a sentence model; their qrels grades (0 not rele
 2 second-most relevant) become per-LLM targets through a grade → target map (`data.read_dev`), which also
 gives the nDCG gains; `transfer` does the rest. The dev side (embeddings, targets, grades, LLM ids) is stored
 as a collection (`training_store`) and reused while the dev files, the model and the grade map are unchanged.
+The discovery set (`discovery.py`), when given, is stored with it and feeds LambdaRank. The default blends
+LambdaRank with the popularity prior per rank position (`guarded_positions`).
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from engine.io.tables import read_queries
 from engine.progress import info
 from engine.tasks.model_ranking import baseline_blend, ltr, training_store
 from engine.tasks.model_ranking.data import DEFAULT_TARGETS, DevSet, grade_gains, parse_targets, read_dev
-from engine.tasks.model_ranking.study import Study, run_variant
+from engine.tasks.model_ranking.study import Study, memoized, run_variant
 from engine.tasks.model_ranking.training_store import TrainingSide
 from engine.tasks.model_ranking.transfer import (DEFAULT_RUN_ID, run_tag, QueryCollection, TransferOptions, TransferParams,
                                                  column_prior, rankings, transfer, tune)
@@ -38,7 +40,7 @@ TUNED = next(m for m in METRICS if m.family == "ndcg")
 """What tuning maximizes: nDCG@10."""
 LABELS = {"ndcg": "nDCG", "mrr": "MRR"}
 EMBEDDING = "question"
-METHODS = ("guarded", "ltr", "transfer", "tuned")
+METHODS = ("guarded", "guarded-ranking", "ltr", "transfer", "tuned")
 FIXED = TransferParams(k=10, temperature=0.1, prior_weight=0.5)
 """Transfer's params, fixed before the repeated-CV study (docs/model-ranking.md): never re-tuned per run."""
 REPEATS = 5
@@ -52,9 +54,16 @@ class MllmOptions:
     """grade → target map; also the nDCG gains."""
     model: str = DEFAULT_TEXT_SPEC
     method: str = "guarded"
-    """guarded: LTR blended with the prior, the weight by CV inside the dev questions and 0 unless both nDCG@10
-    and MRR hold (`baseline_blend`); ltr: LambdaRank over transfer features; transfer: FIXED params; tuned:
+    """guarded: LTR blended with the prior per rank position: the first place by a weight that must raise MRR, the
+    rest by one that must raise nDCG@10, each by CV inside the dev questions and 0 unless its gain is shown
+    (`baseline_blend.guarded_positions`); guarded-ranking: one weight for the whole ranking, 0 unless nDCG@10 and
+    MRR both gain (the previous default); ltr: LambdaRank over transfer features; transfer: FIXED params; tuned:
     params by leave-one-out nDCG@10 (the first version's default)."""
+    discovery: Path | None = None
+    """The discovery set (`discovery.py`): per-LLM statistics and, per question, the confidences of the LLMs
+    that answered the nearest discovery questions, as LambdaRank features."""
+    discovery_columns: str | None = None
+    """field=column pairs mapping the discovery file's column names."""
     full_cv: bool = False
     """--cv also runs transfer with params tuned per fold (nested; minutes at the real size)."""
     run_id: str = DEFAULT_RUN_ID
@@ -65,6 +74,12 @@ class MllmOptions:
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise EngineError(f"unknown method {self.method!r}; methods: {', '.join(METHODS)}")
+        if self.discovery is not None:
+            from engine.tasks.model_ranking.discovery import check_discovery
+            check_discovery(self.discovery, self.discovery_columns)
+        elif self.discovery_columns is not None:
+            from engine.errors import opt
+            raise EngineError(f"{opt('discovery_columns')} maps the columns of {opt('discovery')} FILE; give it too")
 
 
 # ---------------------------------------------------------------- metric
@@ -134,20 +149,37 @@ def embed(texts: Sequence[str], model: str) -> np.ndarray:
 
 
 def _dev_key(dev_queries: str | Path, qrels: str | Path, llm_ids: str | Path | None, options: MllmOptions,
-             given: np.ndarray | None) -> tuple[str, dict]:
+             given: np.ndarray | None, discovery_given: np.ndarray | None = None) -> tuple[str, dict]:
     """The signature of the dev side (files, model or given embeddings, grade map) and its settings."""
     settings = {"model": options.model if given is None else training_store.array_digest(given),
                 "targets": sorted(parse_targets(options.targets).items())}
     inputs = {"dev_queries": dev_queries, "qrels": qrels, "llm_ids": llm_ids}
+    if options.discovery is not None:
+        inputs["discovery"] = options.discovery
+        settings["discovery_columns"] = options.discovery_columns
+        if discovery_given is not None:
+            settings["discovery_embeddings"] = training_store.array_digest(discovery_given)
     return training_store.signature(inputs, settings), settings
 
 
-def store_dev(dev: DevSet, options: MllmOptions, key: str, settings: dict, given: np.ndarray | None
-              ) -> TrainingSide:
-    """Embed the dev questions (unless `given`) and store them with their targets and grades."""
+def store_dev(dev: DevSet, options: MllmOptions, key: str, settings: dict, given: np.ndarray | None,
+              discovery_given: np.ndarray | None = None) -> TrainingSide:
+    """Embed the dev questions (unless `given`) and store them with their targets and grades; with a discovery
+    set, its questions' embeddings (unless `discovery_given`), soft labels and per-LLM statistics beside them."""
+    arrays = {}
+    if options.discovery is not None:
+        from engine.tasks.model_ranking.discovery import read_discovery
+        found = read_discovery(options.discovery, dev.llm_ids, options.discovery_columns)
+        info(f"discovery set: {len(found.query_ids)} questions, {found.rows} rows"
+             + (f" ({found.unknown_llms} of LLMs not among the candidates, skipped)" if found.unknown_llms else ""))
+        if discovery_given is not None and len(discovery_given) != len(found.query_ids):
+            raise EngineError(f"{len(discovery_given)} discovery embeddings for {len(found.query_ids)} discovery "
+                              "questions")
+        arrays = {DISCOVERY_EMB: discovery_given if discovery_given is not None else
+                  embed(found.texts, options.model), DISCOVERY_SOFT: found.soft, LLM_STATS: found.llm_stats}
     emb = given if given is not None else embed(dev.texts, options.model)
     side = TrainingSide(dev.query_ids, dev.llm_ids, {EMBEDDING: emb}, dev.targets, dev.grades,
-                        meta=[{"text": t} for t in dev.texts])
+                        meta=[{"text": t} for t in dev.texts], arrays=arrays)
     training_store.save(side, TASK, options.name, options.root, key, options.model if given is None else None,
                         settings)
     return side
@@ -161,31 +193,57 @@ def label_gain(gain: Mapping[int, float]) -> list[float]:
     return [float(gain.get(g, 0.0)) for g in range(max(gain) + 1)]
 
 
+DISCOVERY_EMB, DISCOVERY_SOFT, LLM_STATS = "discovery_emb", "discovery_soft", "llm_stats"
+"""The discovery set's arrays in the stored dev side."""
+
+
+def discovery_block(emb: np.ndarray, arrays: Mapping[str, np.ndarray], params: TransferParams) -> np.ndarray | None:
+    """(questions × LLMs × 2) LambdaRank features from the discovery set: the confidences (z-scored within each
+    discovery question) of each LLM on the k discovery questions nearest to the question, softmax-weighted as
+    transfer weighs neighbours, as a z-score and a rank position within the question. None without one."""
+    if DISCOVERY_EMB not in arrays:
+        return None
+    disc = l2_normalize(np.asarray(arrays[DISCOVERY_EMB], np.float32))
+    soft = np.asarray(arrays[DISCOVERY_SOFT], np.float64)
+    sim = l2_normalize(np.asarray(emb, np.float32)) @ disc.T
+    prior = np.nan_to_num(column_prior(soft))
+    pred = transfer(sim, soft, prior, TransferParams(params.k, params.temperature, 0.0))
+    return ltr.query_candidate_block([pred])
+
+
 def ltr_predict(train_emb: np.ndarray, query_emb: np.ndarray, scores: np.ndarray, grades: np.ndarray,
-                gain: Mapping[int, float], candidate_ids: Sequence[str], params: TransferParams) -> np.ndarray:
-    """LambdaRank over the transfer features and descriptors parsed from the LLM ids."""
+                gain: Mapping[int, float], candidate_ids: Sequence[str], params: TransferParams,
+                arrays: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+    """LambdaRank over the transfer features and descriptors parsed from the LLM ids; with a discovery set
+    (`arrays` of the stored dev side), its per-LLM statistics and the discovery confidences near each question."""
+    arrays = arrays or {}
+    descriptors = ltr.candidate_descriptors(candidate_ids)
+    if LLM_STATS in arrays:
+        descriptors = np.concatenate([descriptors, np.asarray(arrays[LLM_STATS], np.float64)], axis=1)
+    train_extra, query_extra = discovery_block(train_emb, arrays, params), discovery_block(query_emb, arrays, params)
     train_emb, query_emb = l2_normalize(train_emb), l2_normalize(query_emb)
     return ltr.predict({EMBEDDING: train_emb @ train_emb.T}, {EMBEDDING: query_emb @ train_emb.T}, scores, grades,
-                       label_gain(gain), params, ltr.candidate_descriptors(candidate_ids))
+                       label_gain(gain), params, descriptors, train_extra=train_extra, query_extra=query_extra)
 
 
 def dev_side(dev_queries: str | Path, qrels: str | Path, llm_ids: str | Path | None, options: MllmOptions,
-             embeddings: np.ndarray | None = None) -> TrainingSide:
+             embeddings: np.ndarray | None = None, discovery_embeddings: np.ndarray | None = None) -> TrainingSide:
     """The stored dev side, embedded (and stored) first when the files or settings changed."""
-    key, settings = _dev_key(dev_queries, qrels, llm_ids, options, embeddings)
+    key, settings = _dev_key(dev_queries, qrels, llm_ids, options, embeddings, discovery_embeddings)
     side = training_store.load(TASK, options.name, options.root, key)
     if side is None:
-        side = store_dev(read_dev(dev_queries, qrels, llm_ids, options.targets), options, key, settings, embeddings)
+        side = store_dev(read_dev(dev_queries, qrels, llm_ids, options.targets), options, key, settings, embeddings,
+                         discovery_embeddings)
     return side
 
 
 def cross_validate_dev(dev_queries: str | Path, qrels: str | Path, llm_ids: str | Path | None = None,
                        options: MllmOptions = MllmOptions(), embeddings: np.ndarray | None = None,
-                       repeats: int = REPEATS) -> Study:
+                       repeats: int = REPEATS, discovery_embeddings: np.ndarray | None = None) -> Study:
     """`engine mllm --cv`: nDCG@10 and MRR out of fold, mean ± std over `repeats` k-fold splits, paired p
     against the prior, for the prior, transfer at the fixed params, transfer tuned per fold and LTR.
     `embeddings` (one row per judged dev question) replace the sentence model, e.g. in tests."""
-    side = dev_side(dev_queries, qrels, llm_ids, options, embeddings)
+    side = dev_side(dev_queries, qrels, llm_ids, options, embeddings, discovery_embeddings)
     gain = grade_gains(options.targets)
     objective = objective_for(side.grades, gain)
     (n, m), folds = side.scores.shape, options.transfer.folds
@@ -197,10 +255,12 @@ def cross_validate_dev(dev_queries: str | Path, qrels: str | Path, llm_ids: str 
         best, _ = tune(emb[tr] @ emb[tr].T, scores[tr], objective, grid, rows=tr)
         return transfer(emb[te] @ emb[tr].T, scores[tr], column_prior(scores[tr]), best)
 
+    @memoized
     def ltr_fold(tr, te):
-        return ltr_predict(emb[tr], emb[te], scores[tr], grades[tr], gain, side.candidate_ids, params)
+        return ltr_predict(emb[tr], emb[te], scores[tr], grades[tr], gain, side.candidate_ids, params, side.arrays)
 
     chosen: list[float] = []
+    per_position: list[tuple[float, ...]] = []
 
     variants: list[tuple[str, Callable, str]] = [
         (BASELINE, lambda tr, te: np.tile(column_prior(scores[tr]), (len(te), 1)), "mean target per LLM"),
@@ -210,15 +270,21 @@ def cross_validate_dev(dev_queries: str | Path, qrels: str | Path, llm_ids: str 
          "k/T/w by inner leave-one-out nDCG@10 (the first version's default)"),
         ("LTR (LambdaRank)" + (" (default)" if options.method == "ltr" else ""), ltr_fold,
          f"LightGBM {ltr.LTRParams()}; transfer features at {params}"),
-        ("guarded: LTR ⊕ prior" + (" (default)" if options.method == "guarded" else ""),
+        ("guarded: LTR ⊕ prior, one weight" + (" (default)" if options.method == "guarded-ranking" else ""),
          guarded(ltr_fold, scores, grades, gain, m, chosen),
-         f"weight of LTR: {baseline_blend.RULE} (nested)")]
+         f"weight of LTR: {baseline_blend.RULE} (nested)"),
+        ("guarded: LTR ⊕ prior per position" + (" (default)" if options.method == "guarded" else ""),
+         guarded_positions(ltr_fold, scores, grades, gain, m, per_position),
+         f"weights of LTR (first place by MRR, the rest by nDCG@10): {baseline_blend.RULE} per metric (nested)")]
     if not options.full_cv:
         variants = [v for v in variants if "per fold" not in v[0] or "(default)" in v[0]]
     scored = [run_variant(name, fn, lambda p: per_query_scores(grades, gain, p), n, m, folds, repeats, note)
               for name, fn, note in variants]
     values, counts = np.unique(np.asarray(chosen), return_counts=True)
-    scored[-1].note += "; weights chosen: " + ", ".join(f"{v:g} ×{c}" for v, c in zip(values, counts))
+    scored[-2].note += "; weights chosen: " + ", ".join(f"{v:g} ×{c}" for v, c in zip(values, counts))
+    pairs = [f"{a:g}/{b:g}" for a, b in per_position]
+    scored[-1].note += "; weights chosen (first/rest): " + ", ".join(f"{v} ×{pairs.count(v)}"
+                                                                      for v in sorted(set(pairs)))
     return Study(scored, [metric.name for metric in METRICS], BASELINE, folds, repeats)
 
 
@@ -232,36 +298,57 @@ def guarded(method: Callable, scores: np.ndarray, grades: np.ndarray, gain: Mapp
                                   chosen)
 
 
+POSITION_BANDS = ("mrr", TUNED.name)
+"""The metric deciding each band of rank positions: the first place (MRR), the rest (nDCG@10)."""
+
+
+def guarded_positions(method: Callable, scores: np.ndarray, grades: np.ndarray, gain: Mapping[int, float], m: int,
+                      chosen: list[tuple[float, ...]] | None = None) -> Callable:
+    """`method` blended with the prior per rank position (`baseline_blend.guarded_positions`): the first place
+    by the weight whose MRR gain is shown inside the training rows, the rest by the one whose nDCG@10 gain is."""
+    return baseline_blend.guarded_positions(
+        method, lambda tr, te: np.tile(column_prior(scores[tr]), (len(te), 1)),
+        lambda p, rows: per_query_scores(grades[rows], gain, p), POSITION_BANDS, (1, m), m, chosen)
+
+
 def rank_questions(dev_queries: str | Path, qrels: str | Path, queries: str | Path, out: str | Path,
                    llm_ids: str | Path | None = None, options: MllmOptions = MllmOptions(),
                    embeddings: Mapping[str, np.ndarray] | None = None) -> str:
     """`engine mllm --queries`: rank every LLM for every question and write a TREC run.
 
-    `ltr` (default) trains LambdaRank on the dev questions' transfer features, `transfer` uses FIXED params (or
+    `guarded` (default) blends LambdaRank with the prior per rank position, `guarded-ranking` with one weight,
+    `ltr` trains LambdaRank on the dev questions' transfer features, `transfer` uses FIXED params (or
     those the user sets), `tuned` chooses them by leave-one-out nDCG@10 over the dev questions. `embeddings`
-    ({"dev": ..., "queries": ...}) replace the sentence model, e.g. in tests.
+    ({"dev": ..., "queries": ..., "discovery": ...}) replace the sentence model, e.g. in tests.
     """
     given = embeddings["dev"] if embeddings is not None else None
-    key, settings = _dev_key(dev_queries, qrels, llm_ids, options, given)
+    disc_given = embeddings.get("discovery") if embeddings is not None else None
+    key, settings = _dev_key(dev_queries, qrels, llm_ids, options, given, disc_given)
     side = training_store.load(TASK, options.name, options.root, key)
     dev = read_dev(dev_queries, qrels, llm_ids, options.targets) if side is None else None
     new = read_queries(queries)  # before embedding: a bad question file fails fast
     if side is None:
-        side = store_dev(dev, options, key, settings, given)
+        side = store_dev(dev, options, key, settings, given, disc_given)
     new_emb = embeddings["queries"] if embeddings is not None else embed([t for _, t in new], options.model)
     gain = grade_gains(options.targets)
     params = options.transfer.fixed(FIXED)
-    if options.method == "guarded":
+    if options.method in ("guarded", "guarded-ranking"):
         emb = np.concatenate([side.embeddings[EMBEDDING], new_emb])
-        n, chosen = len(side.query_ids), []
+        n, m, chosen = len(side.query_ids), len(side.candidate_ids), []
         fold = lambda tr, te: ltr_predict(emb[tr], emb[te], side.scores[tr], side.grades[tr], gain,  # noqa: E731
-                                          side.candidate_ids, params)
-        predictions = guarded(fold, side.scores, side.grades, gain, len(side.candidate_ids), chosen)(
-            np.arange(n), np.arange(n, len(emb)))
-        how = f"weight {chosen[0]:g} on LambdaRank at {params}, the rest on the prior ({baseline_blend.RULE})"
+                                          side.candidate_ids, params, side.arrays)
+        if options.method == "guarded":
+            predictions = guarded_positions(fold, side.scores, side.grades, gain, m, chosen)(
+                np.arange(n), np.arange(n, len(emb)))
+            how = (f"weights {chosen[0][0]:g} (first place) and {chosen[0][1]:g} (the rest) on LambdaRank at "
+                   f"{params}, the remainder on the prior ({baseline_blend.RULE}, per metric)")
+        else:
+            predictions = guarded(fold, side.scores, side.grades, gain, m, chosen)(
+                np.arange(n), np.arange(n, len(emb)))
+            how = f"weight {chosen[0]:g} on LambdaRank at {params}, the rest on the prior ({baseline_blend.RULE})"
     elif options.method == "ltr":
         predictions = ltr_predict(side.embeddings[EMBEDDING], new_emb, side.scores, side.grades, gain,
-                                  side.candidate_ids, params)
+                                  side.candidate_ids, params, side.arrays)
         how = f"LambdaRank over transfer features at {params}"
     else:
         collection = QueryCollection(side.query_ids, side.candidate_ids, side.embeddings[EMBEDDING], side.scores)

@@ -31,7 +31,7 @@ from engine.tasks.model_ranking import baseline_blend, candidate_features, ltr, 
 from engine.tasks.model_ranking.candidate_features import FeatureOptions
 from engine.tasks.model_ranking.data import (Task, TrainingSet, grade_qrels, read_models, read_query_tasks,
                                              read_training, sample_indices, tier_name)
-from engine.tasks.model_ranking.study import Study, run_variant
+from engine.tasks.model_ranking.study import Study, memoized, run_variant
 from engine.tasks.model_ranking.training_store import TrainingSide
 from engine.tasks.model_ranking.transfer import (DEFAULT_RUN_ID, run_tag, QueryCollection, TransferOptions, TransferParams,
                                                  blend_views, column_prior, ensemble, rank_targets, rankings, select,
@@ -45,7 +45,7 @@ TIERS = ("high", "medium", "low")
 GAINS = (0.0, 1.0, 3.0, 7.0)
 """LambdaRank's gain per grade: 2^rel − 1, as the official nDCG."""
 FEATURE_METHODS = tuple(transferability.SCORES)
-METHODS = ("guarded", "ensemble", "ltr", "blend") + FEATURE_METHODS
+METHODS = ("guarded", "guarded-ranking", "ensemble", "ltr", "blend") + FEATURE_METHODS
 FIXED = TransferParams(k=5, temperature=0.1, prior_weight=0.5)
 """The ensemble's and LTR's transfer params, fixed before the 5 × 10-fold study (docs/model-ranking.md):
 the middle of the old grid, half the weight on the prior; never re-tuned per run."""
@@ -60,8 +60,10 @@ class ModelretAOptions:
     sample: int = 32
     """train/val texts embedded per task; their mean is the text view."""
     method: str = "guarded"
-    """guarded: the view ensemble (with candidate features: LTR over them) blended with the average rank, weight
-    by nested CV (`baseline_blend`); ensemble: mean of the views' transferred predictions at FIXED params; ltr:
+    """guarded: the view ensemble (with candidate features: LTR over them) blended with the average rank per rank
+    position (position 1 by a weight that must raise nDCG@1, 2–3 by one that must raise nDCG@3, the rest nDCG@5),
+    each weight by nested CV (`baseline_blend.guarded_positions`); guarded-ranking: one weight for the whole
+    ranking, 0 unless every nDCG gains (the previous default); ensemble: mean of the views' transferred predictions at FIXED params; ltr:
     LambdaRank; blend: the best view blend and params by leave-one-out (the first version's default, which
     over-fits 79 tasks); logme/hscore/knn/linear: the candidates' transferability scores (needs features)."""
     views: str | None = None
@@ -314,13 +316,26 @@ class Rows:
                                           self.descriptors, params, train_extra=None if extra is None else extra[tr],
                                           query_extra=None if extra is None else extra[te])
 
-    def guarded(self, names: Sequence[str], params: TransferParams, chosen: list[float] | None = None):
-        """The view ensemble (LTR over the candidate features when there are any) blended with the average
-        rank, the weight fitted inside the training rows (`baseline_blend`)."""
-        method = self.ltr(params, True) if self.extra is not None else self.ensemble(names, params)
+    def method(self, names: Sequence[str], params: TransferParams):
+        """What the guards blend: the view ensemble, or LTR over the candidate features when there are any
+        (remembered per fold: both guards ask for the same inner folds)."""
+        return memoized(self.ltr(params, True) if self.extra is not None else self.ensemble(names, params))
+
+    def guarded(self, names: Sequence[str], params: TransferParams, chosen: list[float] | None = None,
+                method=None):
+        """`method` blended with the average rank, one weight fitted inside the training rows (`baseline_blend`)."""
         metrics = [m.name for m in METRICS]
-        return baseline_blend.guarded(method, self.baseline, row_values(self.grades), metrics, metrics,
-                                      self.nf1.shape[1], chosen)
+        return baseline_blend.guarded(method or self.method(names, params), self.baseline, row_values(self.grades),
+                                      metrics, metrics, self.nf1.shape[1], chosen)
+
+    def guarded_positions(self, names: Sequence[str], params: TransferParams,
+                          chosen: list[tuple[float, ...]] | None = None, method=None):
+        """`method` blended with the average rank per rank position: position 1 by nDCG@1, 2–3 by nDCG@3, the
+        rest by nDCG@5, each weight fitted inside the training rows (`baseline_blend.guarded_positions`)."""
+        bands = [m.name for m in sorted(METRICS, key=lambda m: m.k)]
+        cuts = [m.k for m in sorted(METRICS, key=lambda m: m.k)][:-1] + [self.nf1.shape[1]]
+        return baseline_blend.guarded_positions(method or self.method(names, params), self.baseline,
+                                                row_values(self.grades), bands, cuts, self.nf1.shape[1], chosen)
 
 
 def feature_block(mats: dict[str, np.ndarray]) -> np.ndarray:
@@ -397,21 +412,28 @@ def cross_validate_tasks(train_dir: str | Path, tasks_csv: str | Path | None = N
                      for method in FEATURE_METHODS]
         variants += [(mark("LTR (LambdaRank) + candidate features", "ltr"), data.ltr(params, True),
                       "LightGBM over the transfer features and each score's within-task z and rank")]
-    variants += [(mark(f"guarded: {inner} ⊕ average rank", "guarded"), data.guarded(names, params, chosen),
-                  f"weight of {inner}: {baseline_blend.RULE} (nested)")]
+    per_position: list[tuple[float, ...]] = []
+    method = data.method(names, params)
+    variants += [(mark(f"guarded: {inner} ⊕ average rank, one weight", "guarded-ranking"),
+                  data.guarded(names, params, chosen, method), f"weight of {inner}: {baseline_blend.RULE} (nested)"),
+                 (mark(f"guarded: {inner} ⊕ average rank per position", "guarded"),
+                  data.guarded_positions(names, params, per_position, method),
+                  f"weights of {inner} (position 1 by nDCG@1, 2–3 by nDCG@3, the rest by nDCG@5): "
+                  f"{baseline_blend.RULE} per metric (nested)")]
     if not options.full_cv:
         variants = [v for v in variants if "per fold" not in v[0] or "(default)" in v[0]]
     tiers = [tier_name(meta["criticality"]) for meta in side.meta]
     groups = {t: np.flatnonzero(np.array(tiers) == t) for t in TIERS if t in tiers}
     scored = [run_variant(name, fn, per_query, n, m, options.transfer.folds, repeats, note)
               for name, fn, note in variants]
-    scored[-1].note += f"; weights chosen: {_weights(chosen)}"
+    scored[-2].note += f"; weights chosen: {_weights(chosen)}"
+    scored[-1].note += f"; weights chosen: {_weights([' / '.join(f'{w:g}' for w in t) for t in per_position])}"
     return Study(scored, [metric.name for metric in METRICS], BASELINE, options.transfer.folds, repeats, groups)
 
 
-def _weights(chosen: Sequence[float]) -> str:
+def _weights(chosen: Sequence[float | str]) -> str:
     values, counts = np.unique(np.asarray(chosen), return_counts=True)
-    return ", ".join(f"{v:g} ×{c}" for v, c in zip(values, counts))
+    return ", ".join(f"{v:g} ×{c}" if not isinstance(v, str) else f"{v} ×{c}" for v, c in zip(values.tolist(), counts))
 
 
 # ---------------------------------------------------------------- ranking
@@ -449,7 +471,7 @@ def rank_tasks(train_dir: str | Path, queries_dir: str | Path, out: str | Path,
         mats = score_matrices(queries, models, options, side.candidate_ids)
         predictions = score_ranking(mats[options.method], data.baseline(tr, te))
         how = f"{options.method} of each candidate's features ({options.features.pooling}-pooled)"
-    elif options.method in ("ensemble", "ltr", "guarded"):
+    elif options.method in ("ensemble", "ltr", "guarded", "guarded-ranking"):
         if models is not None and options.method != "ensemble":
             training = training or read_training(train_dir, tasks_csv)
             mats = score_matrices(list(training.tasks) + list(queries), models, options, side.candidate_ids)
@@ -460,11 +482,17 @@ def rank_tasks(train_dir: str | Path, queries_dir: str | Path, out: str | Path,
         elif options.method == "ltr":
             predictions = data.ltr(params, True)(tr, te)
             how = f"LambdaRank over all views' transfer features{' and candidate features' * (models is not None)}"
-        else:
+        elif options.method == "guarded-ranking":
             chosen: list[float] = []
             predictions = data.guarded(names, params, chosen)(tr, te)
             how = f"weight {chosen[0]:g} on {'LTR' if models is not None else 'the view ensemble'}, the rest on " \
                   f"the average rank ({baseline_blend.RULE})"
+        else:
+            bands: list[tuple[float, ...]] = []
+            predictions = data.guarded_positions(names, params, bands)(tr, te)
+            how = f"weights {' / '.join(f'{w:g}' for w in bands[0])} (positions 1, 2–3, 4–) on " \
+                  f"{'LTR' if models is not None else 'the view ensemble'}, the rest on the average rank " \
+                  f"({baseline_blend.RULE}, per metric)"
     else:
         candidates = blends(side.embeddings, names, fixed=options.views is not None)
         sims = {name: emb @ emb.T for name, emb in candidates.items()}
