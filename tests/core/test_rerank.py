@@ -47,7 +47,6 @@ def forward_logits(folder: Path, query: str, docs: list[str]) -> np.ndarray:
 
 def test_large_logits_rerank_exactly_as_the_raw_logits(tiny_cross_large, text_col):
     """Logits near 80: the sigmoid's scores tie at 0.0/1.0, the stage still orders by the logit."""
-    import torch
     from sentence_transformers import CrossEncoder
     query = "a question about animals"
     first = text_col.search(text=query, k=len(DOCS))
