@@ -8,6 +8,8 @@ approximate index return fewer than asked, the rows are searched exactly instead
 """
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import numpy as np
 
 from engine.core.index.faiss_index import faiss_module, use_blas_for
@@ -62,12 +64,17 @@ def _selector_params(index, mask: np.ndarray, stored: dict):
     return params
 
 
-def search_masked(index, embeddings: np.ndarray, queries: np.ndarray, k: int, mask: np.ndarray,
-                  stored: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Top-k among the rows where `mask` is true: (scores, rows), -1 past the matching rows."""
+def search_masked(index: "Any | Callable[[], Any]", embeddings: np.ndarray, queries: np.ndarray, k: int,
+                  mask: np.ndarray, stored: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Top-k among the rows where `mask` is true: (scores, rows), -1 past the matching rows. `index` may be
+    a function that loads it: a selective filter scans its rows exactly and never loads the index."""
     rows = np.flatnonzero(mask)
     want = min(k, len(rows))
-    if len(rows) <= EXACT_ROWS or not hasattr(index, "search"):
+    if len(rows) <= EXACT_ROWS:
+        return exact_rows(embeddings, rows, queries, k)
+    if callable(index) and not hasattr(index, "search"):
+        index = index()
+    if not hasattr(index, "search"):
         return exact_rows(embeddings, rows, queries, k)
     params = _selector_params(index, mask, stored or {})
     if params is None:

@@ -61,7 +61,7 @@ class StoredCollection:
         self.manifest = manifest
         self._items: list[dict] | None = None
         self._offsets: np.ndarray | None = None
-        self._embeddings: np.ndarray | None = None
+        self._arrays: dict[str, np.ndarray] = {}
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -158,8 +158,11 @@ class StoredCollection:
         return [r for r in self.manifest.get("roles", {}) if r not in CORE_ROLES]
 
     def array(self, name: str) -> np.ndarray:
-        """A named array, memory-mapped (read-only)."""
-        return np.load(self.file(name), mmap_mode="r")
+        """A named array, memory-mapped (read-only) once per opened generation: a generation's files never
+        change (a writer publishes new names), so every later access reuses the mapping and its warm pages."""
+        if name not in self._arrays:
+            self._arrays[name] = np.load(self.file(name), mmap_mode="r")
+        return self._arrays[name]
 
     def document(self, name: str) -> Any:
         """A named JSON document."""
@@ -167,11 +170,9 @@ class StoredCollection:
 
     @property
     def embeddings(self) -> np.ndarray:
-        """The stored vectors, mapped once per opened generation: the mapping outlives a commit that deletes
-        the file, so a reader that has touched them keeps reading its own generation."""
-        if self._embeddings is None:
-            self._embeddings = np.load(self.file("embeddings"), mmap_mode="r")
-        return self._embeddings
+        """The stored vectors, mapped once per opened generation (`array`): the mapping outlives a commit that
+        deletes the file, so a reader that has touched them keeps reading its own generation."""
+        return self.array("embeddings")
 
     def embedding_rows(self) -> NpyRows:
         """The embeddings read block by block (no mapping kept resident): what a build copies before new rows."""
