@@ -103,12 +103,14 @@ def filter_mask(col, where: str | None, known_fields: bool = True) -> np.ndarray
     `known_fields`, a field no item has is refused (`check_fields`) rather than matching nothing."""
     if where is None:
         return None
+    live = col.live_mask()
     from engine.core.filters import evaluate, parse_where
     expr = parse_where(where)
     table = metadata_table(col)
     if known_fields:
         check_fields(col, expr, table)
-    return evaluate(expr, table)
+    mask = evaluate(expr, table)
+    return mask if live is None else mask & live  # deleted rows match no filter
 
 
 def check_fields(col, expr, table) -> None:
@@ -153,7 +155,10 @@ def _dense(col, vectors: np.ndarray, depth: int, mask: np.ndarray | None, knobs)
 
 
 def _bm25_scores(col, text: str, mask: np.ndarray | None) -> np.ndarray:
+    """BM25 scores of every row, 0 outside `mask` (the filter's rows) and on deleted rows."""
     s = bm25_index(col).scores(text)
+    if mask is None:
+        mask = col.live_mask()
     return np.where(mask, s, 0.0) if mask is not None else s
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.core.build.update import delete_ids
+from engine.core.build.update import compact, delete_ids
 from engine.core.collection import Collection
-from engine.core.hybrid import filter_mask
+from engine.core.hybrid import filter_mask, search_rows
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from conftest import run_cli  # noqa: E402
@@ -48,11 +48,30 @@ def test_delete_equals_a_fresh_build(tmp_path, index):
     Collection.from_vectors("c", ids, vec, None, "text", root=tmp_path, index=index, meta=meta)
     gone = set(ids[::10]) | {"d1", "d2", "d3"}
     assert delete_ids("c", sorted(gone), root=tmp_path) == len(gone)
-    after = Collection.open("c", tmp_path, verify=True)
     keep = [i for i, x in enumerate(ids) if x not in gone]
     fresh = Collection.from_vectors("f", [ids[i] for i in keep], vec[keep], None, "text", root=tmp_path,
                                     index="Flat", meta=[meta[i] for i in keep])
     queries = np.asarray(fresh.embeddings[:20])
+    marked = Collection.open("c", tmp_path, verify=True)  # rows marked: every file kept, the tombstones added
+    assert len(marked) == n and marked.live_count == len(keep) and marked.info()["count"] == len(keep)
+    assert [marked.ids[r] for r in marked.live_rows()] == fresh.ids
+    if index == "Flat" or index.startswith("IVF"):
+        from engine.core.index.faiss_index import SearchKnobs
+        knobs = SearchKnobs(nprobe=8) if index.startswith("IVF") else None
+        for k in (1, 10, len(keep), n):
+            got = marked.hits(*marked.search_vectors(queries, k, knobs))
+            want = fresh.hits(*fresh.search_vectors(queries, k))
+            assert [[(h.id, round(h.score, 5)) for h in x] for x in got] == \
+                [[(h.id, round(h.score, 5)) for h in x] for x in want]
+    for where in ("year < 2005", 'year >= 2010 and split == "a"'):
+        got = [marked.ids[r] for r in np.flatnonzero(filter_mask(marked, where))]
+        assert got == [fresh.ids[r] for r in np.flatnonzero(filter_mask(fresh, where))]
+        hits = marked.hits(*search_rows(marked, 10, vectors=queries[:3], where=where))
+        assert [[h.id for h in x] for x in hits] == \
+            [[h.id for h in x] for x in fresh.hits(*search_rows(fresh, 10, vectors=queries[:3], where=where))]
+    assert delete_ids("c", sorted(gone), root=tmp_path) == 0  # run again: nothing left to do
+    assert compact("c", root=tmp_path) == len(gone)
+    after = Collection.open("c", tmp_path, verify=True)
     if index.startswith("IVF"):
         from engine.core.index.faiss_index import SearchKnobs
         ha = after.hits(*after.search_vectors(queries, 10, SearchKnobs(nprobe=8)))
@@ -63,7 +82,7 @@ def test_delete_equals_a_fresh_build(tmp_path, index):
     np.testing.assert_array_equal(np.asarray(after.embeddings), np.asarray(fresh.embeddings))
     assert after.index.ntotal == len(keep)
     assert filter_mask(after, "year < 2005").tolist() == filter_mask(fresh, "year < 2005").tolist()
-    assert delete_ids("c", sorted(gone), root=tmp_path) == 0  # run again: nothing left to do
+    assert compact("c", root=tmp_path) == 0 and delete_ids("c", sorted(gone), root=tmp_path) == 0
 
 
 def _csv(path: Path, rows: list[tuple[str, str]]) -> Path:
@@ -84,6 +103,15 @@ def test_update_and_delete_of_a_text_collection_with_bm25(tmp_path, monkeypatch,
     code, _, err = run_cli(monkeypatch, capsys, "delete", "c", "--ids", tmp_path / "gone.txt", "--root", root, "-q")
     assert code == 0 and "not-there" in err
     code, _, err = run_cli(monkeypatch, capsys, "verify", "c", "--root", root, "-q")
+    assert code == 0, err
+    marked = Collection.open("c", root)
+    assert marked.live_count == 29 and len(marked) == 31
+    for q in ("document 7 about topic 2 with word w7", "w8"):  # the deleted rows' own words: never a hit
+        for mode in ("bm25", "dense", "hybrid"):
+            for where in (None, 'text != "none"'):  # unfiltered, and a filter every row matches
+                ids = {h.id for h in marked.search(text=q, k=40, mode=mode, where=where)}
+                assert not ids & {"d7", "d8"} and (mode != "dense" or len(ids) == 29), (q, mode, where)
+    code, _, err = run_cli(monkeypatch, capsys, "compact", "c", "--root", root, "-q")
     assert code == 0, err
     final = {i: t for i, t in base if i not in ("d7", "d8")}
     final.update(dict(changes))

@@ -96,6 +96,10 @@ def _build_collection(name: str, images: str | Path | None, texts: str | Path | 
         if o.update or o.sync:
             from engine.core.build.update import replace_rows
             old, items = replace_rows(old, items, o, report)
+        elif old.live_mask() is not None:  # rows a delete marked are left out of the new generation
+            from engine.core.build.update import Remaining, check_deletable
+            check_deletable(old)
+            old = Remaining(old, old.live_rows())
         have = set(old.ids)
         report.skipped_existing = sum(1 for it in items if it.id in have)
         items = [it for it in items if it.id not in have]

@@ -30,7 +30,10 @@ def exact_rows(embeddings: np.ndarray, rows: np.ndarray, queries: np.ndarray, k:
     parts_s, parts_r = [], []
     for lo in range(0, len(rows), _BLOCK):
         block = rows[lo:lo + _BLOCK]
-        sims = queries @ np.asarray(embeddings[block], dtype=np.float32).T
+        vecs = np.asarray(embeddings[block], dtype=np.float32)
+        # one query: a matrix-vector product (one thread); a 1-row GEMM wakes every BLAS thread, which on a
+        # busy machine costs 10-100× the product itself
+        sims = (vecs @ queries[0])[None] if nq == 1 else queries @ vecs.T
         keep = min(k, len(block))
         best = np.argpartition(-sims, keep - 1, axis=1)[:, :keep] if keep < len(block) else \
             np.tile(np.arange(len(block)), (nq, 1))
@@ -84,3 +87,27 @@ def search_masked(index: "Any | Callable[[], Any]", embeddings: np.ndarray, quer
     if (labels[:, :want] < 0).any():  # an approximate index saw too few matching rows: be exact
         return exact_rows(embeddings, rows, queries, k)
     return scores, labels
+
+
+def search_live(index: "Callable[[], Any]", embeddings: np.ndarray, queries: np.ndarray, k: int, live: np.ndarray,
+                stored: dict, override: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Top-k among the rows not deleted (`live`): the index searched for a few more than k, the deleted rows
+    dropped (a delete costs a search almost nothing); a query left with fewer than k is searched again
+    restricted to the live rows (`search_masked`), so k come back whenever k rows live."""
+    from engine.core.index.faiss_index import search_index
+    n, dead = len(live), len(live) - int(np.count_nonzero(live))
+    fetch = min(n, k + min(dead, k + 32))
+    scores, rows = search_index(index(), queries, fetch, stored, override)
+    kept = (rows >= 0) & live[np.maximum(rows, 0)]
+    out_s = np.full((len(queries), k), -np.inf, dtype=np.float32)
+    out_r = np.full((len(queries), k), -1, dtype=np.int64)
+    short = []
+    for q in range(len(queries)):
+        pick = np.flatnonzero(kept[q])[:k]
+        out_s[q, :len(pick)], out_r[q, :len(pick)] = scores[q, pick], rows[q, pick]
+        if len(pick) < k:
+            short.append(q)
+    if short:
+        s, r = search_masked(index, embeddings, queries[short], k, live, {**stored, **override})
+        out_s[short], out_r[short] = s[:, :k], r[:, :k]
+    return out_s, out_r
