@@ -269,6 +269,8 @@ def bench_cmd(
     queries: Annotated[Optional[Path], typer.Option("--queries", help="Text queries to time (default: generic "
                        "captions for image–text collections, sampled items otherwise).")] = None,
     n: Annotated[int, typer.Option("--n", help="Queries to time.")] = 200,
+    seconds: Annotated[float, typer.Option("--seconds", help="Time each measurement takes at most (about): "
+                       "it stops after --n calls or this many seconds of them, whichever comes first.")] = 3.0,
     batch: Annotated[int, typer.Option("--batch", help="Batch size of the batched runs.")] = 64,
     k: Annotated[int, typer.Option("-k", help="Results per query.")] = 10,
     out: Annotated[Optional[Path], typer.Option("--out", help="JSON result (default: <collection>/bench.json).")] = None,
@@ -290,7 +292,8 @@ def bench_cmd(
     from engine.io.tables import read_queries
     configure_threads(threads)
     col = Collection.open(name, root)
-    result = bench_collection(col, [t for _, t in read_queries(queries)] if queries else None, n=n, batch=batch, k=k)
+    result = bench_collection(col, [t for _, t in read_queries(queries)] if queries else None, n=n, batch=batch, k=k,
+                              seconds=seconds)
     Console().print(bench_table(result))
     target = out or col.path / "bench.json"
     write_json(target, result)

@@ -179,7 +179,9 @@ def _fuse(col, text: str, vector: np.ndarray, dense_rows: Sequence[int], lex: np
     if not cands:
         return []
     order = np.sort(np.asarray(cands, dtype=np.int64))
-    dense = np.asarray(col.embeddings[order], dtype=np.float32) @ np.asarray(vector, dtype=np.float32)
+    from engine.core.index.filtered import inner_products
+    dense = inner_products(np.asarray(col.embeddings[order], dtype=np.float32),
+                           np.asarray(vector, dtype=np.float32)[None])[0]
     if method == "rrf":
         dense_run = sorted(((str(r), float(s)) for r, s in zip(order, dense)), key=lambda p: -p[1])
         lex_run = sorted(((str(r), float(lex[r])) for r in order if lex[r] > 0), key=lambda p: -p[1])
