@@ -10,11 +10,12 @@ machine is shared: read the paired ratios).
              the collection and runs Q queries filtered by `g == 7` (the first one timed apart: it maps what
              the query reads), then Q unfiltered; p50 wall ms and CPU ms per query; the filtered top-10
              checked against brute-force filtering of exact scores
+    bench    `engine bench` of a 16-photo EfficientNet collection with its defaults, wall seconds of the command
     delete   10 % of the N items deleted (`engine delete`'s function) on a fresh copy of the collection: wall
              and CPU seconds, then Q queries right after (p50 ms) against the same queries before the delete;
              the results checked against a search of the kept rows alone
 
-    python benchmarks/floor_paths.py --baseline DIR [--sections filter,delete] [--n 200000] [--dim 384]
+    python benchmarks/floor_paths.py --baseline DIR [--sections filter,delete,bench] [--n 200000] [--dim 384]
                                      [--repeat 3] [--work /tmp/engine-floor]
 """
 from __future__ import annotations
@@ -100,7 +101,33 @@ def work_delete(root: Path, q: int) -> dict:
             "query_after_ms": a_wall, "query_after_cpu_ms": a_cpu, "ids": got}
 
 
-WORKERS = {"filter": work_filter, "delete": work_delete}
+def work_bench(root: Path, q: int) -> dict:
+    """`engine bench` of a 16-photo collection from the shell, its defaults (the baseline has no --seconds)."""
+    t = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "engine.cli", "bench", "b", "--root", str(root), "-q", "--out",
+                          str(root / "bench.json")], capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(out.stderr[-2000:])
+    return {"bench_s": time.perf_counter() - t, "rows": []}
+
+
+WORKERS = {"filter": work_filter, "delete": work_delete, "bench": work_bench}
+
+
+def prepare_bench(work: Path) -> Path:
+    """An image collection of scikit-image's 16 bundled photos (EfficientNet-Lite0: image → image queries, the
+    collection's own photos), built once."""
+    root = work / "bench"
+    if not (root / "b" / "manifest.json").is_file():
+        sys.path.insert(0, str(REPO))
+        from engine.core.collection import Collection
+        from engine.core.demo import demo_photos
+        folder = work / "photos"
+        folder.mkdir(parents=True, exist_ok=True)
+        for photo in demo_photos():
+            shutil.copy(photo, folder / photo.name)
+        Collection.build("b", images=folder, root=root, model="effnet")
+    return root
 
 
 # ---------------------------------------------------------------------------------------------- driver
@@ -146,7 +173,7 @@ def brute_kept(x: np.ndarray, queries: np.ndarray, n: int) -> list[list[str]]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--baseline", type=Path, required=True, help="a checkout of the engine at another commit")
-    ap.add_argument("--sections", default="filter,delete")
+    ap.add_argument("--sections", default="filter,delete,bench")
     ap.add_argument("--n", type=int, default=200_000)
     ap.add_argument("--dim", type=int, default=384)
     ap.add_argument("--queries", type=int, default=40)
@@ -163,13 +190,15 @@ def main() -> None:
         runs: dict[str, list[dict]] = {"baseline": [], "head": []}
         for r in range(a.repeat):
             for name in (("baseline", "head") if r % 2 == 0 else ("head", "baseline")):
-                root = src
+                root = prepare_bench(a.work) if section == "bench" else src
                 if section == "delete":  # each delete on its own copy of the collection
                     root = a.work / f"copy-{name}"
                     shutil.rmtree(root, ignore_errors=True)
                     shutil.copytree(src, root)
                 res = run_worker(sides[name], section, root, a.queries)
-                if section == "filter":
+                if section == "bench":
+                    res["exact"] = res.pop("rows") == []
+                elif section == "filter":
                     res["exact"] = res.pop("rows") == brute_filtered(x, queries[:a.queries], a.n)
                 else:
                     res["exact"] = res.pop("ids") == brute_kept(x, queries[:a.queries], a.n)
