@@ -247,3 +247,11 @@ def test_a_delete_stopped_at_any_step_leaves_a_whole_generation(tmp_path, monkey
             break
     assert "old" in outcomes and outcomes[-1] == "new" and finished
     assert delete_ids("c", gone, root=tmp_path, compact_at=compact_at) == 0
+
+
+def test_a_delete_finds_ids_with_quotes_escapes_and_other_scripts(tmp_path):
+    ids = ['plain', 'with "quote"', 'back\\slash', 'tab\there', '東京', 'é', 'x' * 300]
+    Collection.from_vectors("c", ids, _vectors(len(ids)), None, "text", root=tmp_path)
+    assert delete_ids("c", ids[1:6] + ["absent"], root=tmp_path) == 5
+    col = Collection.open("c", tmp_path, verify=True)
+    assert [col.ids[r] for r in col.live_rows()] == [ids[0], ids[6]]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
@@ -127,14 +128,14 @@ def delete_ids(name: str, ids: Sequence[str], root: str | Path | None = None, wa
         old = StoredCollection.open(name, root)
         check_deletable(old)
         gone = set(map(str, ids))
-        all_ids = stored_ids(old)
-        drop = np.fromiter((i in gone for i in all_ids), dtype=bool, count=len(all_ids))
+        drop = id_rows(old, gone)
         live = old.live_mask()
         if live is not None:
             drop &= live  # an id deleted before is not there any more
         missing = len(gone) - int(drop.sum())
         if missing:
-            known = set(all_ids)
+            alive = live if live is not None else np.ones(len(old), dtype=bool)
+            known = {i for i, keep in zip(stored_ids(old), alive) if keep}
             some = [i for i in ids if i not in known][:5]
             warn(f"{missing} of {len(gone)} ids are not in {name!r} (already deleted?): {', '.join(some)}"
                  + (" …" if missing > 5 else ""))
@@ -180,9 +181,41 @@ def compact(name: str, root: str | Path | None = None, wait: float = 0.0) -> int
         return dropped
 
 
+_ID_AT_LINE_START = re.compile(rb'^\{"id": "((?:[^"\\\n]|\\.)*)"', re.M)
+
+
+def _raw_ids(old: StoredCollection) -> list[bytes] | None:
+    """Every row's id as the bytes between its quotes: items rows are written `{"id": "…", …}`, so one regular
+    expression over the mapped file finds them; None when some row has another form."""
+    import mmap
+    with open(old.file("items"), "rb") as fh:
+        try:
+            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                raw = _ID_AT_LINE_START.findall(data)
+        except ValueError:  # an empty file cannot be mapped
+            raw = []
+    return raw if len(raw) == len(old) else None
+
+
+def _decoded(raw: bytes) -> str:
+    return json.loads(b'"' + raw + b'"') if b"\\" in raw else raw.decode("utf-8")
+
+
+def id_rows(old: StoredCollection, ids: set[str]) -> np.ndarray:
+    """A mask of the rows whose id is in `ids`, comparing stored bytes (an id with an escape decoded first)."""
+    raw = _raw_ids(old)
+    if raw is None:
+        return np.fromiter((i in ids for i in stored_ids(old)), dtype=bool, count=len(old))
+    plain = {i.encode("utf-8") for i in ids}
+    return np.fromiter((_decoded(b) in ids if b"\\" in b else b in plain for b in raw), dtype=bool, count=len(raw))
+
+
 def stored_ids(old: StoredCollection) -> list[str]:
-    """Every row's id without parsing the rows: items rows are written `{"id": "…", …}`, so the id is the
-    JSON string at a fixed place (any other row is parsed whole)."""
+    """Every row's id without parsing the rows (`_raw_ids`; a row of another form: every row read line by
+    line, and any other row parsed whole)."""
+    raw = _raw_ids(old)
+    if raw is not None:
+        return [_decoded(i) for i in raw]
     from json.decoder import scanstring
     prefix = '{"id": "'
     out = []
