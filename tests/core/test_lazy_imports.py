@@ -37,6 +37,8 @@ COMMANDS = {
     "build-help": ["build", "--help"],
     "search-help": ["search", "--help"],
     "task-help": ["modelret-a", "--help"],
+    "pipeline-help": ["pipeline", "--help"],
+    "compact-nothing": ["compact", "t", "--root", "{root}"],
     "option-error": ["build", "t", "--texts", "x.csv", "--batch-size", "0", "--root", "{root}"],
     "search-option-error": ["search", "t", "a dog", "-k", "0", "--root", "{root}"],
     "where-error": ["search", "t", "a dog", "--where", "year =", "--root", "{root}"],
