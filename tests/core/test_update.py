@@ -255,3 +255,16 @@ def test_a_delete_finds_ids_with_quotes_escapes_and_other_scripts(tmp_path):
     assert delete_ids("c", ids[1:6] + ["absent"], root=tmp_path) == 5
     col = Collection.open("c", tmp_path, verify=True)
     assert [col.ids[r] for r in col.live_rows()] == [ids[0], ids[6]]
+
+
+def test_add_after_a_delete_writes_the_live_rows_and_may_bring_an_id_back(tmp_path):
+    base = [(f"d{i}", f"document {i} about topic {i}") for i in range(4)]
+    root = tmp_path / "i"
+    Collection.build("c", texts=_csv(tmp_path / "a.csv", base), root=root, model="minilm")
+    assert delete_ids("c", ["d1"], root=root) == 1
+    Collection.build("c", texts=_csv(tmp_path / "b.csv", [("d1", "document 1 is back"), ("d9", "a new one")]),
+                     root=root, add=True)
+    col = Collection.open("c", root, verify=True)
+    assert col.ids == ["d0", "d2", "d3", "d1", "d9"] and col.live_mask() is None and "deleted" not in col.manifest
+    hits = col.search(text="document 1 is back", k=5, mode="dense")
+    assert hits[0].id == "d1" and len(hits) == 5
