@@ -198,6 +198,7 @@ def main() -> None:
                     root = a.work / f"copy-{name}"
                     shutil.rmtree(root, ignore_errors=True)
                     shutil.copytree(src, root)
+                    os.sync()  # the copy's dirty pages on disk first: the delete's own fsyncs wait for no one
                 res = run_worker(sides[name], section, root, a.queries)
                 if section == "bench":
                     res["exact"] = res.pop("rows") == []
