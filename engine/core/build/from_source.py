@@ -192,8 +192,8 @@ def build_encoder(spec: str, kind: str, o: "BuildOptions"):
     torch's within 1e-4, prompts included; as fast or faster per text: benchmarks/onnx_build.py). Otherwise,
     and for models without an export, the whole (torch) encoder."""
     from engine.core.encoders.device import on_cpu
+    from engine.core.encoders.registry import load_encoder, load_text_query_encoder
     if kind == "text" and o.ray is None and on_cpu(o.device):
-        from engine.core.encoders.registry import load_text_query_encoder
         return load_text_query_encoder(spec)
     return load_encoder(spec)
 
