@@ -16,7 +16,7 @@ import typer
 from engine.errors import set_option_names
 
 TASKS = ("engine.tasks.eventa", "engine.tasks.model_ranking", "engine.tasks.lora", "engine.tasks.dse")
-CORE_ONLY = {"build", "search", "info", "verify", "list", "bench", "demo", "models", "metrics", "eval", "compare",
+CORE_ONLY = {"build", "search", "delete", "compact", "info", "verify", "list", "bench", "demo", "models", "metrics", "eval", "compare",
              "fuse", "serve", "rerank", "adapt"}
 READS_RUNS = {"eval", "compare", "fuse"}  # may read a task's run format: import the task packages (not their CLIs)
 

@@ -10,7 +10,6 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from engine.progress import info
 
 
 def latency_stats(seconds: Sequence[float], per_call_items: int = 1) -> dict[str, float]:
@@ -22,29 +21,42 @@ def latency_stats(seconds: Sequence[float], per_call_items: int = 1) -> dict[str
             "qps": float(len(s) * per_call_items / total) if total > 0 else float("inf"), "calls": int(len(s))}
 
 
-def time_calls(fn: Callable[[int], object], n: int, warmup: int = 3, label: str | None = None) -> list[float]:
-    """Seconds of each of `n` calls after `warmup` untimed ones; with `label`, a progress bar (advanced between
-    the timed calls, a few dozen times in all, so it costs the timings nothing)."""
-    from engine.progress import make_progress
+def time_calls(fn: Callable[[int], object], n: int, warmup: int = 3, seconds: float | None = None,
+               progress: Callable[[int], None] | None = None) -> list[float]:
+    """Seconds per call of `fn(i)` for i < n, after `warmup` untimed calls; with `seconds`, the calls stop
+    once that much time has gone into them (at least one is timed), so a slow model cannot hold a bench for
+    minutes. `progress(1)` after each call."""
     for i in range(min(warmup, n)):
         fn(i)
-    out = []
-    step = max(1, n // 50)
-    with make_progress() as bar:
-        task = bar.add_task(label or "timing", total=n, visible=label is not None)
-        for i in range(n):
-            t = time.perf_counter()
-            fn(i)
-            out.append(time.perf_counter() - t)
-            if (i + 1) % step == 0 or i + 1 == n:
-                bar.update(task, completed=i + 1)
+    out: list[float] = []
+    spent = 0.0
+    for i in range(n):
+        t = time.perf_counter()
+        fn(i)
+        out.append(time.perf_counter() - t)
+        spent += out[-1]
+        if progress is not None:
+            progress(1)
+        if seconds is not None and spent >= seconds:
+            break
     return out
+
+
+def takes_text(col) -> bool:
+    """Whether a collection's encoder embeds text, from the registry (no model loaded for it)."""
+    import re
+    from engine.core.encoders.registry import entry_for
+    from engine.errors import EngineError
+    try:
+        return "text" in re.findall(r"[a-z]+", entry_for(col.manifest["encoder"])[0].modalities)
+    except EngineError:
+        return "text" in col.encoder.modalities  # a spec the registry does not list: ask the encoder
 
 
 def default_bench_queries(col, n: int) -> tuple[str, list[str]]:
     """Queries in the modality users send: text for text-capable encoders, else the collection's own images."""
     rng = np.random.default_rng(0)
-    if "text" in col.encoder.modalities:
+    if takes_text(col):
         if col.kind == "text":
             items = col.items
             picks = rng.choice(len(items), min(n, len(items)), replace=False)
@@ -65,8 +77,11 @@ def default_bench_queries(col, n: int) -> tuple[str, list[str]]:
 
 
 def bench_collection(col, queries: Sequence[str] | None = None, n: int = 200, batch: int = 64,
-                     k: int = 10) -> dict:
-    """Time single and batched query encoding and search; report index and embedding memory."""
+                     k: int = 10, seconds: float | None = 3.0) -> dict:
+    """Time single and batched query encoding and search (each measurement at most `n` calls and about
+    `seconds` of them, with a progress bar); report index and embedding memory. Queries go through the same
+    light encoders (ONNX where the model has them) as `engine search`."""
+    from engine.progress import make_progress
     if queries:
         modality, qs = "text", list(queries)
     else:
@@ -74,32 +89,41 @@ def bench_collection(col, queries: Sequence[str] | None = None, n: int = 200, ba
     qs = (qs * (n // max(1, len(qs)) + 1))[:n] if qs else []
     encode = (lambda xs: col.encode_queries(texts=xs, batch_size=batch)) if modality == "text" \
         else (lambda xs: col.encode_queries(images=xs, batch_size=batch))
-    result: dict = {"collection": col.name, "count": len(col), "dim": col.dim, "encoder": col.manifest["encoder"],
-                    "index_factory": col.manifest["index_factory"], "query_modality": modality, "queries": len(qs),
-                    "batch": batch, "k": k}
-    if qs:
-        info(f"encoding {len(qs)} {modality} queries one by one and in batches of {batch}")
-        result["encode_single"] = latency_stats(time_calls(lambda i: encode([qs[i]]), len(qs),
-                                                           label="encoding queries one by one"))
-        batches = [qs[i:i + batch] for i in range(0, len(qs), batch)]
-        result["encode_batch"] = latency_stats(time_calls(lambda i: encode(batches[i]), len(batches), warmup=1,
-                                                          label=f"encoding batches of {batch}"),
-                                               per_call_items=batch)
-        qvec = encode(qs)
-    else:  # no query source: search with stored vectors
-        rng = np.random.default_rng(0)
-        qvec = np.asarray(col.embeddings[rng.choice(len(col), min(n, len(col)), replace=False)])
-    qvec = np.ascontiguousarray(qvec, dtype=np.float32)
-    index = col.index
-    from engine.core.index.faiss_index import use_blas_for
-    use_blas_for(index)  # as Collection.search does
-    result["search_single"] = latency_stats(time_calls(lambda i: index.search(qvec[i:i + 1], k), len(qvec),
-                                                       label="searching one by one"))
-    nb = max(1, len(qvec) // batch)
-    qb = [qvec[i * batch:(i + 1) * batch] for i in range(nb)]
-    result["search_batch"] = latency_stats(time_calls(lambda i: index.search(qb[i], k), nb, warmup=1,
-                                                      label=f"searching batches of {batch}"),
-                                           per_call_items=len(qb[0]))
+    result: dict = {"collection": col.name, "count": col.live_count, "dim": col.dim,
+                    "encoder": col.manifest["encoder"], "index_factory": col.manifest["index_factory"],
+                    "query_modality": modality, "queries": len(qs), "batch": batch, "k": k,
+                    "seconds_per_measurement": seconds}
+    with make_progress() as bar:
+        def measure(label: str, fn: Callable[[int], object], calls: int, warmup: int = 3) -> list[float]:
+            task = bar.add_task(label, total=calls)
+            times = time_calls(fn, calls, warmup, seconds, lambda m: bar.advance(task, m))
+            bar.update(task, total=len(times), completed=len(times))
+            return times
+
+        if qs:
+            batches = [qs[i:i + batch] for i in range(0, len(qs), batch)]
+            vectors: list[np.ndarray] = []  # what the single calls return: the search timings' queries
+            result["encode_single"] = latency_stats(measure(f"encoding {modality} queries one by one",
+                                                            lambda i: vectors.append(encode([qs[i]])), len(qs)))
+            result["encode_batch"] = latency_stats(measure(f"encoding batches of {batch}",  # warm already
+                                                           lambda i: encode(batches[i]), len(batches), 0),
+                                                   per_call_items=batch)
+            qvec = np.concatenate(vectors[-len(qs):])
+        else:  # no query source: search with stored vectors
+            rng = np.random.default_rng(0)
+            qvec = np.asarray(col.embeddings[np.sort(rng.choice(len(col), min(n, len(col)), replace=False))])
+        qvec = np.ascontiguousarray(qvec, dtype=np.float32)
+        qvec = qvec[np.arange(max(n, len(qvec))) % len(qvec)]  # n queries, the encoded ones in turn
+        index = col.index
+        from engine.core.index.faiss_index import use_blas_for
+        use_blas_for(index)  # as Collection.search does
+        result["search_single"] = latency_stats(measure("searching one query at a time",
+                                                        lambda i: index.search(qvec[i:i + 1], k), len(qvec)))
+        nb = max(1, len(qvec) // batch)
+        qb = [qvec[i * batch:(i + 1) * batch] for i in range(nb)]
+        result["search_batch"] = latency_stats(measure(f"searching batches of {len(qb[0])}",
+                                                       lambda i: index.search(qb[i], k), nb, 1),
+                                               per_call_items=len(qb[0]))
     result["index_bytes"] = int(col.file("index").stat().st_size)
     result["embeddings_bytes"] = int(len(col) * col.dim * 4)
     return result

@@ -221,14 +221,29 @@ def delete_cmd(name: Annotated[str, typer.Argument(help="Collection name.")],
                               "id column.")],
                wait: Annotated[float, typer.Option("--wait", help="Seconds to wait while another process writes "
                                "the collection (0: fail at once, naming it).")] = BUILD.wait,
+               compact_at: Annotated[float, typer.Option("--compact-at", help="Fraction of deleted rows (0–1) past "
+                                     "which the delete rewrites the collection without them; below it, rows are "
+                                     "marked deleted (every search skips them) and `engine compact` rewrites "
+                                     "later.")] = 0.25,
                root: Root = DEFAULT_ROOT, quiet: Quiet = False) -> None:
-    """Remove items from a collection as a new generation (index, vectors, items, BM25 kept aligned)."""
+    """Remove items from a collection as a new generation: their rows are marked deleted (every search skips
+    them; a cost in proportion to what is deleted), or, past --compact-at, the rest rewritten without them."""
     set_quiet(quiet)
     from engine.core.build.update import delete_ids
     from engine.io.ids import read_id_list
     if wait < 0:
         raise EngineError(f"{opt('wait')} must be at least 0, not {wait}")
-    delete_ids(name, list(read_id_list(ids, whole_id=True)), root=root, wait=wait)
+    delete_ids(name, list(read_id_list(ids, whole_id=True)), root=root, wait=wait, compact_at=compact_at)
+
+
+def compact_cmd(name: Annotated[str, typer.Argument(help="Collection name.")],
+                wait: Annotated[float, typer.Option("--wait", help="Seconds to wait while another process writes "
+                                "the collection (0: fail at once, naming it).")] = BUILD.wait,
+                root: Root = DEFAULT_ROOT, quiet: Quiet = False) -> None:
+    """Rewrite a collection without the rows deletes marked (index, vectors, items, BM25 kept aligned)."""
+    set_quiet(quiet)
+    from engine.core.build.update import compact
+    compact(name, root=root, wait=wait)
 
 
 def list_cmd(root: Root = DEFAULT_ROOT,
@@ -254,6 +269,8 @@ def bench_cmd(
     queries: Annotated[Optional[Path], typer.Option("--queries", help="Text queries to time (default: generic "
                        "captions for image–text collections, sampled items otherwise).")] = None,
     n: Annotated[int, typer.Option("--n", help="Queries to time.")] = 200,
+    seconds: Annotated[float, typer.Option("--seconds", help="Time each measurement takes at most (about): "
+                       "it stops after --n calls or this many seconds of them, whichever comes first.")] = 3.0,
     batch: Annotated[int, typer.Option("--batch", help="Batch size of the batched runs.")] = 64,
     k: Annotated[int, typer.Option("-k", help="Results per query.")] = 10,
     out: Annotated[Optional[Path], typer.Option("--out", help="JSON result (default: <collection>/bench.json).")] = None,
@@ -275,7 +292,8 @@ def bench_cmd(
     from engine.io.tables import read_queries
     configure_threads(threads)
     col = Collection.open(name, root)
-    result = bench_collection(col, [t for _, t in read_queries(queries)] if queries else None, n=n, batch=batch, k=k)
+    result = bench_collection(col, [t for _, t in read_queries(queries)] if queries else None, n=n, batch=batch, k=k,
+                              seconds=seconds)
     Console().print(bench_table(result))
     target = out or col.path / "bench.json"
     write_json(target, result)
@@ -311,7 +329,8 @@ def models_cmd(markdown: Annotated[bool, typer.Option("--markdown", help="Print 
     typer.echo(doc_table(*model_table(), markdown=markdown, left=3))
 
 
-COMMANDS = {"build": build_cmd, "search": search_cmd, "delete": delete_cmd, "info": info_cmd, "verify": verify_cmd,
+COMMANDS = {"build": build_cmd, "search": search_cmd, "delete": delete_cmd, "compact": compact_cmd, "info": info_cmd,
+            "verify": verify_cmd,
             "list": list_cmd,
             "bench": bench_cmd,
             "demo": demo_cmd, "models": models_cmd}

@@ -162,7 +162,12 @@ class Collection(StoredCollection):
         queries = np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)
         if queries.shape[1] != self.dim:
             raise EngineError(f"query vectors are {queries.shape[1]}-d, collection {self.name!r} is {self.dim}-d")
-        return search_index(self.index, queries, max(1, min(k, len(self))), self.search_params, params)
+        live = self.live_mask()
+        if live is None:
+            return search_index(self.index, queries, max(1, min(k, len(self))), self.search_params, params)
+        from engine.core.index.filtered import search_live
+        return search_live(lambda: self.index, self.embeddings, queries, max(1, min(k, self.live_count)), live,
+                           self.search_params, params)
 
     def hits(self, scores: np.ndarray, rows: np.ndarray) -> list[list[Hit]]:
         """Hits with their items rows; only the rows hit are read from the items file."""

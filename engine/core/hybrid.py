@@ -103,12 +103,14 @@ def filter_mask(col, where: str | None, known_fields: bool = True) -> np.ndarray
     `known_fields`, a field no item has is refused (`check_fields`) rather than matching nothing."""
     if where is None:
         return None
+    live = col.live_mask()
     from engine.core.filters import evaluate, parse_where
     expr = parse_where(where)
     table = metadata_table(col)
     if known_fields:
         check_fields(col, expr, table)
-    return evaluate(expr, table)
+    mask = evaluate(expr, table)
+    return mask if live is None else mask & live  # deleted rows match no filter
 
 
 def check_fields(col, expr, table) -> None:
@@ -149,11 +151,14 @@ def _dense(col, vectors: np.ndarray, depth: int, mask: np.ndarray | None, knobs)
     from engine.core.index.filtered import search_masked
     params = {**col.search_params, **col.check_search(depth, knobs)}
     queries = np.ascontiguousarray(np.atleast_2d(vectors), dtype=np.float32)
-    return search_masked(col.index, col.embeddings, queries, depth, mask, params)
+    return search_masked(lambda: col.index, col.embeddings, queries, depth, mask, params)
 
 
 def _bm25_scores(col, text: str, mask: np.ndarray | None) -> np.ndarray:
+    """BM25 scores of every row, 0 outside `mask` (the filter's rows) and on deleted rows."""
     s = bm25_index(col).scores(text)
+    if mask is None:
+        mask = col.live_mask()
     return np.where(mask, s, 0.0) if mask is not None else s
 
 
@@ -174,7 +179,9 @@ def _fuse(col, text: str, vector: np.ndarray, dense_rows: Sequence[int], lex: np
     if not cands:
         return []
     order = np.sort(np.asarray(cands, dtype=np.int64))
-    dense = np.asarray(col.embeddings[order], dtype=np.float32) @ np.asarray(vector, dtype=np.float32)
+    from engine.core.index.filtered import inner_products
+    dense = inner_products(np.asarray(col.embeddings[order], dtype=np.float32),
+                           np.asarray(vector, dtype=np.float32)[None])[0]
     if method == "rrf":
         dense_run = sorted(((str(r), float(s)) for r, s in zip(order, dense)), key=lambda p: -p[1])
         lex_run = sorted(((str(r), float(lex[r])) for r in order if lex[r] > 0), key=lambda p: -p[1])

@@ -68,7 +68,8 @@ def open_served(name: str, root: Path) -> Served:
     stamp = _stamp(path)
     col = Collection.open(name, root, verify=True)
     col.index  # noqa: B018  (load now)
-    rows = {item["id"]: i for i, item in enumerate(col.items)}
+    live = col.live_mask()
+    rows = {item["id"]: i for i, item in enumerate(col.items) if live is None or live[i]}  # deleted: unknown ids
     files = col.document(IMAGE_FILES) if IMAGE_FILES in col.stored else {}
     from engine.core.hybrid import pin
     pin(col)  # BM25 and the filter columns: a request never opens a file the next commit may delete

@@ -46,6 +46,11 @@ def test_build_search_info_and_run(tmp_path):
     bench = json.loads((tmp_path / "bench.json").read_text())
     assert bench["queries"] == 8 and bench["search_single"]["calls"] == 8
     assert bench["encode_single"]["p50_ms"] > 0 and bench["index_bytes"] > 0
+    r = runner.invoke(app, ["bench", "docs", "--root", root, "--n", "50", "--batch", "4", "-q", "--seconds", "1e-9",
+                            "--out", str(tmp_path / "bench.json")])  # each measurement stops after its first call
+    assert r.exit_code == 0, r.output
+    bench = json.loads((tmp_path / "bench.json").read_text())
+    assert [bench[m]["calls"] for m in ("encode_single", "encode_batch", "search_single", "search_batch")] == [1] * 4
 
 
 def test_errors_are_one_line_without_traceback(tmp_path):

@@ -229,3 +229,27 @@ def test_streamed_flat_index_file_is_what_faiss_writes(tmp_path):
     faiss.write_index(ref, str(tmp_path / "faiss.faiss"))
     assert (tmp_path / "streamed.faiss").read_bytes() == (tmp_path / "faiss.faiss").read_bytes()
     assert faiss.read_index(str(tmp_path / "streamed.faiss")).ntotal == 1000
+
+
+def test_a_cpu_text_build_runs_on_the_onnx_session_and_equals_torch(tmp_path, text_encoder, monkeypatch):
+    """A text build on the CPU encodes through the ONNX session its queries use (prompts included), equal to
+    the torch build within 1e-4; once the model is exported, the build imports neither torch nor
+    sentence-transformers."""
+    texts = ["a dog on a beach", "x", "Émigré café, naïve résumé — 東京タワー", "long " * 400,
+             "the history of the Roman empire and its many emperors"]
+    csv = tmp_path / "t.csv"
+    csv.write_text("id,text\n" + "".join(f"t{i},\"{t}\"\n" for i, t in enumerate(texts)), encoding="utf-8")
+    onnx = Collection.build("o", texts=csv, root=tmp_path, doc_prompt="passage: ", device="cpu")
+    monkeypatch.setenv("ENGINE_ONNX", "0")
+    torch_built = Collection.build("t", texts=csv, root=tmp_path, doc_prompt="passage: ", device="cpu")
+    monkeypatch.delenv("ENGINE_ONNX")
+    assert onnx.ids == torch_built.ids
+    assert np.abs(np.asarray(onnx.embeddings) - np.asarray(torch_built.embeddings)).max() < 1e-4
+    code = ("import sys\nfrom engine.core.collection import Collection\n"
+            f"Collection.build('again', texts={str(csv)!r}, root={str(tmp_path)!r}, doc_prompt='passage: ')\n"
+            "print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}).stdout.strip().splitlines()
+    assert out[-1] == "[]"
+    again = Collection.open("again", tmp_path)
+    assert np.abs(np.asarray(again.embeddings) - np.asarray(torch_built.embeddings)).max() < 1e-4

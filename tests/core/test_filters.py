@@ -143,3 +143,17 @@ def test_nesting_within_the_limit_parses_and_evaluates_as_the_reference():
     text = "not " * 63 + "a == 1"
     expr = parse_where(text)
     assert matches(expr, {"a": 1}) is False and matches(expr, {"a": 2}) is True
+
+
+def test_a_selective_filter_maps_the_vectors_once_and_never_loads_the_index(filtered, tmp_path):
+    """An opened generation maps its embeddings once (every filtered or hybrid query reuses the mapping and
+    its warm pages); a filter that leaves few rows scans them exactly and never reads the FAISS index."""
+    col, meta = filtered
+    fresh = Collection.open(col.name, col.path.parent)
+    assert fresh.embeddings is fresh.embeddings
+    q = np.asarray(fresh.embeddings[3], dtype=np.float32)[None]
+    hits = fresh.hits(*search_rows(fresh, 5, vectors=q, where='tag == "rare"'))[0]
+    assert [h.id for h in hits] == _brute(fresh, q[0], filter_mask(fresh, 'tag == "rare"'), 5)
+    assert fresh._index is None
+    fresh.hits(*search_rows(fresh, 5, vectors=q))  # an unfiltered query does load it
+    assert fresh._index is not None

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.core.build.update import delete_ids
+from engine.core.build.update import compact, delete_ids
 from engine.core.collection import Collection
-from engine.core.hybrid import filter_mask
+from engine.core.hybrid import filter_mask, search_rows
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from conftest import run_cli  # noqa: E402
@@ -48,11 +48,30 @@ def test_delete_equals_a_fresh_build(tmp_path, index):
     Collection.from_vectors("c", ids, vec, None, "text", root=tmp_path, index=index, meta=meta)
     gone = set(ids[::10]) | {"d1", "d2", "d3"}
     assert delete_ids("c", sorted(gone), root=tmp_path) == len(gone)
-    after = Collection.open("c", tmp_path, verify=True)
     keep = [i for i, x in enumerate(ids) if x not in gone]
     fresh = Collection.from_vectors("f", [ids[i] for i in keep], vec[keep], None, "text", root=tmp_path,
                                     index="Flat", meta=[meta[i] for i in keep])
     queries = np.asarray(fresh.embeddings[:20])
+    marked = Collection.open("c", tmp_path, verify=True)  # rows marked: every file kept, the tombstones added
+    assert len(marked) == n and marked.live_count == len(keep) and marked.info()["count"] == len(keep)
+    assert [marked.ids[r] for r in marked.live_rows()] == fresh.ids
+    if index == "Flat" or index.startswith("IVF"):
+        from engine.core.index.faiss_index import SearchKnobs
+        knobs = SearchKnobs(nprobe=8) if index.startswith("IVF") else None
+        for k in (1, 10, len(keep), n):
+            got = marked.hits(*marked.search_vectors(queries, k, knobs))
+            want = fresh.hits(*fresh.search_vectors(queries, k))
+            assert [[(h.id, round(h.score, 5)) for h in x] for x in got] == \
+                [[(h.id, round(h.score, 5)) for h in x] for x in want]
+    for where in ("year < 2005", 'year >= 2010 and split == "a"'):
+        got = [marked.ids[r] for r in np.flatnonzero(filter_mask(marked, where))]
+        assert got == [fresh.ids[r] for r in np.flatnonzero(filter_mask(fresh, where))]
+        hits = marked.hits(*search_rows(marked, 10, vectors=queries[:3], where=where))
+        assert [[h.id for h in x] for x in hits] == \
+            [[h.id for h in x] for x in fresh.hits(*search_rows(fresh, 10, vectors=queries[:3], where=where))]
+    assert delete_ids("c", sorted(gone), root=tmp_path) == 0  # run again: nothing left to do
+    assert compact("c", root=tmp_path) == len(gone)
+    after = Collection.open("c", tmp_path, verify=True)
     if index.startswith("IVF"):
         from engine.core.index.faiss_index import SearchKnobs
         ha = after.hits(*after.search_vectors(queries, 10, SearchKnobs(nprobe=8)))
@@ -63,7 +82,7 @@ def test_delete_equals_a_fresh_build(tmp_path, index):
     np.testing.assert_array_equal(np.asarray(after.embeddings), np.asarray(fresh.embeddings))
     assert after.index.ntotal == len(keep)
     assert filter_mask(after, "year < 2005").tolist() == filter_mask(fresh, "year < 2005").tolist()
-    assert delete_ids("c", sorted(gone), root=tmp_path) == 0  # run again: nothing left to do
+    assert compact("c", root=tmp_path) == 0 and delete_ids("c", sorted(gone), root=tmp_path) == 0
 
 
 def _csv(path: Path, rows: list[tuple[str, str]]) -> Path:
@@ -84,6 +103,15 @@ def test_update_and_delete_of_a_text_collection_with_bm25(tmp_path, monkeypatch,
     code, _, err = run_cli(monkeypatch, capsys, "delete", "c", "--ids", tmp_path / "gone.txt", "--root", root, "-q")
     assert code == 0 and "not-there" in err
     code, _, err = run_cli(monkeypatch, capsys, "verify", "c", "--root", root, "-q")
+    assert code == 0, err
+    marked = Collection.open("c", root)
+    assert marked.live_count == 29 and len(marked) == 31
+    for q in ("document 7 about topic 2 with word w7", "w8"):  # the deleted rows' own words: never a hit
+        for mode in ("bm25", "dense", "hybrid"):
+            for where in (None, 'text != "none"'):  # unfiltered, and a filter every row matches
+                ids = {h.id for h in marked.search(text=q, k=40, mode=mode, where=where)}
+                assert not ids & {"d7", "d8"} and (mode != "dense" or len(ids) == 29), (q, mode, where)
+    code, _, err = run_cli(monkeypatch, capsys, "compact", "c", "--root", root, "-q")
     assert code == 0, err
     final = {i: t for i, t in base if i not in ("d7", "d8")}
     final.update(dict(changes))
@@ -150,7 +178,7 @@ def test_a_kill_during_a_delete_leaves_the_previous_generation_whole(tmp_path):
     gen, old_ids = before.manifest["generation"], before.ids
     (tmp_path / "gone.txt").write_text("".join(f"d{i}\n" for i in range(0, n, 10)))
     args = [sys.executable, "-m", "engine.cli", "delete", "c", "--ids", str(tmp_path / "gone.txt"), "--root",
-            str(tmp_path), "-q"]
+            str(tmp_path), "-q", "--compact-at", "0"]  # the long path: the rest rewritten (marks: the test above)
     env = dict(os.environ, PYTHONPATH=str(REPO))
     outcomes = set()
     for delay in (0.5, 1.2, 2.0):
@@ -170,3 +198,73 @@ def test_a_kill_during_a_delete_leaves_the_previous_generation_whole(tmp_path):
     col = Collection.open("c", tmp_path, verify=True)
     assert len(col) == n - n // 10 and col.ids == [i for k, i in enumerate(old_ids) if k % 10]
     assert "old" in outcomes
+
+
+class _Killed(BaseException):
+    """What a kill looks like to the code that was running: it stops at that point, nothing after it runs."""
+
+
+@pytest.mark.parametrize("compact_at", [0.25, 0.0])  # rows marked; the rest rewritten
+def test_a_delete_stopped_at_any_step_leaves_a_whole_generation(tmp_path, monkeypatch, compact_at):
+    """The delete stopped before each file operation in turn (rename, fsync, unlink, every write of a role):
+    the collection then opens, every byte matches its checksums, and it is the old generation or the new one
+    whole; running the delete again finishes it."""
+    n = 400
+    ids = [f"d{i}" for i in range(n)]
+    Collection.from_vectors("c", ids, _vectors(n), None, "text", root=tmp_path, meta=[{"g": i % 7} for i in range(n)])
+    gone = ids[::10]
+    queries = _vectors(5, seed=3)
+    want_rows = np.asarray([i for i in range(n) if i % 10])
+    steps = {"replace": os.replace, "fsync": os.fsync, "unlink": os.unlink}
+    outcomes = []
+    for stop_at in range(1, 60):
+        calls = [0]
+
+        def counted(name):
+            real = steps[name]
+
+            def step(*args, **kwargs):
+                calls[0] += 1
+                if calls[0] == stop_at:
+                    raise _Killed(name)
+                return real(*args, **kwargs)
+            return step
+        with monkeypatch.context() as m:
+            for name in steps:
+                m.setattr(os, name, counted(name))
+            try:
+                delete_ids("c", gone, root=tmp_path, compact_at=compact_at)
+                finished = True
+            except _Killed:
+                finished = False
+        col = Collection.open("c", tmp_path, verify=True)
+        live = [col.ids[r] for r in col.live_rows()]
+        assert live in (ids, [ids[i] for i in want_rows]), stop_at
+        hits = [[h.id for h in x] for x in col.hits(*col.search_vectors(queries, 10))]
+        outcomes.append("new" if live != ids else "old")
+        assert all(h not in gone for x in hits for h in x) or live == ids
+        if finished:
+            break
+    assert "old" in outcomes and outcomes[-1] == "new" and finished
+    assert delete_ids("c", gone, root=tmp_path, compact_at=compact_at) == 0
+
+
+def test_a_delete_finds_ids_with_quotes_escapes_and_other_scripts(tmp_path):
+    ids = ['plain', 'with "quote"', 'back\\slash', 'tab\there', '東京', 'é', 'x' * 300]
+    Collection.from_vectors("c", ids, _vectors(len(ids)), None, "text", root=tmp_path)
+    assert delete_ids("c", ids[1:6] + ["absent"], root=tmp_path) == 5
+    col = Collection.open("c", tmp_path, verify=True)
+    assert [col.ids[r] for r in col.live_rows()] == [ids[0], ids[6]]
+
+
+def test_add_after_a_delete_writes_the_live_rows_and_may_bring_an_id_back(tmp_path):
+    base = [(f"d{i}", f"document {i} about topic {i}") for i in range(4)]
+    root = tmp_path / "i"
+    Collection.build("c", texts=_csv(tmp_path / "a.csv", base), root=root, model="minilm")
+    assert delete_ids("c", ["d1"], root=root) == 1
+    Collection.build("c", texts=_csv(tmp_path / "b.csv", [("d1", "document 1 is back"), ("d9", "a new one")]),
+                     root=root, add=True)
+    col = Collection.open("c", root, verify=True)
+    assert col.ids == ["d0", "d2", "d3", "d1", "d9"] and col.live_mask() is None and "deleted" not in col.manifest
+    hits = col.search(text="document 1 is back", k=5, mode="dense")
+    assert hits[0].id == "d1" and len(hits) == 5

@@ -158,9 +158,62 @@ def test_feature_methods_rank_from_cached_features(feature_release: Path, checkp
             import engine.tasks.model_ranking.candidate_features as cf
             monkeypatch.setattr(cf, "load_model", lambda *a: (_ for _ in ()).throw(AssertionError("model loaded")))
     cached = sorted(p.name for p in (root / "modelret-a-features").iterdir())
-    assert cached == sorted(f"{t}--{m}" for t in ("2000", "2001", "2002", "2003") for m in ("1", "2"))
-    meta = json.loads((root / "modelret-a-features" / "2000--1" / "manifest.json").read_text())
-    assert meta["extra"]["model"] == "org/tiny-a"
+    assert cached == ["1", "2"]  # one folder of plain arrays per model
+    meta = json.loads((root / "modelret-a-features" / "1" / "features.json").read_text())
+    assert meta["model"] == "org/tiny-a" and sorted(meta["tasks"]) == ["2000", "2001", "2002", "2003"]
+
+
+def test_features_equal_a_bare_forward_pass_per_text(checkpoints: Path):
+    """Padded batches of similar length across tasks give each text the features of its own forward pass."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+    from engine.tasks.model_ranking.candidate_features import embed, load_model
+
+    texts = ["a", "a much longer text about the weather in the mountains and the sea", "short one",
+             "x " * 40, "Émigré café"] * 3
+    tokenizer, model = load_model(str(checkpoints / "tiny-b"), "cpu")
+    mean, cls = embed(tokenizer, model, texts, "cpu", max_length=24, batch=4)
+    tok, ref = AutoTokenizer.from_pretrained(checkpoints / "tiny-b"), AutoModel.from_pretrained(checkpoints / "tiny-b")
+    with torch.inference_mode():
+        for i, text in enumerate(texts):
+            hidden = ref(**tok([text], truncation=True, max_length=24, return_tensors="pt")).last_hidden_state[0]
+            np.testing.assert_allclose(mean[i], hidden.mean(0).numpy(), atol=1e-5)
+            np.testing.assert_allclose(cls[i], hidden[0].numpy(), atol=1e-5)
+
+
+def test_the_feature_cache_is_reused_per_model_and_grows_by_task(checkpoints: Path, tmp_path: Path, monkeypatch):
+    """A second run loads no model; a run with one more task loads each model once and embeds that task's
+    texts alone; a model whose folder is gone (a run stopped before it) is embedded again, the others not."""
+    from collections import Counter
+    import engine.tasks.model_ranking.candidate_features as cf
+    from engine.tasks.model_ranking.data import Task
+
+    def task(tid: str, n: int) -> Task:
+        rows = [(f"text {j} of task {tid} {'long ' * (j % 5)}", "ab"[j % 2]) for j in range(n)]
+        return Task(tid, [t for t, _ in rows], Counter(lab for _, lab in rows), labelled=rows)
+
+    loads, embedded = [], []
+    real_load, real_embed = cf.load_model, cf.embed
+    monkeypatch.setattr(cf, "load_model", lambda src, dev: loads.append(Path(src).name) or real_load(src, dev))
+    monkeypatch.setattr(cf, "embed", lambda tok, m, texts, *a, **k: embedded.append(len(texts)) or
+                        real_embed(tok, m, texts, *a, **k))
+    models = {"1": "org/tiny-a", "2": "tiny-b"}
+    opts = FeatureOptions(checkpoints=checkpoints, device="cpu", max_texts=16, max_length=24)
+    first = cf.task_features([task("t1", 10), task("t2", 6)], models, opts, tmp_path)
+    assert sorted(loads) == ["tiny-a", "tiny-b"] and embedded == [16, 16]
+    loads.clear(), embedded.clear()
+    again = cf.task_features([task("t1", 10), task("t2", 6)], models, opts, tmp_path)
+    assert loads == [] and embedded == []
+    for key in first:
+        np.testing.assert_array_equal(first[key][0], again[key][0])
+        np.testing.assert_array_equal(first[key][1], again[key][1])
+    more = cf.task_features([task("t1", 10), task("t2", 6), task("t3", 4)], models, opts, tmp_path)
+    assert sorted(loads) == ["tiny-a", "tiny-b"] and embedded == [4, 4]
+    np.testing.assert_array_equal(more[("t1", "1")][0], first[("t1", "1")][0])
+    loads.clear(), embedded.clear()
+    shutil.rmtree(tmp_path / "2")
+    cf.task_features([task("t1", 10), task("t2", 6), task("t3", 4)], models, opts, tmp_path)
+    assert loads == ["tiny-b"] and embedded == [20]
 
 
 @pytest.mark.slow

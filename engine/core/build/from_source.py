@@ -96,6 +96,10 @@ def _build_collection(name: str, images: str | Path | None, texts: str | Path | 
         if o.update or o.sync:
             from engine.core.build.update import replace_rows
             old, items = replace_rows(old, items, o, report)
+        elif old.live_mask() is not None:  # rows a delete marked are left out of the new generation
+            from engine.core.build.update import Remaining, check_deletable
+            check_deletable(old)
+            old = Remaining(old, old.live_rows())
         have = set(old.ids)
         report.skipped_existing = sum(1 for it in items if it.id in have)
         items = [it for it in items if it.id not in have]
@@ -113,7 +117,7 @@ def _build_collection(name: str, images: str | Path | None, texts: str | Path | 
     configure_threads(o.threads)
     from engine.core.encoders.device import set_device
     set_device(o.device)
-    encoder = load_encoder(model or (DEFAULT_IMAGE_SPEC if kind == "image" else DEFAULT_TEXT_SPEC))
+    encoder = build_encoder(model or (DEFAULT_IMAGE_SPEC if kind == "image" else DEFAULT_TEXT_SPEC), kind, o)
     if kind not in encoder.modalities:
         raise EngineError(f"model {encoder.spec} cannot embed {kind}s; pick one of {', '.join(specs_for(kind))}")
     prompts = _prompts(encoder, old, kind, *prompt_args)
@@ -180,6 +184,18 @@ def _build_collection(name: str, images: str | Path | None, texts: str | Path | 
     from engine.core.encoders.registry import prepare_queries
     prepare_queries(encoder.spec)  # queries then load no torch; exports say so, and happen once
     return path
+
+
+def build_encoder(spec: str, kind: str, o: "BuildOptions"):
+    """What encodes a build's items. Text on the CPU (no Ray): the model's ONNX text side, the session its
+    queries use (exported once; no torch or sentence-transformers imported after that; embeddings equal
+    torch's within 1e-4, prompts included; as fast or faster per text: benchmarks/onnx_build.py). Otherwise,
+    and for models without an export, the whole (torch) encoder."""
+    from engine.core.encoders.device import on_cpu
+    from engine.core.encoders.registry import load_encoder, load_text_query_encoder
+    if kind == "text" and o.ray is None and on_cpu(o.device):
+        return load_text_query_encoder(spec)
+    return load_encoder(spec)
 
 
 def _rows(old: StoredCollection | None, items: Items, kept, kind: str, fields_used: list[str] | None

@@ -1,19 +1,25 @@
-"""Deletes and updates as new generations: `engine delete NAME --ids FILE`, `engine build --add --update`
-(items whose id is there already are re-encoded and replace the old rows) and `engine build --images DIR
---sync` (new files added, vanished ones dropped, changed ones re-encoded: by size and mtime, as rclip does).
+"""Deletes and updates as new generations: `engine delete NAME --ids FILE`, `engine compact NAME`, `engine build
+--add --update` (items whose id is there already are re-encoded and replace the old rows) and `engine build
+--images DIR --sync` (new files added, vanished ones dropped, changed ones re-encoded: by size and mtime, as
+rclip does).
 
-A delete writes the remaining rows as the next generation under the writer lock, in one commit (a kill
-leaves the previous generation whole; running it again finishes the job): the embeddings and the items
-rows are copied as bytes (no row parsed), the metadata columns sliced, the index made without retraining
-(Flat: streamed from the vectors; a plain IVF: `remove_ids`, then its ids renumbered to the new rows;
-others: refilled or rebuilt with the same factory), and the BM25 index rebuilt from the remaining texts
-(its statistics are corpus-wide). So every role stays aligned and equals a fresh build of the remaining
-items (an IVF keeps its trained centroids).
+A delete marks rows, as Lucene and LanceDB do: the next generation keeps every file and adds the role
+`tombstones` (the sorted deleted rows), so its cost follows the number deleted, not the collection's size.
+Every search skips those rows (dense, filtered, BM25, hybrid, the service); BM25's corpus statistics still
+count them until a compaction. When the deleted rows pass `COMPACT_AT` of the collection (or on `engine
+compact`), the remaining rows are written as the next generation in one commit: the embeddings and the items
+rows copied as bytes (no row parsed), the metadata columns sliced, the index made without retraining (Flat:
+streamed from the vectors; a plain IVF: `remove_ids`, then its ids renumbered to the new rows; others:
+refilled or rebuilt with the same factory), and the BM25 index rebuilt from the remaining texts. So every
+role stays aligned and equals a fresh build of the remaining items (an IVF keeps its trained centroids).
+`--add`, `--update` and `--sync` write such a compacted generation too. Each is one commit under the writer
+lock: a kill at any point leaves the previous generation whole, and running it again finishes the job.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
@@ -23,7 +29,7 @@ from engine.core.build.lexical import ROLE as BM25, bm25_files, lexical_analyzer
 from engine.core.store import generations
 from engine.core.store.columns import ROLE as COLUMNS, take_columns
 from engine.core.store.npy_rows import BLOCK, NpyRows
-from engine.core.store.stored import IMAGE_FILES, PARTIAL, StoredCollection, collection_path, now
+from engine.core.store.stored import IMAGE_FILES, PARTIAL, TOMBSTONES, StoredCollection, collection_path, now
 from engine.errors import EngineError, opt
 from engine.progress import info, warn
 
@@ -35,6 +41,8 @@ STAMPS = "image_stamps"
 """JSON document of an image collection: item id → [size in bytes, mtime in ns] of the file encoded (`--sync`)."""
 ROW_ROLES = (COLUMNS, BM25, IMAGE_FILES, STAMPS)
 """The roles beside the core files a delete knows how to keep aligned."""
+COMPACT_AT = 0.25
+"""Fraction of deleted rows past which a delete compacts the collection (`engine delete --compact-at`)."""
 
 
 class Rows:
@@ -107,38 +115,113 @@ def check_deletable(old: StoredCollection) -> None:
                           f"keep aligned; rebuild it from its source without the items")
 
 
-def delete_ids(name: str, ids: Sequence[str], root: str | Path | None = None, wait: float = 0.0) -> int:
-    """Remove the items with these ids as a new generation; returns how many were removed (unknown ids are
-    named in a warning: a delete run again after it finished removes nothing)."""
+def delete_ids(name: str, ids: Sequence[str], root: str | Path | None = None, wait: float = 0.0,
+               compact_at: float = COMPACT_AT) -> int:
+    """Remove the items with these ids as a new generation that marks their rows (tombstones), or that
+    leaves them out once more than `compact_at` of the rows are deleted; returns how many were removed
+    (unknown ids are named in a warning: a delete run again after it finished removes nothing)."""
     from engine.core.store.lock import writer_lock
+    if not 0.0 <= compact_at <= 1.0:
+        raise EngineError(f"{opt('compact_at')} must be between 0 and 1, not {compact_at}")
     path = collection_path(name, root)
     with writer_lock(path, wait=wait):
         old = StoredCollection.open(name, root)
         check_deletable(old)
         gone = set(map(str, ids))
-        all_ids = stored_ids(old)
-        drop = np.fromiter((i in gone for i in all_ids), dtype=bool, count=len(all_ids))
+        drop = id_rows(old, gone)
+        live = old.live_mask()
+        if live is not None:
+            drop &= live  # an id deleted before is not there any more
         missing = len(gone) - int(drop.sum())
         if missing:
-            known = set(all_ids)
+            alive = live if live is not None else np.ones(len(old), dtype=bool)
+            known = {i for i, keep in zip(stored_ids(old), alive) if keep}
             some = [i for i in ids if i not in known][:5]
             warn(f"{missing} of {len(gone)} ids are not in {name!r} (already deleted?): {', '.join(some)}"
                  + (" …" if missing > 5 else ""))
         if not drop.any():
             info(f"nothing to delete from {name!r}")
             return 0
-        keep = np.flatnonzero(~drop)
-        if not len(keep):
+        dead = drop if live is None else drop | ~live
+        remain = len(dead) - int(dead.sum())
+        if not remain:
             raise EngineError(f"deleting every item of {name!r} leaves an empty collection; remove its folder "
                               f"{path} instead")
-        commit_rows(old, keep)
-        info(f"deleted {int(drop.sum())} items from {name!r}: {len(keep)} remain")
+        if dead.sum() > compact_at * len(dead):
+            commit_rows(old, np.flatnonzero(~dead))
+            how = "compacted"
+        else:
+            mark_deleted(old, np.flatnonzero(dead))
+            how = f"marked deleted; `engine compact {name}` rewrites it without them"
+        info(f"deleted {int(drop.sum())} items from {name!r}: {remain} remain ({how})")
         return int(drop.sum())
 
 
+def mark_deleted(old: StoredCollection, rows: np.ndarray) -> dict:
+    """The next generation: every file of `old` kept, `rows` (sorted, every deleted row) as its tombstones."""
+    manifest = {**old.manifest, "deleted": int(len(rows)), "updated": now()}
+    keep = {r: f for r, f in old.manifest.get("roles", {}).items() if r != TOMBSTONES}
+    return generations.commit(old.path, manifest, {TOMBSTONES: generations.npy(np.asarray(rows, np.int64))},
+                              keep=keep)
+
+
+def compact(name: str, root: str | Path | None = None, wait: float = 0.0) -> int:
+    """Rewrite a collection without its deleted rows (`engine compact`); returns how many rows were dropped."""
+    from engine.core.store.lock import writer_lock
+    path = collection_path(name, root)
+    with writer_lock(path, wait=wait):
+        old = StoredCollection.open(name, root)
+        dropped = len(old) - old.live_count
+        if not dropped:
+            info(f"{name!r} has no deleted rows: nothing to compact")
+            return 0
+        check_deletable(old)
+        commit_rows(old, old.live_rows())
+        info(f"compacted {name!r}: {dropped} deleted rows dropped, {old.live_count} remain")
+        return dropped
+
+
+_ID_AT_LINE_START = re.compile(rb'^\{"id": "((?:[^"\\\n]|\\.)*)"', re.M)
+
+
+def _raw_ids(old: StoredCollection) -> list[bytes] | None:
+    """Every row's id as the bytes between its quotes: items rows are written `{"id": "…", …}`, so one regular
+    expression over the mapped file finds them; None when some row has another form."""
+    import mmap
+    with open(old.file("items"), "rb") as fh:
+        try:
+            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                raw = _ID_AT_LINE_START.findall(data)
+        except ValueError:  # an empty file cannot be mapped
+            raw = []
+    return raw if len(raw) == len(old) else None
+
+
+def _decoded(raw: bytes) -> str:
+    return json.loads(b'"' + raw + b'"') if b"\\" in raw else raw.decode("utf-8")
+
+
+def id_rows(old: StoredCollection, ids: set[str]) -> np.ndarray:
+    """A mask of the rows whose id is in `ids`, comparing stored bytes (an id with an escape decoded first)."""
+    raw = _raw_ids(old)
+    if raw is None:
+        return np.fromiter((i in ids for i in stored_ids(old)), dtype=bool, count=len(old))
+    if not raw:
+        return np.zeros(0, dtype=bool)
+    stored = np.array(raw)  # fixed-width bytes: compared in C, not row by row in Python
+    wanted = np.array(sorted(i.encode("utf-8") for i in ids) or [b""])
+    mask = np.isin(stored, wanted) & (stored != b"") if ids else np.zeros(len(raw), dtype=bool)
+    for r in np.flatnonzero(np.char.find(stored, b"\\") >= 0):  # an escape: the stored bytes are not the id's
+        mask[r] = _decoded(raw[r]) in ids
+    return mask
+
+
 def stored_ids(old: StoredCollection) -> list[str]:
-    """Every row's id without parsing the rows: items rows are written `{"id": "…", …}`, so the id is the
-    JSON string at a fixed place (any other row is parsed whole)."""
+    """Every row's id without parsing the rows (`_raw_ids`; a row of another form: every row read line by
+    line, and any other row parsed whole)."""
+    raw = _raw_ids(old)
+    if raw is not None:
+        return [_decoded(i) for i in raw]
     from json.decoder import scanstring
     prefix = '{"id": "'
     out = []
@@ -156,7 +239,8 @@ def stored_ids(old: StoredCollection) -> list[str]:
 def commit_rows(old: StoredCollection, keep: np.ndarray, extra_writers: dict | None = None) -> dict:
     """The generation of `old` restricted to the rows `keep` (sorted), every role aligned; one commit."""
     keep = np.asarray(keep, dtype=np.int64)
-    manifest = {**old.manifest, "count": int(len(keep)), "updated": now()}
+    manifest = {**{k: v for k, v in old.manifest.items() if k != "deleted"}, "count": int(len(keep)),
+                "updated": now()}
     index_writer = _index_writer(old, keep, manifest)
     offsets: list = []
     writers = {"embeddings": generations.npy_blocks(Rows(old.embeddings, keep)),
@@ -177,7 +261,7 @@ def commit_rows(old: StoredCollection, keep: np.ndarray, extra_writers: dict | N
                 set(json.loads(line)["id"] for line in _lines(old, keep))
             writers[doc] = generations.json_document({k: v for k, v in old.document(doc).items() if k in have})
     writers.update(extra_writers or {})
-    keep_roles = {r: f for r, f in roles.items() if r not in writers}
+    keep_roles = {r: f for r, f in roles.items() if r not in writers and r != TOMBSTONES}
     return generations.commit(old.path, manifest, writers, keep=keep_roles)
 
 
@@ -280,12 +364,13 @@ def replace_rows(old: StoredCollection, items: "list[Item]", o: "BuildOptions", 
     """What `--update` / `--sync` keep of `old` and the items to encode: with update every given item
     replaces its old row; with sync the folder is the truth (unchanged files are kept as they are)."""
     given = {it.id for it in items}
-    old_ids = old.ids
+    live = old.live_mask()
+    old_ids = old.ids if live is None else [i if alive else None for i, alive in zip(old.ids, live)]
     if o.sync:
         stamps = old.document(STAMPS) if STAMPS in old.stored else {}
         files = old.document(IMAGE_FILES) if IMAGE_FILES in old.stored else {}
         built = _epoch_ns(old.manifest.get("updated"))
-        have = set(old_ids)
+        have = set(old_ids) - {None}
 
         def changed(it: "Item") -> bool:
             now_stamp = file_stamp(it.source)
@@ -294,17 +379,17 @@ def replace_rows(old: StoredCollection, items: "list[Item]", o: "BuildOptions", 
             return now_stamp is None or now_stamp[1] > built or files.get(it.id, it.source) != it.source
 
         redo = {it.id for it in items if it.id in have and changed(it)}
-        drop = {i for i in old_ids if i not in given} | redo
+        drop = {i for i in have if i not in given} | redo
         items = [it for it in items if it.id not in have or it.id in redo]
         info(f"sync {old.name!r}: {len(items) - len(redo)} new, {len(redo)} changed, "
-             f"{len(drop) - len(redo)} vanished, {len(old_ids) - len(drop)} unchanged")
+             f"{len(drop) - len(redo)} vanished, {len(have) - len(drop)} unchanged")
     else:
         drop = {i for i in old_ids if i in given}
         info(f"{len(drop)} items of {old.name!r} are replaced, {len(given) - len(drop)} added")
-    if not drop:
+    if not drop and live is None:
         return old, items
     check_deletable(old)
-    keep = np.flatnonzero([i not in drop for i in old_ids])
+    keep = np.flatnonzero([i is not None and i not in drop for i in old_ids])  # deleted rows go too
     if not len(keep):
         raise EngineError(f"{opt('sync') if o.sync else opt('update')} would leave {old.name!r} without its old "
                           f"items; rebuild it with {opt('force')}")

@@ -41,6 +41,22 @@ def device_setting() -> str:
     return _setting
 
 
+def gpu_present() -> bool:
+    """Whether `auto` may find a GPU here, asked without importing torch: NVIDIA's driver files, or Apple
+    silicon (Metal). A False is certain; a True is confirmed by `resolve_device`."""
+    import os
+    import platform
+    import sys
+    return os.path.exists("/dev/nvidiactl") or os.path.exists("/proc/driver/nvidia/version") or (
+        sys.platform == "darwin" and platform.machine() == "arm64")
+
+
+def on_cpu(spec: str | None = None) -> bool:
+    """Whether `spec` (default: the current setting) runs on the CPU, decided without importing torch."""
+    spec = check_device(spec or _setting)
+    return spec == "cpu" or (spec == AUTO and not gpu_present())
+
+
 def resolve_device(spec: str | None = None) -> str:
     """The torch device `spec` (default: the current setting) names on this machine: `auto` → the first CUDA
     GPU, else Apple's MPS, else the CPU; a GPU that is not there is an error."""

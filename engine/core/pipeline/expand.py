@@ -58,7 +58,7 @@ class Expand(Stage):
         key = ("children", self.collection, self.via, self.parent)
         if key not in ctx.memo:
             col = ctx.collection(self.collection)
-            known = ctx.memo.setdefault(("id-set", self.collection), set(col.ids))
+            known = ctx.memo.setdefault(("id-set", self.collection), {col.ids[r] for r in col.live_rows()})
             if self.via:
                 name, _, doc = self.via.rpartition(":")
                 lists = ctx.collection(name).document(doc)
@@ -66,7 +66,8 @@ class Expand(Stage):
             else:
                 out: dict[str, list[str]] = {}
                 for it in col.items:
-                    out.setdefault(str(it.get(self.parent, "")), []).append(it["id"])
+                    if it["id"] in known:  # rows a delete marked are no one's children
+                        out.setdefault(str(it.get(self.parent, "")), []).append(it["id"])
                 ctx.memo[key] = out
         return ctx.memo[key]
 

@@ -212,7 +212,10 @@ class Score(Stage):
         for q in queries:
             ex = [pos[e] for e in q.examples if e in pos]
             s = self._scores(ctx, col, q, ex, vecs.get(q.qid))
-            if s is None or not np.any(s):
+            live = col.live_mask()
+            if s is not None and live is not None:
+                s = np.where(live, s, -np.inf)  # rows a delete marked are never scored
+            if s is None or not np.any(np.isfinite(s) & (s != 0)):
                 out[q.qid] = Ranking()
                 continue
             out[q.qid] = Ranking.of([(ids[i], float(s[i])) for i in top_k(s, self.k, ex)])

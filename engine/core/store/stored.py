@@ -20,7 +20,10 @@ from engine.progress import make_progress
 MANIFEST = generations.MANIFEST
 PARTIAL = ".partial"
 DEFAULT_ROOT = Path("indexes")
-CORE_ROLES = ("embeddings", "items", "item_offsets", "index", "columns")  # columns: engine.core.store.columns
+TOMBSTONES = "tombstones"
+"""Role of a generation: the sorted int64 rows a delete marked (every search skips them; `engine compact` or the
+delete threshold rewrites the collection without them). Absent: no row is deleted."""
+CORE_ROLES = ("embeddings", "items", "item_offsets", "index", "columns", TOMBSTONES)  # columns: store.columns
 IMAGE_FILES = "image_files"
 """JSON document of an image collection: item id → the file that was encoded (what thumbnails are read from)."""
 _ROLE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -61,7 +64,8 @@ class StoredCollection:
         self.manifest = manifest
         self._items: list[dict] | None = None
         self._offsets: np.ndarray | None = None
-        self._embeddings: np.ndarray | None = None
+        self._arrays: dict[str, np.ndarray] = {}
+        self._live: np.ndarray | None = None
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -116,6 +120,7 @@ class StoredCollection:
             generations.verify(self.path, self.manifest, rebuild_hint(self.name), lambda n: bar.advance(task, n))
         if "embeddings" in (self.manifest.get("roles") or {}):
             check_finite(self.file("embeddings"), rebuild_hint(self.name))
+        self.deleted_rows  # noqa: B018  (the tombstones' shape, order and range)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -131,7 +136,41 @@ class StoredCollection:
         return int(self.manifest["dim"])
 
     def __len__(self) -> int:
+        """Rows stored (deleted rows included until a compaction: see `live_count`)."""
         return int(self.manifest["count"])
+
+    @property
+    def deleted_rows(self) -> np.ndarray:
+        """The rows a delete marked (sorted int64; empty where none is), checked against the row count."""
+        if TOMBSTONES not in (self.manifest.get("roles") or {}):
+            return np.zeros(0, dtype=np.int64)
+        rows = self.array(TOMBSTONES)
+        n = len(self)
+        if rows.ndim != 1 or rows.dtype.kind not in "iu" or len(rows) != int(self.manifest.get("deleted", -1)) \
+                or (len(rows) and (rows[0] < 0 or rows[-1] >= n or (np.diff(rows) <= 0).any())):
+            raise EngineError(f"{self.file(TOMBSTONES)}: damaged (not the manifest's {self.manifest.get('deleted')} "
+                              f"sorted rows below {n}); {rebuild_hint(self.name)}")
+        return np.asarray(rows, dtype=np.int64)
+
+    @property
+    def live_count(self) -> int:
+        """Rows a search can return: the stored rows less the deleted ones."""
+        return len(self) - int(self.manifest.get("deleted", 0) or 0)
+
+    def live_mask(self) -> np.ndarray | None:
+        """True for every row not deleted; None when no row is (searches then skip the masking)."""
+        if TOMBSTONES not in (self.manifest.get("roles") or {}):
+            return None
+        if self._live is None:
+            live = np.ones(len(self), dtype=bool)
+            live[self.deleted_rows] = False
+            self._live = live
+        return self._live
+
+    def live_rows(self) -> np.ndarray:
+        """The rows not deleted, in order."""
+        live = self.live_mask()
+        return np.arange(len(self), dtype=np.int64) if live is None else np.flatnonzero(live)
 
     def file(self, role: str) -> Path:
         """Where a role's file (or folder) lies; an unknown role is an error naming the ones there are."""
@@ -158,8 +197,11 @@ class StoredCollection:
         return [r for r in self.manifest.get("roles", {}) if r not in CORE_ROLES]
 
     def array(self, name: str) -> np.ndarray:
-        """A named array, memory-mapped (read-only)."""
-        return np.load(self.file(name), mmap_mode="r")
+        """A named array, memory-mapped (read-only) once per opened generation: a generation's files never
+        change (a writer publishes new names), so every later access reuses the mapping and its warm pages."""
+        if name not in self._arrays:
+            self._arrays[name] = np.load(self.file(name), mmap_mode="r")
+        return self._arrays[name]
 
     def document(self, name: str) -> Any:
         """A named JSON document."""
@@ -167,11 +209,9 @@ class StoredCollection:
 
     @property
     def embeddings(self) -> np.ndarray:
-        """The stored vectors, mapped once per opened generation: the mapping outlives a commit that deletes
-        the file, so a reader that has touched them keeps reading its own generation."""
-        if self._embeddings is None:
-            self._embeddings = np.load(self.file("embeddings"), mmap_mode="r")
-        return self._embeddings
+        """The stored vectors, mapped once per opened generation (`array`): the mapping outlives a commit that
+        deletes the file, so a reader that has touched them keeps reading its own generation."""
+        return self.array("embeddings")
 
     def embedding_rows(self) -> NpyRows:
         """The embeddings read block by block (no mapping kept resident): what a build copies before new rows."""
@@ -224,6 +264,8 @@ class StoredCollection:
         m = self.manifest
         out = {k: m[k] for k in ("name", "kind", "encoder", "dim", "metric", "count", "index_factory",
                                  "search_params", "engine_version", "created", "updated") if k in m}
+        if m.get("deleted"):
+            out["count"], out["deleted"] = self.live_count, int(m["deleted"])  # rows a compaction would drop
         if m.get("index_choice"):
             c = m["index_choice"]
             out["index_choice"] = {k: c.get(k) for k in ("recall@10", "speedup", "target_recall", "memory_budget",

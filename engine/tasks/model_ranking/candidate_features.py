@@ -1,11 +1,16 @@
 """The candidates' own features of a task: each candidate model (a Hugging Face name, or DIR/<name> offline)
-embeds the task's labelled training texts once — mean-pooled last layer and [CLS] — and the arrays are cached
-per (task, model) as a collection, so a rerun loads them instead of running any model.
+is loaded once and embeds every task's labelled training texts — mean-pooled last layer and [CLS] — in
+padded batches of similar length across the tasks, and the arrays are cached per model as plain arrays, so a
+rerun loads them instead of running any model, and a run stopped part-way keeps every model it finished.
 
-    ROOT/NAME-features/<task>--<model id>/   a collection: main vectors = the mean-pooled features (normalized);
-        mean-G.npy, cls-G.npy                 texts × hidden size, exactly as computed (float32)
-        labels-G.npy                          the texts' class codes (0..C−1, classes sorted by name)
-        manifest extra: signature (sha256 of the texts, labels, model name and source, --max-texts, --max-length)
+    ROOT/NAME-features/<model id>/   written whole when the model's tasks are embedded (atomic folder)
+        features.json                 model name and source; per task: signature (sha256 of the texts, labels,
+                                      model name and source, --max-texts, --max-length) and its rows
+        mean.npy, cls.npy             rows × hidden size, exactly as computed (float32), tasks one after another
+        labels.npy                    each row's class code within its task (0..C−1, classes sorted by name)
+
+A later run with other tasks (a CV run, then a submission) adds them to the model's folder; tasks cached with
+another signature are embedded again.
 """
 from __future__ import annotations
 
@@ -18,7 +23,6 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from engine.core.collection import MANIFEST, Collection
 from engine.core.encoders.device import check_device
 from engine.errors import EngineError, opt
 from engine.progress import info, track
@@ -29,6 +33,7 @@ POOLINGS = ("mean", "cls")
 MAX_TEXTS = (int(RANGES["max_texts"].lo), int(RANGES["max_texts"].hi))  # declared once, in the option layer
 MAX_LENGTH = (int(RANGES["max_length"].lo), int(RANGES["max_length"].hi))
 BATCH = 32
+FEATURES_FILE = "features.json"
 Features = Mapping[tuple[str, str], tuple[np.ndarray, np.ndarray]]
 """(task id, model id) → (features: texts × dim, class codes per text)."""
 
@@ -93,26 +98,52 @@ def _key(texts: Sequence[str], codes: np.ndarray, name: str, options: FeatureOpt
     return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
 
 
-def _cache_name(task_id: str, model_id: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{task_id}--{model_id}")
+def _cache_name(model_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", model_id)
 
 
-def _cached(root: Path, name: str, key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    path = root / name
-    if not (path / MANIFEST).is_file():
-        return None
-    col = Collection.open(name, root, verify=False)
-    if col.extra.get("signature") != key:
-        return None
-    return tuple(np.array(col.array(a)) for a in ("mean", "cls", "labels"))  # type: ignore[return-value]
+class ModelCache:
+    """One candidate's cached features: every task it has embedded, as rows of three plain arrays."""
 
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.tasks: dict[str, dict] = {}
+        self.arrays: dict[str, np.ndarray] = {}
+        try:
+            meta = json.loads((folder / FEATURES_FILE).read_text(encoding="utf-8"))
+            arrays = {a: np.load(folder / f"{a}.npy") for a in ("mean", "cls", "labels")}
+        except (OSError, ValueError):
+            return  # absent or damaged: embedded again
+        rows = len(arrays["labels"])
+        if all(len(a) == rows for a in arrays.values()) and isinstance(meta.get("tasks"), dict) and all(
+                0 <= t.get("start", -1) <= t.get("stop", -1) <= rows for t in meta["tasks"].values()):
+            self.tasks, self.arrays = meta["tasks"], arrays
 
-def _store(root: Path, name: str, key: str, task_id: str, model: str, mean: np.ndarray, cls: np.ndarray,
-           codes: np.ndarray) -> None:
-    Collection.from_vectors(name, [str(i) for i in range(len(mean))], mean, None, "text", root=root, force=True,
-                            arrays={"mean": mean, "cls": cls, "labels": codes},
-                            extra={"task": "modelret-a-features", "signature": key, "task_id": task_id,
-                                   "model": model})
+    def get(self, task_id: str, key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """(mean, cls, labels) of a task cached with this signature, else None."""
+        t = self.tasks.get(task_id)
+        if t is None or t.get("key") != key:
+            return None
+        rows = slice(t["start"], t["stop"])
+        return self.arrays["mean"][rows], self.arrays["cls"][rows], self.arrays["labels"][rows]
+
+    def write(self, model: str, source: str, new: Mapping[str, tuple[str, np.ndarray, np.ndarray, np.ndarray]]
+              ) -> None:
+        """The cached tasks (those not in `new`) and `new` (task id → key, mean, cls, labels) as the folder."""
+        from engine.io.atomic import atomic_dir, write_json
+        parts = {tid: (t["key"], *self.get(tid, t["key"])) for tid, t in self.tasks.items() if tid not in new}
+        parts.update(new)
+        tasks, start = {}, 0
+        for tid, (key, mean, _, _) in parts.items():
+            tasks[tid] = {"key": key, "start": start, "stop": start + len(mean)}
+            start += len(mean)
+        dim = next((p[1].shape[1] for p in parts.values() if p[1].ndim == 2), 0)
+        with atomic_dir(self.folder) as tmp:
+            for n, name in enumerate(("mean", "cls", "labels")):
+                empty = np.zeros((0,), np.int64) if name == "labels" else np.zeros((0, dim), np.float32)
+                np.save(tmp / f"{name}.npy", np.concatenate([p[n + 1] for p in parts.values()] or [empty]))
+            write_json(tmp / FEATURES_FILE, {"model": model, "source": source, "tasks": tasks})
+        self.__init__(self.folder)
 
 
 def load_model(source: str, device: str):
@@ -134,28 +165,35 @@ def load_model(source: str, device: str):
 
 def embed(tokenizer, model, texts: Sequence[str], device: str, max_length: int, batch: int = BATCH
           ) -> tuple[np.ndarray, np.ndarray]:
-    """(mean-pooled last layer over the real tokens, [CLS] = first token), texts × hidden size, float32."""
+    """(mean-pooled last layer over the real tokens, [CLS] = first token), texts × hidden size, float32. The
+    texts go through the model in batches of similar token length (each padded to its own longest), the rows
+    come back in the texts' order."""
     import torch
 
-    means, firsts = [], []
+    dim = model.config.hidden_size
+    if not texts:
+        return np.zeros((0, dim), np.float32), np.zeros((0, dim), np.float32)
+    lengths = [len(ids) for ids in tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]]
+    order = np.argsort(lengths, kind="stable")
+    means = np.empty((len(texts), dim), np.float32)
+    firsts = np.empty((len(texts), dim), np.float32)
     with torch.inference_mode():
         for start in range(0, len(texts), batch):
-            enc = tokenizer(list(texts[start:start + batch]), padding=True, truncation=True, max_length=max_length,
+            rows = order[start:start + batch]
+            enc = tokenizer([texts[i] for i in rows], padding=True, truncation=True, max_length=max_length,
                             return_tensors="pt").to(device)
             hidden = model(**enc).last_hidden_state.float()
             mask = enc["attention_mask"].unsqueeze(-1).float()
-            means.append((hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0))
-            firsts.append(hidden[:, 0])
-    dim = model.config.hidden_size
-    cat = (lambda xs: torch.cat(xs).cpu().numpy().astype(np.float32)) if texts else (
-        lambda xs: np.zeros((0, dim), np.float32))
-    return cat(means), cat(firsts)
+            means[rows] = ((hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)).cpu().numpy()
+            firsts[rows] = hidden[:, 0].cpu().numpy()
+    return means, firsts
 
 
 def task_features(tasks: Sequence[Task], models: Mapping[str, str], options: FeatureOptions, root: Path
                   ) -> dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]:
     """(task id, model id) → (features of `options.pooling`, class codes) for every task with ≥ 2 classes
-    among its sampled texts; cached under `root` (a model is loaded only when one of its tasks is missing)."""
+    among its sampled texts; cached per model under `root` (a model is loaded only when one of its tasks is
+    missing, then once for all of them)."""
     from engine.core.encoders.device import resolve_device
 
     root = Path(root)
@@ -163,25 +201,34 @@ def task_features(tasks: Sequence[Task], models: Mapping[str, str], options: Fea
     usable = [t.task_id for t in tasks if len(np.unique(samples[t.task_id][1])) > 1]
     out: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
     todo: dict[str, list[tuple[str, str]]] = {}
+    caches: dict[str, ModelCache] = {}
+    pick = POOLINGS.index(options.pooling)
     for mid, name in models.items():
+        cache = caches[mid] = ModelCache(root / _cache_name(mid))
         for tid in usable:
             texts, codes = samples[tid]
-            key, cache = _key(texts, codes, name, options), _cache_name(tid, mid)
-            hit = _cached(root, cache, key)
+            key = _key(texts, codes, name, options)
+            hit = cache.get(tid, key)
             if hit is None:
                 todo.setdefault(mid, []).append((tid, key))
             else:
-                out[(tid, mid)] = (hit[POOLINGS.index(options.pooling)], hit[2])
+                out[(tid, mid)] = (hit[pick], hit[2])
     if todo:
         device = resolve_device(options.device)
         info(f"candidate features: {sum(map(len, todo.values()))} (task, model) pairs to embed on {device}, "
              f"{len(models) - len(todo)} model(s) fully cached")
     for mid, pairs in track(todo.items(), total=len(todo), description="candidate models"):
-        tokenizer, model = load_model(_source(models[mid], options), device)
+        source = _source(models[mid], options)
+        tokenizer, model = load_model(source, device)
+        texts = [t for tid, _ in pairs for t in samples[tid][0]]
+        mean, cls = embed(tokenizer, model, texts, device, options.max_length)
+        new, start = {}, 0
         for tid, key in pairs:
-            texts, codes = samples[tid]
-            mean, cls = embed(tokenizer, model, texts, device, options.max_length)
-            _store(root, _cache_name(tid, mid), key, tid, models[mid], mean, cls, codes)
-            out[(tid, mid)] = ((mean, cls)[POOLINGS.index(options.pooling)], codes)
+            codes = samples[tid][1]
+            stop = start + len(codes)
+            new[tid] = (key, mean[start:stop], cls[start:stop], codes)
+            out[(tid, mid)] = ((mean, cls)[pick][start:stop], codes)
+            start = stop
+        caches[mid].write(models[mid], source, new)  # this model's tasks kept, even if a later one fails
         del model
     return out
