@@ -17,21 +17,26 @@ if TYPE_CHECKING:
     from engine.core.ranking import Ranking, RankingLike
 
 
-def as_reranker(rerank: "str | Reranker") -> Reranker:
-    """A spec (loaded through the registry) or a ready reranker."""
+def as_reranker(rerank: "str | Reranker", **options: Any) -> Reranker:
+    """A spec (loaded through the registry with its options) or a ready reranker."""
     if isinstance(rerank, Reranker):
         return rerank
     from engine.core.rerankers.registry import load_reranker
-    return load_reranker(rerank)
+    return load_reranker(rerank, **options)
 
 
 def check_candidates(spec: str, kind: str, name: str) -> None:
-    """Refuse, before any model loads, a reranker that cannot read this collection's items."""
+    """Refuse, before any model loads, a reranker that cannot read this collection's (or table's) items."""
     from engine.core.rerankers.registry import entry_for
     entry, _ = entry_for(spec)
-    if kind not in entry.candidates:
+    if kind in entry.candidates:
+        return
+    if kind == IMAGE:
         raise EngineError(f"collection {name!r} holds images; reranker {spec} scores texts only: give one that "
-                          "scores (text, image) pairs, e.g. embed:clip:ViT-B-32:openai, or leave out the reranker")
+                          "scores (text, image) pairs, e.g. vlm:DIR or embed:clip:ViT-B-32:openai, or leave out the "
+                          "reranker")
+    raise EngineError(f"collection {name!r} holds texts; reranker {spec} scores images only: give a text reranker (llm:, "
+                      "llm-list:, cross:, embed:) or leave out the reranker")
 
 
 def candidate_docs(col: Any, hits: Sequence[Any]) -> list[str]:
@@ -75,14 +80,16 @@ def rerank_ranking(reranker: Reranker, query: str, ranking: "RankingLike", docs:
     return head.rescored(pos, scores[pos]).then(Ranking(ranked.ids[depth:], ranked.scores[depth:], ranked.fields))
 
 
-def check_rerank(col: Any, rerank: "str | Reranker | None", depth: int | None, k: int, text: bool) -> int:
+def check_rerank(col: Any, rerank: "str | Reranker | None", depth: int | None, k: int, text: bool,
+                 options: Mapping[str, Any] | None = None) -> int:
     """Candidates the first stage fetches: k without a reranker, else the checked depth (text queries only,
-    a reranker that can read this collection's items)."""
+    a reranker that can read this collection's items, options its kind takes)."""
     from engine.core.rerankers.options import RerankOptions
     from engine.core.rerankers.registry import check_depth
     from engine.errors import opt
     spec = rerank.spec if isinstance(rerank, Reranker) else rerank
-    RerankOptions.checked(spec, depth, k)
+    given = {} if isinstance(rerank, Reranker) else dict(options or {})  # a loaded one was shaped already
+    RerankOptions.checked(spec, depth, k, **given)
     if spec is None:
         return k
     if not text:
