@@ -66,6 +66,8 @@ def is_served(arg: str) -> bool:
 def check_arg(entry: RerankerEntry, arg: str, spec: str) -> None:
     """A served model's URL names its model after '#'; a path that looks local exists (no model loads)."""
     if entry.arg == "encoder":
+        from engine.core.encoders.registry import entry_for as encoder_entry
+        encoder_entry(arg)
         return
     if is_served(arg):
         from urllib.parse import urlsplit

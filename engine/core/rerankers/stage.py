@@ -28,8 +28,16 @@ def as_reranker(rerank: "str | Reranker", **options: Any) -> Reranker:
 def check_candidates(spec: str, kind: str, name: str) -> None:
     """Refuse, before any model loads, a reranker that cannot read this collection's (or table's) items."""
     from engine.core.rerankers.registry import entry_for
-    entry, _ = entry_for(spec)
-    if kind in entry.candidates:
+    entry, arg = entry_for(spec)
+    if entry.arg == "encoder":
+        from engine.core.rerankers.embed import embed_candidates
+        can = embed_candidates(arg)
+        if can is None or kind in can:
+            return
+        if not can:
+            raise EngineError(f"reranker {spec} embeds images only and cannot read the text query: give a text or "
+                              "text–image encoder (e.g. embed:clip:ViT-B-32:openai)")
+    elif kind in entry.candidates:
         return
     if kind == IMAGE:
         raise EngineError(f"collection {name!r} holds images; reranker {spec} scores texts only: give one that "
