@@ -105,6 +105,15 @@ def check_reranker(spec: str, **options) -> tuple[RerankerEntry, str, dict]:
     return entry, arg, clean
 
 
+def text_reranker(spec: str, **options):
+    """A task's reranker of text candidates: an image-only kind refused; of `options` (a task's instruction)
+    only those the kind takes passed on. Cached like `cached_reranker`."""
+    from engine.core.rerankers.stage import check_candidates
+    check_candidates(spec, "text", "this task's ranking")
+    entry, _ = entry_for(spec)
+    return cached_reranker(spec, **{k: v for k, v in options.items() if k in entry.options})
+
+
 def load_reranker(spec: str, **options):
     """The reranker a spec names, its loader called with the options given (template=, instruction=,
     rounds=, …; None means the default); bad or unavailable specs raise EngineError with the fix."""

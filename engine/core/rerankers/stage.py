@@ -25,8 +25,9 @@ def as_reranker(rerank: "str | Reranker", **options: Any) -> Reranker:
     return load_reranker(rerank, **options)
 
 
-def check_candidates(spec: str, kind: str, name: str) -> None:
-    """Refuse, before any model loads, a reranker that cannot read this collection's (or table's) items."""
+def check_candidates(spec: str, kind: str, where: str) -> None:
+    """Refuse, before any model loads, a reranker that cannot read these items (`where`: "collection 'x'",
+    a file, a task's candidates)."""
     from engine.core.rerankers.registry import entry_for
     entry, arg = entry_for(spec)
     if entry.arg == "encoder":
@@ -40,10 +41,10 @@ def check_candidates(spec: str, kind: str, name: str) -> None:
     elif kind in entry.candidates:
         return
     if kind == IMAGE:
-        raise EngineError(f"collection {name!r} holds images; reranker {spec} scores texts only: give one that "
+        raise EngineError(f"{where} holds images; reranker {spec} scores texts only: give one that "
                           "scores (text, image) pairs, e.g. vlm:DIR or embed:clip:ViT-B-32:openai, or leave out the "
                           "reranker")
-    raise EngineError(f"collection {name!r} holds texts; reranker {spec} scores images only: give a text reranker (llm:, "
+    raise EngineError(f"{where} holds texts; reranker {spec} scores images only: give a text reranker (llm:, "
                       "llm-list:, cross:, embed:) or leave out the reranker")
 
 
@@ -70,7 +71,7 @@ def rerank_hits(reranker: Reranker, query: str, hits: Sequence[Any], k: int, col
     if not hits:
         return []
     if col.kind not in reranker.candidates:
-        check_candidates(reranker.spec, col.kind, col.name)
+        check_candidates(reranker.spec, col.kind, f"collection {col.name!r}")
     scores = reranker.score(query, candidate_docs(col, hits), IMAGE if col.kind == IMAGE else TEXT)
     return [replace(hits[int(i)], score=float(scores[i]), rank=r)
             for r, i in enumerate(order(scores)[:k], 1)]
@@ -103,5 +104,5 @@ def check_rerank(col: Any, rerank: "str | Reranker | None", depth: int | None, k
     if not text:
         raise EngineError(f"{opt('rerank')} reorders the hits of a text query; an image query takes none")
     if isinstance(rerank, str):
-        check_candidates(rerank, col.kind, col.name)
+        check_candidates(rerank, col.kind, f"collection {col.name!r}")
     return check_depth(depth, k)

@@ -45,8 +45,10 @@ class RankParams:
             raise EngineError(f"{opt('top_articles')} must be at least 0 (0: skip the article stage), "
                               f"{opt('depth')} and k at least 1")
         if self.rerank is not None:
-            from engine.core.rerankers.registry import check_depth, entry_for
-            entry_for(self.rerank)
+            from engine.core.rerankers.registry import check_depth, check_reranker
+            from engine.core.rerankers.stage import check_candidates
+            check_reranker(self.rerank)
+            check_candidates(self.rerank, "text", "this task's ranking")
             check_depth(self.rerank_depth, 1)
         if self.dense_weight < 0 or self.bm25_weight < 0 or self.dense_weight + self.bm25_weight == 0:
             raise EngineError(f"{opt('dense_weight')} and {opt('bm25_weight')} must be >= 0 and not both 0")
