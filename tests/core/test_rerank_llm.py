@@ -150,3 +150,56 @@ def test_cached_reranker_is_keyed_by_options(tiny_lm):
     a = cached_reranker(f"llm:{tiny_lm}", instruction="one")
     assert cached_reranker(f"llm:{tiny_lm}", instruction="one") is a
     assert cached_reranker(f"llm:{tiny_lm}", instruction="two") is not a
+
+
+@pytest.fixture()
+def llm_docs(tmp_path):
+    import csv
+
+    from engine.core.collection import Collection
+    src = tmp_path / "docs.csv"
+    with src.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["id", "text"])
+        w.writerows([f"d{i}", d] for i, d in enumerate(DOCS))
+    return Collection.build("docs", texts=src, root=tmp_path / "idx", batch_size=8)
+
+
+def test_pipeline_rerank_stage_passes_its_options_to_the_loader(tiny_lm, llm_docs, tmp_path, monkeypatch):
+    """`rerank("llm:DIR", depth=…, template=…, instruction=…)`: the options reach `llm_reranker` as keyword
+    arguments, and the order is the published format's with that instruction, computed independently."""
+    import engine.core.rerankers.llm as llm
+    from engine.core.pipeline import Context, Query
+    from engine.core.pipeline.parse import parse_pipeline
+    from engine.core.pipeline.run import run_pipeline
+    seen = []
+    real = llm.llm_reranker
+    monkeypatch.setattr(llm, "llm_reranker", lambda name, **options: seen.append((name, options)) or
+                        real(name, **options))
+    query = "cats and dogs"
+    text = (f'retrieve("docs", mode="dense", k=12) >> rerank("llm:{tiny_lm}", depth=12, template="qwen3-reranker", '
+            'instruction="Find the document about a pet") % 5')
+    run = run_pipeline(parse_pipeline(text), [Query("q1", query)], Context(root=tmp_path / "idx"))
+    assert seen == [(str(tiny_lm), {"template": "qwen3-reranker", "instruction": "Find the document about a pet"})]
+    first = llm_docs.search(text=query, k=12)
+    ref = reference_log_odds(tiny_lm, [PUBLISHED.format(instruction="Find the document about a pet", query=query,
+                                                        doc=h.meta["text"]) for h in first])
+    assert list(run["q1"].ids) == [first[i].id for i in np.argsort(-ref, kind="stable")][:5]
+    text = f'rerank("llm:{tiny_lm}", depth=20, template="chat", instruction="Find a pet")'
+    run_pipeline(parse_pipeline(f'retrieve("docs", k=20) >> {text}'), [Query("q1", query)],
+                 Context(root=tmp_path / "idx"))
+    assert seen[-1] == (str(tiny_lm), {"template": "chat", "instruction": "Find a pet"})
+
+
+@pytest.mark.parametrize("stage, message", [
+    ('rerank("cross:x", depth=5, template="chat")', "template goes with a llm: reranker, not cross:"),
+    ('rerank("llm:x", depth=5, rounds=2)', "rounds goes with a llm-list: reranker"),
+    ('rerank("llm-list:x", depth=5, rounds=0)', "rounds must be a whole number from 1 to 100"),
+    ('rerank("llm:x", depth=5, temperature=2)', "temperature: no reranker takes this option"),
+])
+def test_pipeline_rerank_options_are_checked_when_parsed(stage, message):
+    from engine.core.pipeline.parse import parse_pipeline
+    from engine.errors import EngineError
+    with pytest.raises(EngineError, match=message) as err:
+        parse_pipeline(f'retrieve("docs", k=5) >> {stage}')
+    assert "\n" not in str(err.value)

@@ -30,19 +30,20 @@ def default_template(model: str) -> str:
     return "qwen3-reranker" if "qwen3-reranker" in model.lower() else "chat"
 
 
-def check_template(value: object) -> str:
+def check_template(value: object, label: str = "") -> str:
     """`qwen3-reranker`, `chat`, or a readable FILE holding `{query}` and `{document}` once each."""
+    label = label or opt("rerank_template")
     if not isinstance(value, str) or not value.strip():
-        raise EngineError(f"{opt('rerank_template')} must be qwen3-reranker, chat or a template FILE, not {value!r}")
+        raise EngineError(f"{label} must be qwen3-reranker, chat or a template FILE, not {value!r}")
     if value.strip().lower() in TEMPLATES:
         return value.strip().lower()
     path = Path(value).expanduser()
     if not path.is_file():
-        raise EngineError(f"{opt('rerank_template')} {value}: not qwen3-reranker or chat, and no such file")
+        raise EngineError(f"{label} {value}: not qwen3-reranker or chat, and no such file")
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise EngineError(f"{opt('rerank_template')} {value}: cannot be read as UTF-8 text ({exc})") from None
+        raise EngineError(f"{label} {value}: cannot be read as UTF-8 text ({exc})") from None
     for field in ("{query}", "{document}"):
         if text.count(field) != 1:
             raise EngineError(f"{path}: a template holds {field} exactly once (it has {text.count(field)}); "
@@ -50,23 +51,23 @@ def check_template(value: object) -> str:
     return str(path)
 
 
-def check_instruction(value: object) -> str:
+def check_instruction(value: object, label: str = "") -> str:
     if not isinstance(value, str) or not value.strip() or len(value) > MAX_INSTRUCTION:
-        raise EngineError(f"{opt('rerank_instruction')} must be a non-empty text of at most {MAX_INSTRUCTION} "
+        raise EngineError(f"{label or opt('rerank_instruction')} must be a non-empty text of at most {MAX_INSTRUCTION} "
                           f"characters, not {str(value)[:40]!r}")
     return value.strip()
 
 
-def check_rounds(value: object) -> int:
+def check_rounds(value: object, label: str = "") -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ROUNDS:
-        raise EngineError(f"{opt('rerank_rounds')} must be a whole number from 1 to {MAX_ROUNDS}, not {value!r}")
+        raise EngineError(f"{label or opt('rerank_rounds')} must be a whole number from 1 to {MAX_ROUNDS}, not {value!r}")
     return value
 
 
 def check_positive(name: str, hi: int):
-    def check(value: object) -> int:
+    def check(value: object, label: str = "") -> int:
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= hi:
-            raise EngineError(f"reranker option {name} must be a whole number from 1 to {hi}, not {value!r}")
+            raise EngineError(f"{label or 'reranker option ' + name} must be a whole number from 1 to {hi}, not {value!r}")
         return value
     return check
 

@@ -86,32 +86,50 @@ def check_arg(entry: RerankerEntry, arg: str, spec: str) -> None:
         raise EngineError(f"reranker spec {spec!r}: no such folder or file {arg}")
 
 
-def check_reranker(spec: str, **options) -> tuple[RerankerEntry, str, dict]:
-    """Entry, argument and the options that were given (None: not given), each checked: an option the kind
-    does not take, or a value out of range, is one line naming it, before any model loads."""
+def checked_options(spec: str, /, keywords: bool = False, **options) -> dict:
+    """The options that were given (None: not given), each checked against the kind `spec` names: one it does
+    not take, or a value out of range, is one line naming it (as a command's flag, or with `keywords` as the
+    keyword a pipeline's `rerank(…)` takes). Spelling only: nothing is read or loaded."""
     from engine.core.rerankers.prompts import OPTION_CHECKS
     from engine.errors import opt
-    entry, arg = entry_for(spec)
-    check_arg(entry, arg, spec)
+    entry, _ = entry_for(spec)
     clean = {}
     for name, value in options.items():
         if value is None:
             continue
+        cli = name in ("template", "instruction", "rounds") and not keywords
+        label = opt(f"rerank_{name}") if cli else name
         if name not in entry.options:
             takers = [f"{e.prefix}:" for e in RERANKERS if name in e.options]
-            flag = opt(f"rerank_{name}") if name in ("template", "instruction", "rounds") else name
-            raise EngineError(f"{flag} goes with a {' or '.join(takers) or 'no'} reranker, not {entry.prefix}:")
-        clean[name] = OPTION_CHECKS[name](value)
-    return entry, arg, clean
+            if not takers:
+                raise EngineError(f"{label}: no reranker takes this option ({entry.prefix}: takes "
+                                  f"{', '.join(entry.options) or 'none'})")
+            raise EngineError(f"{label} goes with a {' or '.join(takers)} reranker, not {entry.prefix}:")
+        clean[name] = OPTION_CHECKS[name](value, label if not cli else "")
+    return clean
+
+
+def check_reranker(spec: str, **options) -> tuple[RerankerEntry, str, dict]:
+    """Entry, argument and the checked options (`checked_options`), the argument checked too (a local path
+    exists, a URL names its model), before any model loads."""
+    entry, arg = entry_for(spec)
+    check_arg(entry, arg, spec)
+    return entry, arg, checked_options(spec, **options)
+
+
+def options_taken(spec: str, **options) -> dict:
+    """Of `options` (a task's instruction), those the kind `spec` names takes: a task offers its instruction
+    to every reranker, and a `cross:` simply has no use for it."""
+    entry, _ = entry_for(spec)
+    return {k: v for k, v in options.items() if k in entry.options}
 
 
 def text_reranker(spec: str, **options):
-    """A task's reranker of text candidates: an image-only kind refused; of `options` (a task's instruction)
-    only those the kind takes passed on. Cached like `cached_reranker`."""
+    """A task's reranker of text candidates: an image-only kind refused; of `options` only those the kind
+    takes passed on (`options_taken`). Cached like `cached_reranker`."""
     from engine.core.rerankers.stage import check_candidates
     check_candidates(spec, "text", "this task's ranking")
-    entry, _ = entry_for(spec)
-    return cached_reranker(spec, **{k: v for k, v in options.items() if k in entry.options})
+    return cached_reranker(spec, **options_taken(spec, **options))
 
 
 def load_reranker(spec: str, **options):

@@ -15,6 +15,8 @@ FUSIONS = ("rrf", "weighted")
 
 GLOBAL_FACTOR = 5   # images the global search fetches per slot, to fill from
 ORDER_LIMIT = 50    # images of ranked articles placed in article order (the per-stage rows)
+RERANK_INSTRUCTION = "Given a news photo's caption, retrieve the news article the photo illustrates"
+"""What an llm:/llm-list: reranker is told the task is (`options_taken`: only kinds that take one)."""
 
 
 @dataclass(frozen=True)
@@ -69,8 +71,11 @@ def parts(params: RankParams, name: str = DEFAULT_NAME) -> dict[str, str]:
              f"{params.bm25_weight!r}], depth={params.depth}, informative=True)")
     reranked = None
     if params.rerank is not None:
+        from engine.core.rerankers.registry import options_taken
+        told = "".join(f", {k}={q(v)}"
+                       for k, v in options_taken(params.rerank, instruction=RERANK_INSTRUCTION).items())
         reranked = f"{fused}\n  >> rerank({q(params.rerank)}, depth={params.rerank_depth}, docs={articles}, " \
-                   f"group=\"article\")"
+                   f"group=\"article\"{told})"
     glob = f"retrieve({images}, pooling=\"{p}\", k={params.k * GLOBAL_FACTOR})"
     via = q(f"{name}/{ARTICLES}:{ARTICLE_IMAGES}")
     order = f"expand({images}, via={via}, limit={ORDER_LIMIT})"
