@@ -160,7 +160,9 @@ def check_depth(depth: int | None, k: int, option: str = "rerank_depth") -> int:
 
 
 def reranker_help() -> str:
-    return "Reranker spec: " + "; ".join(f"{e.syntax} ({e.candidates})" for e in RERANKERS) + "."
+    served = " or ".join(f"{e.prefix}:" for e in RERANKERS if e.arg == "served")
+    return ("Reranker spec: " + "; ".join(f"{e.syntax} ({e.candidates})" for e in RERANKERS) + f". {served} also "
+            "take http://HOST:PORT/v1#MODEL (a model an OpenAI-compatible server serves).")
 
 
 def reranker_table() -> tuple[list[str], list[list[str]]]:
