@@ -203,3 +203,19 @@ def test_pipeline_rerank_options_are_checked_when_parsed(stage, message):
     with pytest.raises(EngineError, match=message) as err:
         parse_pipeline(f'retrieve("docs", k=5) >> {stage}')
     assert "\n" not in str(err.value)
+
+
+def test_task_pipelines_tell_an_llm_reranker_their_instruction():
+    """EVENTA and DSE pass their own instruction to kinds that take one, and nothing to a cross-encoder."""
+    from dataclasses import replace
+
+    from engine.core.pipeline.parse import parse_pipeline
+    from engine.tasks.dse.stages import INSTRUCTION as DSE, default_pipeline
+    from engine.tasks.eventa.rank import RankParams
+    from engine.tasks.eventa.stages import RERANK_INSTRUCTION as EVENTA, parts
+    assert f'instruction="{DSE}"' in default_pipeline(rerank="llm:x")
+    assert "instruction" not in default_pipeline(rerank="cross:x")
+    reranked = parts(replace(RankParams(), rerank="llm-list:x"))["_reranked"]
+    assert f'instruction="{EVENTA}"' in reranked
+    parse_pipeline(reranked)  # the options are ones the kind takes
+    assert "instruction" not in parts(replace(RankParams(), rerank="cross:x"))["_reranked"]

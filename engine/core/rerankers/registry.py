@@ -124,14 +124,6 @@ def options_taken(spec: str, **options) -> dict:
     return {k: v for k, v in options.items() if k in entry.options}
 
 
-def text_reranker(spec: str, **options):
-    """A task's reranker of text candidates: an image-only kind refused; of `options` only those the kind
-    takes passed on (`options_taken`). Cached like `cached_reranker`."""
-    from engine.core.rerankers.stage import check_candidates
-    check_candidates(spec, "text", "this task's ranking")
-    return cached_reranker(spec, **options_taken(spec, **options))
-
-
 def load_reranker(spec: str, **options):
     """The reranker a spec names, its loader called with the options given (template=, instruction=,
     rounds=, …; None means the default); bad or unavailable specs raise EngineError with the fix."""
