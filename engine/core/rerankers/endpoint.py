@@ -22,6 +22,11 @@ IN_FLIGHT = 8       # concurrent requests per scoring call
 TIMEOUT = 120.0     # seconds per request
 
 
+def is_served(arg: str) -> bool:
+    """A reranker argument that is a server's URL (`http://HOST:PORT/v1#MODEL`), not a model to load."""
+    return arg.lower().startswith(("http://", "https://"))
+
+
 @dataclass(frozen=True)
 class Endpoint:
     base: str    # http://HOST:PORT/v1

@@ -176,7 +176,7 @@ def llm_reranker(name: str, template: str | None = None, instruction: str | None
                  batch_size: int = BATCH_SIZE, max_length: int = MAX_LENGTH) -> Reranker:
     """`llm:NAME_OR_DIR` (a folder, a hub id, a .gguf file) or `llm:http://HOST:PORT/v1#MODEL`; `template`:
     qwen3-reranker, chat or a FILE (default by the model's name), `instruction` the task's."""
-    from engine.core.rerankers.registry import is_served
+    from engine.core.rerankers.endpoint import is_served
     instruction = instruction or DEFAULT_INSTRUCTION
     if is_served(name):
         return served_reranker(name, template, instruction, max_length)

@@ -39,7 +39,7 @@ def local_answer(name: str):
 def llm_list_reranker(name: str, instruction: str | None = None, rounds: int | None = None) -> Reranker:
     """`llm-list:NAME_OR_DIR` or `llm-list:http://HOST:PORT/v1#MODEL`; `rounds` switches the sliding window
     for grouped voting. Scores are n − position (window) or votes (voting)."""
-    from engine.core.rerankers.registry import is_served
+    from engine.core.rerankers.endpoint import is_served
     from engine.progress import warn
     if is_served(name):
         from engine.core.rerankers.endpoint import Endpoint

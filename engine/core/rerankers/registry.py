@@ -59,12 +59,9 @@ def entry_for(spec: str) -> tuple[RerankerEntry, str]:
     raise EngineError(f"unknown reranker spec {spec!r}; use one of {', '.join(e.syntax for e in RERANKERS)}")
 
 
-def is_served(arg: str) -> bool:
-    return arg.lower().startswith(("http://", "https://"))
-
-
 def check_arg(entry: RerankerEntry, arg: str, spec: str) -> None:
     """A served model's URL names its model after '#'; a path that looks local exists (no model loads)."""
+    from engine.core.rerankers.endpoint import is_served
     if entry.arg == "encoder":
         from engine.core.encoders.registry import entry_for as encoder_entry
         encoder_entry(arg)
