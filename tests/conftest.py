@@ -109,3 +109,49 @@ def tiny_cross(tmp_path_factory) -> Path:
 def tiny_cross_large(tmp_path_factory) -> Path:
     """The same with logits near 80, a few units apart: a sigmoid maps them all to exactly 1.0 in float32."""
     return build_tiny_cross(tmp_path_factory.mktemp("tiny-cross-large"), logit_scale=20000.0, logit_bias=40.0)
+
+
+LM_WORDS = ("yes no Yes No [ ] > 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 "
+            "30 the a of and to in is it for on with about document question animals food drink travel by water "
+            "cats dogs boats trains cheese rain music chess bread rivers stars maps title caption photo image")
+LM_CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+                    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+LM_SPECIAL = ["<unk>", "<pad>", "<|im_start|>", "<|im_end|>"]
+
+
+def word_tokenizer(texts, special=LM_SPECIAL, chat_template=LM_CHAT_TEMPLATE):
+    """A word-level fast tokenizer (Whitespace pre-tokenizer) whose vocabulary holds every word of `texts`."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from engine.core.encoders import torchvision_patch  # noqa: F401  (before transformers)
+    from transformers import PreTrainedTokenizerFast
+    pre = pre_tokenizers.Whitespace()
+    words = {w for t in texts for w, _ in pre.pre_tokenize_str(t)}
+    vocab = {w: i for i, w in enumerate(special + sorted(words - set(special)))}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>",
+                                   eos_token="<|im_end|>", additional_special_tokens=special[2:])
+    fast.chat_template = chat_template
+    return fast
+
+
+@pytest.fixture(scope="session")
+def tiny_lm(tmp_path_factory) -> Path:
+    """A random-weight Qwen3 causal LM (2 layers) with a word-level tokenizer that knows "yes", "no", the
+    reranking prompts' words and the tests' documents, saved to a folder: `llm:<folder>` loads it by path."""
+    import torch
+
+    from engine.core.encoders import torchvision_patch  # noqa: F401  (before transformers)
+    from engine.core.rerankers.listwise import RANKGPT_PROMPT_WORDS
+    from engine.core.rerankers.prompts import QWEN3_RERANKER
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+    torch.manual_seed(0)
+    out = tmp_path_factory.mktemp("tiny-lm")
+    tok = word_tokenizer([LM_WORDS, QWEN3_RERANKER, RANKGPT_PROMPT_WORDS, "system user assistant"])
+    tok.save_pretrained(out)
+    config = Qwen3Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=1024,
+                         initializer_range=0.5, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+    Qwen3ForCausalLM(config).save_pretrained(out)
+    return out

@@ -33,6 +33,15 @@ KFactor = Annotated[Optional[float], typer.Option("--k-factor", help="Candidates
                                                   "(…,RFlat) re-ranks exactly (overrides the stored value).",
                                                   show_default=False)]
 BUILD = BuildOptions()
+RerankTemplate = Annotated[Optional[str], typer.Option("--rerank-template", help="llm: prompt: qwen3-reranker "
+                           "(Qwen3-Reranker's published format; the default for its names), chat (the model's chat "
+                           "template; the default otherwise) or a FILE with {instruction}, {query}, {document}.",
+                           show_default=False)]
+RerankInstruction = Annotated[Optional[str], typer.Option("--rerank-instruction", help="The task told to an llm:, "
+                              "llm-list: or vlm: reranker (default: \"Given a web search query, retrieve relevant "
+                              "passages that answer the query\").", show_default=False)]
+RerankRounds = Annotated[Optional[int], typer.Option("--rerank-rounds", help="llm-list: grouped voting with R "
+                         "shuffled rounds instead of the sliding window (1-100).", show_default=False)]
 RayAddress = Annotated[Optional[str], typer.Option("--ray", metavar="[ADDRESS]", help="Run on Ray: a bare --ray "
                        "starts a local Ray for the run; auto or ray://HOST:PORT joins a running cluster "
                        "(needs the `ray` extra).", show_default=False)]
@@ -169,6 +178,9 @@ def search_cmd(
                       "stage's top --rerank-depth hits of a text query (docs/rerank.md).", show_default=False)] = None,
     rerank_depth: Annotated[Optional[int], typer.Option("--rerank-depth", help="Hits the first stage fetches for "
                             "the reranker (at least -k; default 100).", show_default=False)] = None,
+    rerank_template: RerankTemplate = None,
+    rerank_instruction: RerankInstruction = None,
+    rerank_rounds: RerankRounds = None,
     api_key: Annotated[Optional[str], typer.Option("--api-key", envvar=API_KEY_ENV, show_envvar=True,
                        help="Key for a --server that needs one.")] = None,
     ray: Annotated[Optional[str], typer.Option("--ray", metavar="[ADDRESS]", help="Search a sharded collection's "

@@ -188,41 +188,44 @@ class Collection(StoredCollection):
     def search(self, text: str | None = None, image: str | None = None, k: int = 10,
                knobs: "SearchKnobs | None" = None, mode: str | None = None, fusion: str = "weighted",
                where: str | None = None, rerank: "str | Reranker | None" = None,
-               rerank_depth: int | None = None) -> list[Hit]:
+               rerank_depth: int | None = None, rerank_options: Mapping[str, Any] | None = None) -> list[Hit]:
         """Top-k for one text or one image query, encoded with the collection's own encoder; `mode` dense, bm25
         or hybrid (default: hybrid where the collection stores BM25), `where` a metadata filter
         (`engine.core.hybrid`, `engine.core.filters`); with `rerank` (a reranker spec or object, text queries
-        only), the first stage's top `rerank_depth` reordered by it."""
+        only), the first stage's top `rerank_depth` reordered by it (`rerank_options`: its loader's keyword
+        options, e.g. template=, instruction=)."""
         from engine.core.hybrid import check_search_mode, search_rows
         if (text is None) == (image is None):
             raise EngineError("give either a text query or an image query")
         check_query(text, k)
         self.check_search(k, knobs)
         check_search_mode(self, mode, fusion, where, text is not None)
-        depth = self.check_rerank(rerank, rerank_depth, k, image is None)
+        depth = self.check_rerank(rerank, rerank_depth, k, image is None, rerank_options)
         q = self.encode_queries(images=[image]) if image is not None else None
         hits = self.hits(*search_rows(self, depth, [text] if text is not None else None, q, mode, fusion, where,
                                       knobs))[0]
-        return self.reranked([text], [hits], rerank, k)[0]
+        return self.reranked([text], [hits], rerank, k, rerank_options)[0]
 
-    def check_rerank(self, rerank: "str | Reranker | None", depth: int | None, k: int, text: bool) -> int:
+    def check_rerank(self, rerank: "str | Reranker | None", depth: int | None, k: int, text: bool,
+                     options: Mapping[str, Any] | None = None) -> int:
         """What the first stage fetches (k, or the reranker's depth), checked before any model loads."""
         from engine.core.rerankers.stage import check_rerank
-        return check_rerank(self, rerank, depth, k, text)
+        return check_rerank(self, rerank, depth, k, text, options)
 
     def reranked(self, texts: Sequence[str], hits: list[list[Hit]], rerank: "str | Reranker | None",
-                 k: int) -> list[list[Hit]]:
+                 k: int, options: Mapping[str, Any] | None = None) -> list[list[Hit]]:
         """Each query's hits reordered by `rerank` and cut to k (unchanged without one)."""
         if rerank is None:
             return hits
         from engine.core.rerankers.stage import as_reranker, rerank_hits
-        reranker = as_reranker(rerank)
+        reranker = as_reranker(rerank, **(options or {}))
         return [rerank_hits(reranker, t, h, k, self) for t, h in zip(texts, hits)]
 
     def search_many(self, texts: Sequence[str] | None = None, images: Sequence[str] | None = None, k: int = 10,
                     batch_size: int = 64, knobs: "SearchKnobs | None" = None, mode: str | None = None,
                     fusion: str = "weighted", where: str | None = None, rerank: "str | Reranker | None" = None,
-                    rerank_depth: int | None = None) -> list[list[Hit]]:
+                    rerank_depth: int | None = None, rerank_options: Mapping[str, Any] | None = None
+                    ) -> list[list[Hit]]:
         """Batched search with a progress bar; one ranked list per query, in order (options: see `search`)."""
         from engine.core.hybrid import check_search_mode, search_rows
         queries = list(texts if texts is not None else images or [])
@@ -230,10 +233,10 @@ class Collection(StoredCollection):
             check_query(text if texts is not None else None, k)
         self.check_search(k, knobs)
         check_search_mode(self, mode, fusion, where, texts is not None)
-        depth = self.check_rerank(rerank, rerank_depth, k, texts is not None)
+        depth = self.check_rerank(rerank, rerank_depth, k, texts is not None, rerank_options)
         if rerank is not None:
             from engine.core.rerankers.stage import as_reranker
-            rerank = as_reranker(rerank)
+            rerank = as_reranker(rerank, **(rerank_options or {}))
         out: list[list[Hit]] = []
         with make_progress() as bar:
             task = bar.add_task("searching", total=len(queries))
@@ -249,11 +252,13 @@ class Collection(StoredCollection):
     def search_to_run(self, queries: Sequence[tuple[str, str]], out: str | Path, k: int = 100,
                       run_id: str | None = None, batch_size: int = 64, knobs: "SearchKnobs | None" = None,
                       mode: str | None = None, fusion: str = "weighted", where: str | None = None,
-                      rerank: "str | Reranker | None" = None, rerank_depth: int | None = None) -> int:
+                      rerank: "str | Reranker | None" = None, rerank_depth: int | None = None,
+                      rerank_options: Mapping[str, Any] | None = None) -> int:
         """Search a file's worth of (qid, text) queries and write a TREC run; returns lines written."""
         from engine.eval.runs import write_run
         results = self.search_many(texts=[t for _, t in queries], k=k, batch_size=batch_size, knobs=knobs,
-                                   mode=mode, fusion=fusion, where=where, rerank=rerank, rerank_depth=rerank_depth)
+                                   mode=mode, fusion=fusion, where=where, rerank=rerank, rerank_depth=rerank_depth,
+                                   rerank_options=rerank_options)
         rankings = {qid: [(h.id, h.score) for h in hits] for (qid, _), hits in zip(queries, results)}
         return write_run(out, rankings, run_id or self.run_label(mode, rerank))
 

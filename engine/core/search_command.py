@@ -19,7 +19,8 @@ def search(name: str, text: Optional[str] = None, image: Optional[Path] = None, 
            queries: Optional[Path] = None, out: Optional[Path] = None, run_id: Optional[str] = None,
            batch_size: str = "64", device: str = "auto", nprobe: Optional[int] = None, ef: Optional[int] = None,
            k_factor: Optional[float] = None, server: Optional[str] = None, rerank: Optional[str] = None,
-           rerank_depth: Optional[int] = None, api_key: Optional[str] = None, ray: Optional[str] = None,
+           rerank_depth: Optional[int] = None, rerank_template: Optional[str] = None,
+           rerank_instruction: Optional[str] = None, rerank_rounds: Optional[int] = None, api_key: Optional[str] = None, ray: Optional[str] = None,
            mode: Optional[str] = None, fusion: str = "weighted", where: Optional[str] = None,
            root: Path = DEFAULT_ROOT, quiet: bool = False) -> None:
     """What `engine search` does with its parsed options (engine.core.cli declares them; engine.cached_args
@@ -39,7 +40,9 @@ def search(name: str, text: Optional[str] = None, image: Optional[Path] = None, 
     set_device(device)
     batch = check_batch_size(batch_size)
     args = (name, text, image, k, as_json, queries, out, run_id, 64 if batch == "auto" else int(batch), knobs,
-            server, api_key, root, lexical, RerankOptions.checked(rerank, rerank_depth, k))
+            server, api_key, root, lexical, RerankOptions.checked(rerank, rerank_depth, k, template=rerank_template,
+                                                                    instruction=rerank_instruction,
+                                                                    rounds=rerank_rounds))
     if ray is None:
         return _search(*args, ray=None)
     if server is not None:
@@ -74,7 +77,7 @@ def _search(name: str, text: Optional[str], image: Optional[Path], k: int, as_js
         trec_safe_ids([run_id or name], "strict", opt("run_id"), fixable=False)
         col = opened()
         col.check_search(k, knobs)
-        col.check_rerank(rr.spec, rr.depth, k, True)
+        col.check_rerank(rr.spec, rr.depth, k, True, dict(rr.options))
         n = col.search_to_run(qs, out, k=k, run_id=run_id, batch_size=batch_size, knobs=knobs, **lexical,
                               **rr.kwargs())
         info(f"wrote {n} lines for {len(qs)} queries to {out}")

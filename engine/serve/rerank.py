@@ -9,9 +9,9 @@ from engine.errors import EngineError
 
 def check_allowed(specs: tuple[str, ...]) -> tuple[str, ...]:
     """`engine serve --rerank SPEC` values, spelled right (no model loads until a request asks)."""
-    from engine.core.rerankers.registry import entry_for
+    from engine.core.rerankers.registry import check_reranker
     for spec in specs:
-        entry_for(spec)
+        check_reranker(spec)
     return tuple(s.strip() for s in specs)
 
 

@@ -180,7 +180,7 @@ def test_rerank_bad_input_is_one_line(change, message, tmp_path, monkeypatch, ca
     run = tmp_path / "a.run"
     run.write_text(change.get("run_text", "q1 Q0 d0 1 1.0 x\n"))
     code, out, err = run_cli(monkeypatch, capsys, "rerank", run, "--queries", queries, "--docs", docs,
-                             "--model", change.get("model", "cross:/no/such/model"), "--depth",
+                             "--model", change.get("model", "cross:no-such-model"), "--depth",
                              change.get("depth", "10"), "--out", tmp_path / "o.run")
     text = (out + err).strip()
     assert code == 2 and message in text and len(text.splitlines()) <= 2 and "Traceback" not in text

@@ -20,10 +20,13 @@ class Rerank(Stage):
     def __init__(self, spec: str, depth: int = 100, docs: str | None = None, group: str | None = None,
                  fields: Sequence[str] | None = None, **options: Any) -> None:
         super().__init__()
-        from engine.core.rerankers.registry import MAX_DEPTH, entry_for
+        from engine.core.rerankers.registry import MAX_DEPTH, checked_options
         if not isinstance(spec, str):
             raise EngineError("rerank(…) needs a reranker spec first, e.g. rerank(\"cross:/models/ce\")")
-        entry_for(spec)
+        try:
+            checked_options(spec, keywords=True, **options)  # the kind takes these options, each in range (nothing is read)
+        except EngineError as exc:
+            raise EngineError(f"rerank(\"{spec}\"): {exc}") from None
         check_range("rerank", "depth", depth, 1, MAX_DEPTH, integer=True)
         if fields is not None and (not isinstance(fields, (list, tuple)) or not all(isinstance(f, str) for f in fields)):
             raise EngineError("rerank(…): fields must be a list of the docs' metadata fields to read")
@@ -43,18 +46,9 @@ class Rerank(Stage):
         self._reranker()
 
     def _reranker(self):
+        """One loaded reranker per spec and options per process (`cached_reranker`)."""
         from engine.core.rerankers.registry import cached_reranker
-        if self.options:
-            from engine.core.rerankers.registry import load_reranker
-            if getattr(self, "_loaded", None) is not None:
-                return self._loaded
-            try:
-                self._loaded = load_reranker(self.spec, **self.options)
-                return self._loaded
-            except TypeError:
-                raise EngineError(f"rerank(\"{self.spec}\"): this reranker takes no options "
-                                  f"{', '.join(sorted(self.options))}") from None
-        return cached_reranker(self.spec)
+        return cached_reranker(self.spec, **self.options)
 
     def _doc_texts(self, ctx: Context) -> dict[str, dict]:
         if not self.docs:
@@ -86,7 +80,10 @@ class Rerank(Stage):
             kind = IMAGE if any("image" in f for f in fields.values()) else TEXT
             if kind == IMAGE and IMAGE not in reranker.candidates:
                 raise EngineError(f"rerank(\"{self.spec}\") scores texts only, and the items to rerank are "
-                                  "images: give one that scores (text, image) pairs, e.g. embed:clip:…")
+                                  "images: give one that scores (text, image) pairs, e.g. vlm:… or embed:clip:…")
+            if kind == TEXT and TEXT not in reranker.candidates:
+                raise EngineError(f"rerank(\"{self.spec}\") scores images only, and the items to rerank are "
+                                  "texts: give a text reranker (llm:, llm-list:, cross:, embed:)")
             cands = {d: f.get("image" if kind == IMAGE else "text", "") for d, f in fields.items()}
             out[q.qid] = rerank_ranking(reranker, q.text, ranking, cands, self.depth, kind)
         return out

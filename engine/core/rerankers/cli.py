@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 from typer.core import TyperGroup
 
+from engine.core.cli import RerankInstruction, RerankRounds, RerankTemplate
 from engine.core.rerankers.registry import DEFAULT_DEPTH, reranker_help
 from engine.core.rerankers.train import PATIENCE, TrainOptions
 
@@ -45,6 +46,9 @@ def rerank_run_cmd(
     id_column: Annotated[Optional[str], typer.Option("--id-column", help="Id column of --docs.")] = None,
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Run id column (default: rerank-<run>).")]
     = None,
+    rerank_template: RerankTemplate = None,
+    rerank_instruction: RerankInstruction = None,
+    rerank_rounds: RerankRounds = None,
     device: Device = "auto",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No status lines.")] = False,
 ) -> None:
@@ -55,7 +59,8 @@ def rerank_run_cmd(
     from engine.progress import info, set_quiet
     set_quiet(quiet)
     set_device(device)
-    n, lines = rerank_run_file(run, queries, docs, model, depth, out, run_id, id_column, split_list(fields))
+    options = {"template": rerank_template, "instruction": rerank_instruction, "rounds": rerank_rounds}
+    n, lines = rerank_run_file(run, queries, docs, model, depth, out, run_id, id_column, split_list(fields), options)
     info(f"reranked {n} queries with {model}: wrote {lines} lines to {out}")
 
 

@@ -8,6 +8,21 @@ from engine.core.rerankers.base import IMAGE, TEXT, Reranker
 from engine.errors import EngineError
 
 
+def embed_candidates(spec: str) -> frozenset[str] | None:
+    """What `embed:SPEC` can score, read from the encoder registry without loading it: a text–image encoder
+    (clip:, conse) texts and images, a text one texts, an image-only one nothing (it cannot embed the query);
+    None where only loading tells (an adapted: folder)."""
+    from engine.core.encoders.registry import entry_for
+    modalities = entry_for(spec)[0].modalities
+    if "↔" in modalities:
+        return frozenset({TEXT, IMAGE})
+    if modalities.startswith("text"):
+        return frozenset({TEXT})
+    if modalities.startswith("image"):
+        return frozenset()
+    return None
+
+
 def embed_reranker(spec: str) -> Reranker:
     """`embed:SPEC`: cosine of the query and each candidate under encoder SPEC (texts, or image files when
     the encoder embeds images and text; an unreadable image scores -inf)."""

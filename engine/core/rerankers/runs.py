@@ -3,7 +3,7 @@ documents' text from a source table; what lies below the depth keeps its order b
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from engine.errors import EngineError, opt
 
@@ -24,13 +24,17 @@ def check_coverage(run: Mapping[str, Mapping[str, float]], run_path: Path, queri
 
 def rerank_run_file(run_path: Path, queries_path: Path, docs_path: Path, spec: str, depth: int, out: Path,
                     run_id: str | None = None, id_column: str | None = None,
-                    fields: Sequence[str] | None = None) -> tuple[int, int]:
-    """Read, check, rerank and write (atomically); returns (queries, lines written)."""
-    from engine.core.rerankers.registry import check_depth, entry_for, load_reranker
+                    fields: Sequence[str] | None = None, options: Mapping[str, Any] | None = None
+                    ) -> tuple[int, int]:
+    """Read, check, rerank and write (atomically); returns (queries, lines written). `options`: the
+    reranker loader's keyword options (template=, instruction=, rounds=; None: its default)."""
+    from engine.core.rerankers.registry import check_depth, check_reranker, load_reranker
+    from engine.core.rerankers.stage import check_candidates
     from engine.core.sources import text_items
     from engine.eval.runs import read_run, write_run
     from engine.io.tables import read_queries
-    entry_for(spec)
+    _, _, clean = check_reranker(spec, **(options or {}))
+    check_candidates(spec, "text", str(docs_path))
     check_depth(depth, 1, "depth")
     run = read_run(run_path)
     if not run:
@@ -39,7 +43,7 @@ def rerank_run_file(run_path: Path, queries_path: Path, docs_path: Path, spec: s
     items, _ = text_items(docs_path, id_column=id_column, fields=fields)
     docs = {it.id: it.source for it in items}
     check_coverage(run, run_path, queries, queries_path, docs, docs_path, depth)
-    reranker = load_reranker(spec)
+    reranker = load_reranker(spec, **clean)
     from engine.core.rerankers.stage import rerank_ranking
     reranked = {qid: rerank_ranking(reranker, queries[qid], ranking, docs, depth) for qid, ranking in run.items()}
     return len(reranked), write_run(out, reranked, run_id or f"rerank-{Path(run_path).stem}".replace(" ", "_"))

@@ -19,24 +19,38 @@ if TYPE_CHECKING:
     from engine.core.ranking import Ranking, RankingLike
 
 
-def as_reranker(rerank: "str | Reranker") -> Reranker:
-    """A spec (loaded through the registry) or a ready reranker."""
+def as_reranker(rerank: "str | Reranker", **options: Any) -> Reranker:
+    """A spec (loaded through the registry with its options) or a ready reranker."""
     if isinstance(rerank, Reranker):
         return rerank
     from engine.core.rerankers.registry import load_reranker
-    return load_reranker(rerank)
+    return load_reranker(rerank, **options)
 
 
-def check_candidates(spec: str, kind: str, name: str) -> None:
-    """Refuse, before any model loads, a reranker that cannot read this collection's items."""
+def check_candidates(spec: str, kind: str, where: str) -> None:
+    """Refuse, before any model loads, a reranker that cannot read these items (`where`: "collection 'x'",
+    a file, a task's candidates)."""
     from engine.core.rerankers.registry import entry_for
-    entry, _ = entry_for(spec)
-    if kind not in entry.candidates and kind not in ("image", "text"):
-        raise EngineError(f"collection {name!r} holds vectors made outside an encoder, with no texts or images "
-                          f"for reranker {spec} to read; leave out the reranker")
-    if kind not in entry.candidates:
-        raise EngineError(f"collection {name!r} holds images; reranker {spec} scores texts only: give one that "
-                          "scores (text, image) pairs, e.g. embed:clip:ViT-B-32:openai, or leave out the reranker")
+    entry, arg = entry_for(spec)
+    if kind not in (IMAGE, TEXT):
+        raise EngineError(f"{where} holds vectors made outside an encoder, with no texts or images for reranker "
+                          f"{spec} to read; leave out the reranker")
+    if entry.arg == "encoder":
+        from engine.core.rerankers.embed import embed_candidates
+        can = embed_candidates(arg)
+        if can is None or kind in can:
+            return
+        if not can:
+            raise EngineError(f"reranker {spec} embeds images only and cannot read the text query: give a text or "
+                              "text–image encoder (e.g. embed:clip:ViT-B-32:openai)")
+    elif kind in entry.candidates:
+        return
+    if kind == IMAGE:
+        raise EngineError(f"{where} holds images; reranker {spec} scores texts only: give one that "
+                          "scores (text, image) pairs, e.g. vlm:DIR or embed:clip:ViT-B-32:openai, or leave out the "
+                          "reranker")
+    raise EngineError(f"{where} holds texts; reranker {spec} scores images only: give a text reranker (llm:, "
+                      "llm-list:, cross:, embed:) or leave out the reranker")
 
 
 def candidate_docs(col: Any, hits: Sequence[Any]) -> list[str]:
@@ -74,7 +88,7 @@ def rerank_hits(reranker: Reranker, query: str, hits: Sequence[Any], k: int, col
     if not hits:
         return []
     if col.kind not in reranker.candidates:
-        check_candidates(reranker.spec, col.kind, col.name)
+        check_candidates(reranker.spec, col.kind, f"collection {col.name!r}")
     scores = reranker.score(query, candidate_docs(col, hits), IMAGE if col.kind == IMAGE else TEXT)
     best = order(scores)[:k]
     return [replace(hits[int(i)], score=s, rank=r)
@@ -93,18 +107,20 @@ def rerank_ranking(reranker: Reranker, query: str, ranking: "RankingLike", docs:
     return head.rescored(pos, distinct_scores(scores[pos])).then(Ranking(ranked.ids[depth:], ranked.scores[depth:], ranked.fields))
 
 
-def check_rerank(col: Any, rerank: "str | Reranker | None", depth: int | None, k: int, text: bool) -> int:
+def check_rerank(col: Any, rerank: "str | Reranker | None", depth: int | None, k: int, text: bool,
+                 options: Mapping[str, Any] | None = None) -> int:
     """Candidates the first stage fetches: k without a reranker, else the checked depth (text queries only,
-    a reranker that can read this collection's items)."""
+    a reranker that can read this collection's items, options its kind takes)."""
     from engine.core.rerankers.options import RerankOptions
     from engine.core.rerankers.registry import check_depth
     from engine.errors import opt
     spec = rerank.spec if isinstance(rerank, Reranker) else rerank
-    RerankOptions.checked(spec, depth, k)
+    given = {} if isinstance(rerank, Reranker) else dict(options or {})  # a loaded one was shaped already
+    RerankOptions.checked(spec, depth, k, **given)
     if spec is None:
         return k
     if not text:
         raise EngineError(f"{opt('rerank')} reorders the hits of a text query; an image query takes none")
     if isinstance(rerank, str):
-        check_candidates(rerank, col.kind, col.name)
+        check_candidates(rerank, col.kind, f"collection {col.name!r}")
     return check_depth(depth, k)

@@ -45,8 +45,10 @@ def _check_depth(depth: int) -> None:
 
 def _check_rerank(spec: str | None, depth: int) -> None:
     if spec is not None:
-        from engine.core.rerankers.registry import check_depth, entry_for
-        entry_for(spec)
+        from engine.core.rerankers.registry import check_depth, check_reranker
+        from engine.core.rerankers.stage import check_candidates
+        check_reranker(spec)
+        check_candidates(spec, "text", "this task's ranking")
         check_depth(depth, 1)
 
 

@@ -9,6 +9,8 @@ from engine.tasks.dse.data import FIELDS
 from engine.tasks.dse.index import DEFAULT_NAME, field_array
 
 SYSTEM_DEPTH = 1000   # per system list fed to RRF
+INSTRUCTION = "Given a query and example datasets, retrieve datasets that serve the query as the examples do"
+"""What an llm:/llm-list: reranker is told the task is (`options_taken`: only kinds that take one)."""
 
 
 def systems(name: str = DEFAULT_NAME) -> dict[str, str]:
@@ -38,8 +40,10 @@ def default_pipeline(method: str = "rrf", depth: int = 100, name: str = DEFAULT_
 
 def rerank_stage(spec: str, depth: int = 20, name: str = DEFAULT_NAME) -> str:
     """The query read against each dataset's whole record (its fields joined, what BM25 and `all` embed)."""
+    from engine.core.rerankers.registry import options_taken
     fields = "[" + ", ".join(f'"{f}"' for f in FIELDS) + "]"
-    return f'rerank("{spec}", depth={depth}, docs="{name}", fields={fields})'
+    told = "".join(f", {k}=\"{v}\"" for k, v in options_taken(spec, instruction=INSTRUCTION).items())
+    return f'rerank("{spec}", depth={depth}, docs="{name}", fields={fields}{told})'
 
 
 

@@ -15,6 +15,8 @@ FUSIONS = ("rrf", "weighted")
 
 GLOBAL_FACTOR = 5   # images the global search fetches per slot, to fill from
 ORDER_LIMIT = 50    # images of ranked articles placed in article order (the per-stage rows)
+RERANK_INSTRUCTION = "Given a news photo's caption, retrieve the news article the photo illustrates"
+"""What an llm:/llm-list: reranker is told the task is (`options_taken`: only kinds that take one)."""
 
 
 @dataclass(frozen=True)
@@ -45,8 +47,10 @@ class RankParams:
             raise EngineError(f"{opt('top_articles')} must be at least 0 (0: skip the article stage), "
                               f"{opt('depth')} and k at least 1")
         if self.rerank is not None:
-            from engine.core.rerankers.registry import check_depth, entry_for
-            entry_for(self.rerank)
+            from engine.core.rerankers.registry import check_depth, check_reranker
+            from engine.core.rerankers.stage import check_candidates
+            check_reranker(self.rerank)
+            check_candidates(self.rerank, "text", "this task's ranking")
             check_depth(self.rerank_depth, 1)
         if self.dense_weight < 0 or self.bm25_weight < 0 or self.dense_weight + self.bm25_weight == 0:
             raise EngineError(f"{opt('dense_weight')} and {opt('bm25_weight')} must be >= 0 and not both 0")
@@ -67,8 +71,11 @@ def parts(params: RankParams, name: str = DEFAULT_NAME) -> dict[str, str]:
              f"{params.bm25_weight!r}], depth={params.depth}, informative=True)")
     reranked = None
     if params.rerank is not None:
+        from engine.core.rerankers.registry import options_taken
+        told = "".join(f", {k}={q(v)}"
+                       for k, v in options_taken(params.rerank, instruction=RERANK_INSTRUCTION).items())
         reranked = f"{fused}\n  >> rerank({q(params.rerank)}, depth={params.rerank_depth}, docs={articles}, " \
-                   f"group=\"article\")"
+                   f"group=\"article\"{told})"
     glob = f"retrieve({images}, pooling=\"{p}\", k={params.k * GLOBAL_FACTOR})"
     via = q(f"{name}/{ARTICLES}:{ARTICLE_IMAGES}")
     order = f"expand({images}, via={via}, limit={ORDER_LIMIT})"

@@ -1,0 +1,111 @@
+"""A model served elsewhere behind an OpenAI-compatible API (vLLM, llama.cpp's server, TGI …), so a 7B reranker
+runs on a GPU server and the engine only sends prompts: `llm:http://HOST:PORT/v1#MODEL` reads the "yes"/"no"
+log-probabilities of the next token, `llm-list:http://…#MODEL` reads a generated ranking.
+
+Requests are bounded: a few in flight at once (the server batches them), a timeout on each, and any failure
+is one line naming the server.
+"""
+from __future__ import annotations
+
+import json
+import math
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Sequence
+from urllib.error import HTTPError, URLError
+from urllib.request import Request, urlopen
+
+from engine.errors import EngineError
+
+TOP_LOGPROBS = 20   # the most OpenAI's API (and vLLM's default) returns per position
+IN_FLIGHT = 8       # concurrent requests per scoring call
+TIMEOUT = 120.0     # seconds per request
+
+
+def is_served(arg: str) -> bool:
+    """A reranker argument that is a server's URL (`http://HOST:PORT/v1#MODEL`), not a model to load."""
+    return arg.lower().startswith(("http://", "https://"))
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    base: str    # http://HOST:PORT/v1
+    model: str
+
+    @classmethod
+    def parse(cls, arg: str) -> "Endpoint":
+        url, _, model = arg.partition("#")
+        return cls(url.rstrip("/"), model.strip())
+
+    def post(self, path: str, body: dict) -> dict:
+        """POST JSON, the answer as a dict; any failure one line naming the server."""
+        request = Request(self.base + path, data=json.dumps({"model": self.model, **body}).encode(),
+                          headers={"Content-Type": "application/json"}, method="POST")
+        try:
+            with urlopen(request, timeout=TIMEOUT) as response:
+                return json.loads(response.read().decode("utf-8"))
+        except HTTPError as exc:
+            detail = exc.read().decode("utf-8", "replace")[:200]
+            raise EngineError(f"reranker server {self.base}{path} answered {exc.code}: {detail}") from None
+        except (URLError, OSError, ValueError) as exc:
+            raise EngineError(f"reranker server {self.base}{path} could not be reached or read: "
+                              f"{getattr(exc, 'reason', exc)}") from None
+
+    def yes_no_completion(self, prompt: str) -> float:
+        """Log-odds of "yes" over "no" as the next token of a text prompt (`/completions`)."""
+        out = self.post("/completions", {"prompt": prompt, "max_tokens": 1, "temperature": 0,
+                                         "logprobs": TOP_LOGPROBS})
+        try:
+            top = out["choices"][0]["logprobs"]["top_logprobs"][0]
+            return log_odds(top.items())
+        except (KeyError, IndexError, TypeError, AttributeError):
+            raise EngineError(f"reranker server {self.base}/completions returned no top logprobs for the next "
+                              "token; serve a model that returns logprobs (vLLM, llama.cpp's server)") from None
+
+    def yes_no_chat(self, messages: list[dict]) -> float:
+        """Log-odds of "yes" over "no" as the first answer token of a chat (`/chat/completions`)."""
+        out = self.post("/chat/completions", {"messages": messages, "max_tokens": 1, "temperature": 0,
+                                              "logprobs": True, "top_logprobs": TOP_LOGPROBS})
+        try:
+            top = out["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+            return log_odds((t["token"], t["logprob"]) for t in top)
+        except (KeyError, IndexError, TypeError, AttributeError):
+            raise EngineError(f"reranker server {self.base}/chat/completions returned no top logprobs for the "
+                              "first token; serve a model that returns logprobs (vLLM, llama.cpp's server)") from None
+
+    def chat(self, messages: list[dict], max_tokens: int) -> str:
+        """The assistant's answer text (greedy)."""
+        out = self.post("/chat/completions", {"messages": messages, "max_tokens": max_tokens, "temperature": 0})
+        try:
+            return str(out["choices"][0]["message"]["content"] or "")
+        except (KeyError, IndexError, TypeError):
+            return ""  # an answer without text is an unparseable window, counted by the caller
+
+    def each(self, fn, items: Sequence) -> list:
+        """`fn` over the items, at most IN_FLIGHT requests at once, results in order."""
+        if len(items) <= 1:
+            return [fn(x) for x in items]
+        with ThreadPoolExecutor(max_workers=min(IN_FLIGHT, len(items))) as pool:
+            return list(pool.map(fn, items))
+
+
+def log_odds(top) -> float:
+    """log P("yes") − log P("no") from (token, logprob) pairs; a token's spellings (" yes", "yes") summed. One
+    missing from the top list is taken at the lowest logprob listed (a bound: it is at most that)."""
+    found: dict[str, list[float]] = {"yes": [], "no": []}
+    listed = []
+    for token, logprob in top:
+        lp = float(logprob)
+        listed.append(lp)
+        word = str(token).strip()
+        if word in found:
+            found[word].append(lp)
+    floor = min(listed, default=0.0)
+
+    def total(lps: list[float]) -> float:
+        if not lps:
+            return floor
+        m = max(lps)
+        return m + math.log(sum(math.exp(x - m) for x in lps))
+
+    return total(found["yes"]) - total(found["no"])
