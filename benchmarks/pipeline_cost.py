@@ -80,9 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     cache_rounds = []
     for r in range(args.rounds):
         cache = work / f"cache{r}"
-        exp = engine + ["experiment", "--queries", "q.tsv", "--qrels", "qrels.txt", "--cache", str(cache), *env_root]
-        first = timed(exp[:3] + ["first.toml"] + exp[3:], work)
-        second = timed(exp[:3] + ["second.toml"] + exp[3:], work)
+        opts = ["--queries", "q.tsv", "--qrels", "qrels.txt", "--cache", str(cache), *env_root]
+        first = timed(engine + ["experiment", "first.toml", *opts], work)
+        second = timed(engine + ["experiment", "second.toml", *opts], work)
         cache_rounds.append({"first": first, "second": second, "load": round(os.getloadavg()[0], 2)})
 
     med = lambda xs: round(statistics.median(xs), 3)  # noqa: E731
