@@ -80,10 +80,11 @@ def test_delete_reads_an_id_line_with_surrounding_tabs(vecs, monkeypatch, capsys
 
 
 def test_delete_refuses_a_bm25_it_could_not_rebuild(tmp_path):
+    from engine.core.bm25 import named_analyzer
     from engine.core.build.lexical import bm25_files
     ids, texts = ["a", "b", "c"], ["bread and butter", "castle walls", "bread crust"]
     x = np.random.default_rng(0).standard_normal((3, 8)).astype(np.float32)
-    col = Collection.from_vectors("v", ids, x, None, "vectors", root=tmp_path, files=bm25_files(ids, texts))
+    col = Collection.from_vectors("v", ids, x, None, "vectors", root=tmp_path, files=bm25_files(ids, texts, named_analyzer("english")))
     generation = col.manifest["generation"]
     with pytest.raises(EngineError, match="BM25 index over texts its items do not name") as exc:
         delete_ids("v", ["b"], root=tmp_path)
