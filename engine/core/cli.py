@@ -2,7 +2,6 @@
 Parsing only: defaults come from the dataclasses and constants the work reads, the work lives elsewhere."""
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -10,13 +9,12 @@ import typer
 
 from engine.core.build.options import BuildOptions
 from engine.core.collection import DEFAULT_ROOT
-from engine.core.cluster import LOCAL
 from engine.core.encoders.registry import model_help
 from engine.core.rerankers.options import reranker_help
 from engine.errors import EngineError, opt
 from engine.io.jsonio import print_json
 from engine.progress import set_quiet
-from engine.serve.options import API_KEY_ENV
+from engine.core.remote import API_KEY_ENV
 
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or status lines (for scripts).")]
 Root = Annotated[Path, typer.Option("--root", envvar="ENGINE_ROOT", help="Folder that holds collections.")]
@@ -45,19 +43,6 @@ RerankRounds = Annotated[Optional[int], typer.Option("--rerank-rounds", help="ll
 RayAddress = Annotated[Optional[str], typer.Option("--ray", metavar="[ADDRESS]", help="Run on Ray: a bare --ray "
                        "starts a local Ray for the run; auto or ray://HOST:PORT joins a running cluster "
                        "(needs the `ray` extra).", show_default=False)]
-_RAY_ADDRESS = re.compile(r"^(local|auto|ray://\S+|[\w.-]+:\d+)$")
-
-
-def bare_ray_flag(argv: list[str]) -> list[str]:
-    """`--ray` not followed by an address (`local`, `auto`, `ray://…`, `host:port`) means `--ray local`."""
-    out = []
-    for n, word in enumerate(argv):
-        out.append(word)
-        if word == "--ray" and (n + 1 == len(argv) or not _RAY_ADDRESS.match(argv[n + 1])):
-            out.append(LOCAL)
-    return out
-
-
 def split_list(value: Optional[str]) -> Optional[list[str]]:
     """A comma-separated option as a list (None when not given)."""
     return [v.strip() for v in value.split(",") if v.strip()] if value else None
@@ -197,7 +182,7 @@ def search_cmd(
     quiet: Quiet = False,
 ) -> None:
     """Search a collection with its own encoder: one text, one --image, or a --queries file into a TREC run."""
-    options = dict(locals())  # each by its name: engine.cached_args calls the same function the same way
+    options = dict(locals())
     from engine.core.search_command import search
     search(**options)
 

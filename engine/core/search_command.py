@@ -87,7 +87,7 @@ def _search(name: str, text: Optional[str], image: Optional[Path], k: int, as_js
     if (text is None) == (image is None):
         raise EngineError(f"give a text query or {opt('image')} PATH (or {opt('queries')} FILE {opt('out')} RUN)")
     if server is not None:
-        from engine.serve.client import remote_search
+        from engine.core.remote import remote_search
         hits = remote_search(server, name, text=text, image=image, k=k, api_key=api_key, **rr.remote(),
                              **{key: v for key, v in lexical.items() if key != "fusion" or v != "weighted"})
     else:

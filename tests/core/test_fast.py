@@ -197,23 +197,22 @@ def test_a_text_query_imports_neither_torch_nor_sentence_transformers(tmp_path, 
 @pytest.mark.parametrize("entry", ["engine.cli", "engine"])
 def test_engine_search_starts_without_build_or_write_modules(tmp_path, text_encoder, entry):
     """`engine search` from the shell: a query's start-up imports what reads and searches a collection, not
-    what builds, shards, locks or checksums it (each costs milliseconds of every cold query); from the
-    console script (`engine`, the second time: the first caches the command's shape), not typer either."""
+    what builds, shards, locks or checksums it (each costs milliseconds of every cold query), nor the tasks,
+    the evaluation or the service, from the module and from the console script alike."""
     Collection.from_vectors("t", ["a", "b"], text_encoder.encode_texts(["a dog on a beach", "a red car"]),
                             text_encoder.spec, "text", root=tmp_path)
     from engine.core.encoders.onnx_text import text_encoder as onnx_encoder
     assert onnx_encoder("all-MiniLM-L6-v2") is not None
     build_only = ("engine.core.index.shards", "engine.core.index.ondisk", "engine.core.index.auto",
                   "engine.core.store.lock", "engine.core.filters", "engine.io.tables", "torch", "transformers",
-                  "concurrent.futures", "socket") + (("typer", "rich") if entry == "engine" else ())
+                  "concurrent.futures", "socket", "rich", "engine.eval", "engine.serve", "engine.tasks")
     code = ("import sys, runpy\nsys.argv = ['engine', 'search', 't', 'puppy at the seaside', '-k', '1', '--json',"
             f" '--root', {str(tmp_path)!r}, '-q']\n"
             f"try:\n    runpy.run_module({entry!r}, run_name='__main__')\nexcept SystemExit:\n    pass\n"
             f"print(sorted(m for m in {build_only!r} if m in sys.modules))")
     env = {**os.environ, "PYTHONPATH": str(REPO), "ENGINE_CACHE": str(tmp_path / "cache")}
-    for _ in range(2):
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
-        assert json.loads(out[:out.rindex("}") + 1])["hits"][0]["id"] == "a"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
+    assert json.loads(out[:out.rindex("}") + 1])["hits"][0]["id"] == "a"
     assert out.strip().splitlines()[-1] == "[]"
 
 

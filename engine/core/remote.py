@@ -1,4 +1,5 @@
-"""The client side of `engine search --server URL`: the standard library only, so it needs no extra."""
+"""The client side of `engine search --server URL`: the standard library only, so it needs no extra. It sits in
+the core, below the service it talks to, which reads the API key from the same variable."""
 from __future__ import annotations
 
 import json
@@ -10,6 +11,9 @@ from urllib.request import Request, urlopen
 
 from engine.core.collection import Hit
 from engine.errors import EngineError
+
+API_KEY_ENV = "ENGINE_API_KEY"
+"""Environment variable that holds the API key when it is not given on the command line."""
 
 
 def remote_search(url: str, collection: str, text: str | None = None, image: str | Path | None = None,
