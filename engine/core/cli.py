@@ -10,8 +10,10 @@ import typer
 from engine.core.build.options import BuildOptions
 from engine.core.collection import DEFAULT_ROOT
 from engine.core.encoders.registry import model_help
+from engine.core.rerankers.flags import RerankInstruction, RerankRounds, RerankTemplate
 from engine.core.rerankers.options import reranker_help
 from engine.errors import EngineError, opt
+from engine.io.options import split_list
 from engine.io.jsonio import print_json
 from engine.progress import set_quiet
 from engine.core.remote import API_KEY_ENV
@@ -31,23 +33,9 @@ KFactor = Annotated[Optional[float], typer.Option("--k-factor", help="Candidates
                                                   "(…,RFlat) re-ranks exactly (overrides the stored value).",
                                                   show_default=False)]
 BUILD = BuildOptions()
-RerankTemplate = Annotated[Optional[str], typer.Option("--rerank-template", help="llm: prompt: qwen3-reranker "
-                           "(Qwen3-Reranker's published format; the default for its names), chat (the model's chat "
-                           "template; the default otherwise) or a FILE with {instruction}, {query}, {document}.",
-                           show_default=False)]
-RerankInstruction = Annotated[Optional[str], typer.Option("--rerank-instruction", help="The task told to an llm:, "
-                              "llm-list: or vlm: reranker (default: \"Given a web search query, retrieve relevant "
-                              "passages that answer the query\").", show_default=False)]
-RerankRounds = Annotated[Optional[int], typer.Option("--rerank-rounds", help="llm-list: grouped voting with R "
-                         "shuffled rounds instead of the sliding window (1-100).", show_default=False)]
 RayAddress = Annotated[Optional[str], typer.Option("--ray", metavar="[ADDRESS]", help="Run on Ray: a bare --ray "
                        "starts a local Ray for the run; auto or ray://HOST:PORT joins a running cluster "
                        "(needs the `ray` extra).", show_default=False)]
-def split_list(value: Optional[str]) -> Optional[list[str]]:
-    """A comma-separated option as a list (None when not given)."""
-    return [v.strip() for v in value.split(",") if v.strip()] if value else None
-
-
 def build_cmd(
     name: Annotated[str, typer.Argument(help="Collection name: a folder under --root.")],
     images: Annotated[Optional[Path], typer.Option("--images", help="Image folder (recursive; id = path without "

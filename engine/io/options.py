@@ -160,6 +160,11 @@ OUTPUT_FOLDERS = (("adapt", "out"), ("rerank train", "out"))
 """Parameter names of files or folders a command writes: checked for writability before the work."""
 
 
+def split_list(value: Optional[str]) -> Optional[list[str]]:
+    """A comma-separated option as a list (None when not given)."""
+    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
 def range_for(command: str, name: str) -> Optional[Range]:
     """The declared range of option `name` of `command` ("eventa submit"), or None."""
     return PER_COMMAND.get((command, name), RANGES.get(name))

@@ -15,7 +15,7 @@ from engine.core.pipeline.cache import StageCache
 from engine.core.pipeline.parse import parse_pipeline, read_pipeline_file
 from engine.core.pipeline.ops import prefixes
 from engine.core.pipeline.run import run_pipeline
-from engine.core.ranking import Ranking
+from engine.io.ranking import Ranking
 from engine.errors import EngineError
 
 DOCS = """id,text
@@ -123,7 +123,7 @@ def test_pipeline_file_equals_search_rerank_fuse_chained(docs, tiny_cross, monke
     code, out, err = run_cli(monkeypatch, capsys, "pipeline", "run", pipe, "--queries", q, "--root", idx,
                              "--out", tmp_path / "pipe.run", "--no-cache")
     assert code == 0, err
-    from engine.eval.runs import read_run
+    from engine.io.runs import read_run
     chained, piped = read_run(tmp_path / "chained.run"), read_run(tmp_path / "pipe.run")
     order = lambda run: {k: sorted(v, key=lambda d: -v[d]) for k, v in run.items()}  # noqa: E731
     assert order(piped) == order(chained)
@@ -140,7 +140,7 @@ def test_retrieve_then_rerank_equals_search_rerank(docs, tiny_cross, monkeypatch
     code, _, err = run_cli(monkeypatch, capsys, "pipeline", "run", pipe, "--queries", q, "--root", idx,
                            "--out", tmp_path / "p.run", "--no-cache")
     assert code == 0, err
-    from engine.eval.runs import read_run
+    from engine.io.runs import read_run
     a, b = read_run(tmp_path / "s.run"), read_run(tmp_path / "p.run")
     assert {k: sorted(v, key=lambda d: -v[d]) for k, v in a.items()} == \
            {k: sorted(v, key=lambda d: -v[d]) for k, v in b.items()}
@@ -166,7 +166,7 @@ def test_experiment_p_values_equal_scipy_and_runs_are_written(docs, monkeypatch,
     rows = {p["name"]: p for p in got["pipelines"]}
     assert list(rows) == ["dense", "bm25", "both"] and rows["dense"]["p"]["ndcg@3"] is None
     from engine.eval.evaluate import evaluate
-    from engine.eval.runs import read_qrels, read_run
+    from engine.io.runs import read_qrels, read_run
     qrels = read_qrels(docs / "qrels.txt")
     per = {n: evaluate(read_run(tmp_path / "runs" / f"{n}.run"), qrels, "ndcg@3").per_query for n in rows}
     base = [per["dense"][q]["ndcg@3"] for q in qrels]

@@ -98,7 +98,7 @@ def test_ready_text_items_store_their_text_for_the_reranker(tmp_path):
 
 
 def test_cli_run_is_reranked_and_strictly_decreasing(tiny_cross, text_col, tmp_path, monkeypatch, capsys):
-    from engine.eval.runs import parse_run
+    from engine.io.runs import parse_run
     queries = tmp_path / "q.tsv"
     queries.write_text("q1\tanimals\nq2\tfood and drink\n")
     out = tmp_path / "run.txt"
@@ -147,7 +147,7 @@ def test_image_collection_refuses_a_text_only_reranker(tmp_path, tiny_cross):
 
 def test_rerank_a_trec_run(tiny_cross, tmp_path, monkeypatch, capsys):
     """Any run's top depth is reordered as CrossEncoder.predict orders it; the rest follow, scores decreasing."""
-    from engine.eval.runs import parse_run, write_run
+    from engine.io.runs import parse_run, write_run
     docs = tmp_path / "docs.tsv"
     docs.write_text("id\ttext\n" + "".join(f"d{i}\t{d}\n" for i, d in enumerate(DOCS)))
     queries = tmp_path / "q.tsv"

@@ -126,7 +126,7 @@ def test_server_errors_are_one_line(server):
 
 def test_engine_rerank_a_run_with_a_served_model(server, tmp_path, monkeypatch, capsys):
     from conftest import run_cli
-    from engine.eval.runs import write_run
+    from engine.io.runs import write_run
     docs = tmp_path / "docs.tsv"
     docs.write_text("id\ttext\n" + "".join(f"d{i}\t{d}\n" for i, d in enumerate(DOCS)))
     (tmp_path / "q.tsv").write_text("q1\tanimals\n")

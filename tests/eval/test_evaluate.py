@@ -13,7 +13,7 @@ from ir_measures import AP, P, R, RR, nDCG
 from engine.eval.evaluate import evaluate, evaluate_files, format_table, to_json
 from engine.eval.groups import read_groups
 from engine.eval.metrics import EVENTA_WEIGHTS, eventa_overall
-from engine.eval.runs import read_qrels, read_run, write_qrels
+from engine.io.runs import read_qrels, read_run, write_qrels
 from conftest import run_cli
 
 EXP_GAINS = {r: 2 ** r - 1 for r in range(0, 5)}

@@ -7,7 +7,7 @@ from conftest import run_cli
 
 from engine.errors import EngineError
 from engine.eval.fuse import FuseOptions, fuse_files, parse_weights, tune_weights
-from engine.eval.runs import read_run
+from engine.io.runs import read_run
 
 
 @pytest.fixture()

@@ -16,7 +16,7 @@ from engine.cli import app
 from engine.core.collection import MANIFEST, Collection
 from engine.errors import EngineError
 from engine.eval.profiles import PROFILES
-from engine.eval.runs import read_run
+from engine.io.runs import read_run
 from engine.tasks.dse.data import (load_dse_run, read_cases, read_datasets, read_dse_queries,
                                    read_dsebench_judgments, read_folds, select_cases)
 from engine.tasks.dse.index import EMBEDDED, FEATURES, DseIndex, build_dse, ensure_index

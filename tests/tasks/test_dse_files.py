@@ -8,7 +8,7 @@ import pytest
 
 from conftest import SHARED_DATA, run_cli
 from engine.errors import EngineError
-from engine.eval.runs import read_qrels
+from engine.io.runs import read_qrels
 from engine.tasks.dse.data import dsebench_qrels, dsebench_run, read_dsebench_judgments
 
 DSEBENCH = SHARED_DATA / "dsebench"

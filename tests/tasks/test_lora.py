@@ -150,7 +150,7 @@ def test_content_removal_knn_and_blend_on_toy_vectors():
 
 def test_build_then_submit_ranks_held_out_styles(style_set, built, tmp_path):
     from engine.eval.evaluate import evaluate_files
-    from engine.eval.runs import read_run
+    from engine.io.runs import read_run
     col = model.open_adapter("fx", built)
     assert col.array("prototypes").shape[0] == N_STYLES and len(col) == N_STYLES
     assert col.array("train_embeddings").shape[0] == 4 * N_STYLES
@@ -173,7 +173,7 @@ def test_submit_accepts_a_folder_of_query_images(style_set, built, tmp_path):
         shutil.copy(p, queries / p.name)
     run = tmp_path / "folder.run"
     report = pipeline.submit_run(queries, run, "fx", built, options=pipeline.SubmitOptions(text_weight=0.5))
-    from engine.eval.runs import read_run
+    from engine.io.runs import read_run
     assert report.n_queries == 3 and set(read_run(run)) == {p.stem for p in queries.iterdir()}
 
 
@@ -347,7 +347,7 @@ def test_blend_z_scores_rows_like_the_former_float32_version():
     image, prior = rng.normal(size=(5, 7)).astype(np.float32), rng.normal(size=(5, 7)).astype(np.float32)
     image[2] = 0.25  # a constant row carries no ranking information: 0 (the former guard gave 0 too)
 
-    def former(s):  # the task's own z-score before it used engine.core.fusion.normalize_array
+    def former(s):  # the task's own z-score before it used engine.io.fusion.normalize_array
         sd = s.std(axis=1, keepdims=True)
         return (s - s.mean(axis=1, keepdims=True)) / np.where(sd > 1e-12, sd, 1.0)
 

@@ -14,7 +14,7 @@ from conftest import SHARED_DATA
 from engine.cli import app
 from engine.core.collection import Collection
 from engine.errors import EngineError
-from engine.eval.runs import read_run
+from engine.io.runs import read_run
 from engine.io.ids import read_id_list
 from engine.tasks.model_ranking import data, mllm
 from engine.tasks.model_ranking.mllm import MllmOptions

@@ -20,7 +20,7 @@ from engine.core.collection import Collection
 from engine.errors import EngineError
 from engine.eval.evaluate import evaluate
 from engine.eval.groups import read_groups
-from engine.eval.runs import read_qrels, read_run
+from engine.io.runs import read_qrels, read_run
 from engine.tasks.model_ranking import data, modelret_a
 from engine.tasks.model_ranking.data import criticality_label, ntcir_a_groups, ntcir_a_qrels
 from engine.tasks.model_ranking.modelret_a import ModelretAOptions

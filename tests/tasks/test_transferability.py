@@ -14,10 +14,10 @@ from typer.testing import CliRunner
 from conftest import run_cli
 from engine.cli import app
 from engine.errors import EngineError
-from engine.eval.runs import read_run
+from engine.io.runs import read_run
 from engine.tasks.model_ranking import transferability as tr
 from engine.tasks.model_ranking.candidate_features import FeatureOptions
-from engine.tasks.model_ranking.transfer import fold_assignment
+from engine.core.folds import fold_assignment
 
 
 def _planted(n: int = 60, d: int = 12, c: int = 3, signal: float = 1.0, seed: int = 0):

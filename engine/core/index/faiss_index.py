@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.core.ranking import merge_top_k
+from engine.io.ranking import merge_top_k
 from engine.errors import EngineError, opt
 
 EXACT = "Flat"
