@@ -89,7 +89,7 @@ def _zip(members: dict[str, bytes], level: int = zipfile.ZIP_DEFLATED) -> bytes:
 def corpus(work: Path) -> list[tuple[str, str, str, list]]:
     """(group, name, expected, args) for every input; files are written under `work`."""
     from hardening.test_hostile_images import EXPECT as IMAGE_EXPECT
-    from hardening.test_hostile_images import SUFFIX, make
+    from fixtures.hostile_images import SUFFIX, make
 
     w = work
     cases: list[tuple[str, str, str, list]] = []
@@ -266,10 +266,10 @@ def issue21_cases(w: Path, file) -> list[tuple[str, str, str, list]]:
     cases.append(("mllm", "--llm-ids with 'bad id'", ERROR, ["mllm", "--dev-queries", dev, "--qrels", dq,
                                                              "--llm-ids", llm, "--cv", "--root", w / "idx21"]))
     col = "flip"
-    from hardening import fake
+    from conftest import install_fake_encoder  # tests/conftest.py: the children's fake encoder
 
     from engine.core.collection import Collection
-    fake.install()  # this process builds with the children's fake encoder
+    install_fake_encoder()  # this process builds with it too
     c = Collection.build(col, texts=file("flip.csv", "id,text\na1,one text\nb2,another text\n"), root=w / "idx21")
     c.file("items").write_bytes(c.file("items").read_bytes().replace(b'"id"', b'"ie"', 1))
     cases.append(("search", "items file with one flipped byte", ERROR, ["search", col, "words", "--root",

@@ -1,10 +1,16 @@
-"""Shared fixtures: real models loaded once per session, bundled real photos, and ../shared/data when present."""
+"""Shared fixtures: `run_cli` (the `engine` command in-process), the fake encoder (model-free, deterministic),
+real models loaded once per session, bundled real photos, and ../shared/data when present."""
 from __future__ import annotations
 
+import hashlib
 import os
+import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Callable
 
+import numpy as np
 import pytest
 
 # Class-name embeddings of the offline bridge are cached; keep tests from writing to the user's home.
@@ -14,26 +20,116 @@ SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 REPO = Path(__file__).resolve().parents[1]
 
 
-def shared_path(*parts: str) -> Path:
-    """A path under ../shared/data, or a clean skip when that data is absent (a user's fresh clone)."""
-    path = SHARED_DATA.joinpath(*parts)
-    if not path.exists():
-        pytest.skip(f"{path} not present")
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    """The repository's root folder."""
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """../shared/data (real benchmark files); it may be absent: tests that need it take `shared_path`."""
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def shared_path() -> Callable[..., Path]:
+    """`shared_path("coco-mini")`: a path under ../shared/data, or a clean skip when that data is absent (a
+    user's fresh clone)."""
+    def path(*parts: str) -> Path:
+        found = SHARED_DATA.joinpath(*parts)
+        if not found.exists():
+            pytest.skip(f"{found} not present")
+        return found
     return path
 
 
-def run_cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    """Run `engine ARGS` in-process through `cli.main`, which turns EngineError into one line: (exit, out, err)."""
-    import sys
-    import engine.cli as cli
-    monkeypatch.setattr(sys, "argv", ["engine", *map(str, args)])
-    try:
-        cli.main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    out, err = capsys.readouterr()
-    return code, out, err
+@pytest.fixture()
+def run_cli(monkeypatch, capsys) -> Callable[..., tuple[int, str, str]]:
+    """`run_cli(*args)`: `engine ARGS` in-process through `engine.cli.main`, which turns EngineError into one
+    line: (exit code, stdout, stderr)."""
+    def run(*args: object) -> tuple[int, str, str]:
+        import engine.cli as cli
+        monkeypatch.setattr(sys, "argv", ["engine", *map(str, args)])
+        try:
+            cli.main()
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        out, err = capsys.readouterr()
+        return code, out, err
+    return run
+
+
+FAKE_DIM = 16
+FAKE_CALLS = {"text": 0, "image": 0, "loads": 0}
+"""What the fake encoder was asked to do since it was installed (tests assert that a model stayed unloaded)."""
+
+
+def _fake_texts(texts, batch_size, dim: int = FAKE_DIM) -> np.ndarray:
+    FAKE_CALLS["text"] += 1
+    time.sleep(float(os.environ.get("FAKE_ENCODER_DELAY", "0")))  # a slow build, to be killed mid-way
+    return np.stack([np.frombuffer(hashlib.sha256(t.encode()).digest()[:dim], dtype=np.uint8).astype(np.float32) + 1
+                     for t in texts])
+
+
+def _fake_preprocess(img):
+    import torch
+    return torch.tensor(np.asarray(img.resize((2, 2))).astype(np.float32).ravel() / 255 + 0.01)
+
+
+def _fake_images(batch) -> np.ndarray:
+    FAKE_CALLS["image"] += 1
+    return batch.numpy()[:, :12].astype(np.float32)
+
+
+def fake_load(spec: str):
+    """Stands in for `engine.core.encoders.registry.load_encoder`: `fake-image` (and conse) embeds images,
+    `fake-joint` texts and images in one 12-d space, anything else texts."""
+    from engine.core.encoders.base import Encoder
+    FAKE_CALLS["loads"] += 1
+    if spec.startswith("fake-image") or spec == "conse":
+        return Encoder(spec="fake-image", dim=12, modalities=frozenset({"image"}), preprocess=_fake_preprocess,
+                       image_batch_fn=_fake_images)
+    if spec == "fake-joint":
+        return Encoder(spec="fake-joint", dim=12, modalities=frozenset({"text", "image"}),
+                       text_fn=lambda texts, batch_size: _fake_texts(texts, batch_size, 12),
+                       preprocess=_fake_preprocess, image_batch_fn=_fake_images, info={"max_seq_length": 256})
+    return Encoder(spec="fake", dim=FAKE_DIM, modalities=frozenset({"text"}), text_fn=_fake_texts,
+                   info={"max_seq_length": 256})
+
+
+def install_fake_encoder(monkeypatch=None, load: Callable = fake_load) -> None:
+    """Route every encoder load to `load` (in a test with monkeypatch, or for good in a child process:
+    tests/hardening/writer.py)."""
+    from engine.core.encoders import registry
+    if monkeypatch is not None:
+        monkeypatch.setattr(registry, "load_encoder", load)
+        monkeypatch.setattr(registry, "load_text_query_encoder", load)
+    else:
+        registry.load_encoder = registry.load_text_query_encoder = load
+    for k in FAKE_CALLS:
+        FAKE_CALLS[k] = 0
+
+
+@pytest.fixture(scope="session")
+def install_fake() -> Callable[..., None]:
+    """`install_fake(monkeypatch)`: the fake encoder for a wider scope than one test (a module's builds)."""
+    return install_fake_encoder
+
+
+@pytest.fixture()
+def fake_encoder(monkeypatch) -> dict[str, int]:
+    """Every encoder load answered by the fake encoder; the counts of its loads and batches."""
+    install_fake_encoder(monkeypatch)
+    return FAKE_CALLS
+
+
+@pytest.fixture()
+def joint_encoder(monkeypatch) -> dict[str, int]:
+    """Every model spec loads the fake joint encoder (texts and images in one space): the docs' examples."""
+    install_fake_encoder(monkeypatch, lambda spec: fake_load("fake-joint"))
+    return FAKE_CALLS
 
 
 @pytest.fixture(scope="session")

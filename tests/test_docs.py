@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
-from conftest import REPO
 from engine.core.encoders.registry import model_table
 from engine.display import format_table
 from engine.eval.metrics import metric_table
 from engine.eval.profiles import PROFILES
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def block(path, name: str) -> str:
@@ -73,21 +75,6 @@ def doc_blocks(path: str) -> list[tuple[int, str, list[str], str | None]]:
     return out
 
 
-def _text_vec(texts, batch_size):
-    import hashlib
-    import numpy as np
-    return np.stack([np.frombuffer(hashlib.sha256(t.encode()).digest()[:12], dtype=np.uint8).astype(np.float32) + 1
-                     for t in texts])
-
-
-def _joint(spec: str):
-    """A fake joint encoder (texts and images in one 12-d space), for every model spec the docs name."""
-    from hardening import fake
-    from engine.core.encoders.base import Encoder
-    return Encoder(spec="fake-joint", dim=12, modalities=frozenset({"text", "image"}), text_fn=_text_vec,
-                   preprocess=fake._preprocess, image_batch_fn=fake._image_batch, info={"max_seq_length": 256})
-
-
 def _write(folder, name: str, text: str) -> None:
     path = folder / name
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -144,18 +131,14 @@ def make_sandbox(folder) -> None:
 
 
 @pytest.mark.parametrize("doc", DOC_FILES)
-def test_every_documented_command_runs(doc, tmp_path, monkeypatch, capsys):
+def test_every_documented_command_runs(run_cli, joint_encoder, doc, tmp_path, monkeypatch, capsys):
     """Every command line of the doc's shell blocks exits 0 (transcripts: no traceback), in order."""
     import shlex
 
-    from conftest import run_cli
-    from engine.core.encoders import registry
     blocks = doc_blocks(doc)
     todo = [(line, lang, cmds) for line, lang, cmds, reason in blocks if reason is None]
     if not todo:
         pytest.skip(f"{doc}: no command block to run (none, or each marked docs-test: skip)")
-    monkeypatch.setattr(registry, "load_encoder", _joint)
-    monkeypatch.setattr(registry, "load_text_query_encoder", _joint)
     make_sandbox(tmp_path)
     monkeypatch.chdir(tmp_path)
     failures = []
@@ -169,7 +152,7 @@ def test_every_documented_command_runs(doc, tmp_path, monkeypatch, capsys):
                                 "<!-- docs-test: skip (why) -->")
                 continue
             try:
-                code, _, err = run_cli(monkeypatch, capsys, *words[1:])
+                code, _, err = run_cli(*words[1:])
             except Exception as exc:  # a traceback
                 import traceback
                 code, err = -1, "".join(traceback.format_exception(exc)[-3:])

@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import run_cli
 
 
 def vocab_words(n: int, start: int = 3000) -> list[str]:
@@ -37,7 +36,7 @@ def test_train_writes_a_folder_cross_loads(tiny_cross, tmp_path, monkeypatch, ca
     from engine.core.rerankers.registry import load_reranker
     rows = planted_pairs(tmp_path / "pairs.csv", 20)
     out = tmp_path / "ce"
-    code, o, err = run_cli(monkeypatch, capsys, "rerank", "train", "--pairs", tmp_path / "pairs.csv", "--base",
+    code, o, err = run_cli("rerank", "train", "--pairs", tmp_path / "pairs.csv", "--base",
                            tiny_cross, "--out", out, "--epochs", "1", "--lr", "0.001", "--batch-size", "4",
                            "--device", "cpu")
     assert code == 0, err
@@ -61,7 +60,7 @@ def test_train_writes_a_folder_cross_loads(tiny_cross, tmp_path, monkeypatch, ca
     (tmp_path / "q.tsv").write_text(f"q1\t{rows[0][0]}\n")
     (tmp_path / "docs.tsv").write_text("id\ttext\n" + "".join(f"d{i}\t{d}\n" for i, (_, d) in enumerate(rows)))
     (tmp_path / "a.run").write_text("".join(f"q1 Q0 d{i} {i + 1} {20 - i} x\n" for i in range(5)))
-    code, o, err = run_cli(monkeypatch, capsys, "rerank", tmp_path / "a.run", "--queries", tmp_path / "q.tsv",
+    code, o, err = run_cli("rerank", tmp_path / "a.run", "--queries", tmp_path / "q.tsv",
                            "--docs", tmp_path / "docs.tsv", "--model", f"cross:{out}", "--depth", "5", "--out",
                            tmp_path / "b.run")
     assert code == 0, err and (tmp_path / "b.run").read_text().count("\n") == 5
@@ -107,7 +106,7 @@ def good_args(tmp_path: Path, tiny: Path) -> dict:
     ({"pairs": "query,document\n" + "".join(f"q,d{i}\n" for i in range(5))}, "queries left to fit"),
     ({"out": "full"}, "not empty"),
 ])
-def test_train_bad_input_is_one_line_before_any_model(change, message, tiny_cross, tmp_path, monkeypatch,
+def test_train_bad_input_is_one_line_before_any_model(run_cli, change, message, tiny_cross, tmp_path, monkeypatch,
                                                       capsys):
     import engine.core.rerankers.train as train
     monkeypatch.setattr(train, "load_base", lambda *a: pytest.fail("a model loaded before the input was checked"))
@@ -118,7 +117,7 @@ def test_train_bad_input_is_one_line_before_any_model(change, message, tiny_cros
         (tmp_path / "ce").mkdir()
         (tmp_path / "ce" / "keep.txt").write_text("mine")
     args.update({k: v for k, v in change.items() if k.startswith("--")})
-    code, out, err = run_cli(monkeypatch, capsys, "rerank", "train", *[x for kv in args.items() for x in kv])
+    code, out, err = run_cli("rerank", "train", *[x for kv in args.items() for x in kv])
     text = (out + err).strip()
     assert code != 0 and message in text and len(text.splitlines()) <= 2 and "Traceback" not in text, text
     if change.get("out") == "full":

@@ -5,19 +5,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import run_cli
 
 from engine.core.collection import Collection
 from engine.core.encoders.base import l2_normalize
 
 
-def build(monkeypatch, capsys, tmp_path, x, *extra):
+def build(run_cli, monkeypatch, capsys, tmp_path, x, *extra):
     path = tmp_path / "v.npy"
     if isinstance(x, bytes):
         path.write_bytes(x)
     else:
         np.save(path, x)
-    return run_cli(monkeypatch, capsys, "build", "v", "--vectors", path, "--root", tmp_path / "idx", *extra)
+    return run_cli("build", "v", "--vectors", path, "--root", tmp_path / "idx", *extra)
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from conftest import REPO, SHARED_DATA, run_cli
 from engine.cli import app
 from engine.core.collection import Collection
 from engine.errors import EngineError
@@ -26,7 +25,11 @@ from engine.tasks.model_ranking.data import criticality_label, ntcir_a_groups, n
 from engine.tasks.model_ranking.modelret_a import ModelretAOptions
 from engine.tasks.model_ranking.transfer import TransferOptions
 
-SHARED = SHARED_DATA / "ntcir19-modelretrieval-a"
+
+@pytest.fixture(scope="session")
+def shared(shared_data):
+    return shared_data / "ntcir19-modelretrieval-a"
+
 
 TOPICS = {
     "finance": "stock market bank interest loan investor dividend portfolio inflation earnings bond trading",
@@ -244,14 +247,14 @@ def test_changed_inputs_or_settings_embed_again(release: Path, tmp_path: Path, e
     assert Collection.open("modelret-a", root).manifest["generation"] == generation + 2
 
 
-def test_a_folder_that_is_not_a_stored_training_set_is_one_error(release: Path, tmp_path: Path, monkeypatch,
+def test_a_folder_that_is_not_a_stored_training_set_is_one_error(run_cli, release: Path, tmp_path: Path, monkeypatch,
                                                                    capsys):
     root = tmp_path / "idx"
     (root / "modelret-a").mkdir(parents=True)
     (root / "modelret-a" / "notes.txt").write_text("mine")
     Collection.from_vectors("other", ["a", "b"], np.eye(2, dtype=np.float32), None, "text", root=root)
     for name, holds in (("modelret-a", "no collection"), ("other", "collection 'other' (vectors only)")):
-        code, out, err = run_cli(monkeypatch, capsys, "modelret-a", "--train", str(release), "--cv", "--root",
+        code, out, err = run_cli("modelret-a", "--train", str(release), "--cv", "--root",
                                  str(root), "--name", name, "-q")
         assert code == 2 and out == ""
         assert err.strip().count("\n") == 0, err
@@ -261,7 +264,7 @@ def test_a_folder_that_is_not_a_stored_training_set_is_one_error(release: Path, 
     assert Collection.open("other", root).ids == ["a", "b"]
 
 
-def test_unknown_model_in_ground_truth_is_one_red_line(release: Path, tmp_path: Path):
+def test_unknown_model_in_ground_truth_is_one_red_line(repo, release: Path, tmp_path: Path):
     import shutil
     bad = tmp_path / "bad"
     shutil.copytree(release, bad)
@@ -272,23 +275,23 @@ def test_unknown_model_in_ground_truth_is_one_red_line(release: Path, tmp_path: 
     (bad / "ground-truth.csv").write_text("\n".join(lines) + "\n")
     proc = subprocess.run([sys.executable, "-c", "from engine.cli import main; main()", "modelret-a", "--train", str(bad),
                            "--cv", "--root", str(tmp_path / "idx"), "--quiet"], capture_output=True, text=True,
-                          cwd=REPO)
+                          cwd=repo)
     assert proc.returncode == 2
     assert "ground-truth.csv:4: unknown model id '99'" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
-def test_needs_queries_and_out_or_cv(release: Path, monkeypatch, capsys):
-    code, _, err = run_cli(monkeypatch, capsys, "modelret-a", "--train", str(release))
+def test_needs_queries_and_out_or_cv(run_cli, release: Path, monkeypatch, capsys):
+    code, _, err = run_cli("modelret-a", "--train", str(release))
     assert code == 2
     assert "give --queries DIR and --out RUN to rank models, or --cv to cross-validate" in err
 
 
 @pytest.mark.shared
-def test_real_release_reads_79_tasks_and_grades_follow_the_rule():
-    if not SHARED.exists():
+def test_real_release_reads_79_tasks_and_grades_follow_the_rule(shared):
+    if not shared.exists():
         pytest.skip("../shared/data/ntcir19-modelretrieval-a not present")
-    training = data.read_training(SHARED)
+    training = data.read_training(shared)
     assert len(training.tasks) == 79 and len(training.model_ids) == 20
     assert training.model_ids[0] == "1"  # the BOM of models.csv is not part of the id
     expected = np.vectorize(data.relevance_grade)(training.normalized_f1)
@@ -300,10 +303,10 @@ def test_real_release_reads_79_tasks_and_grades_follow_the_rule():
 
 @pytest.mark.shared
 @pytest.mark.slow
-def test_real_release_cv(tmp_path: Path, encoder):
-    if not SHARED.exists():
+def test_real_release_cv(shared, tmp_path: Path, encoder):
+    if not shared.exists():
         pytest.skip("../shared/data/ntcir19-modelretrieval-a not present")
-    study = modelret_a.cross_validate_tasks(SHARED, options=ModelretAOptions(root=tmp_path), repeats=1)
+    study = modelret_a.cross_validate_tasks(shared, options=ModelretAOptions(root=tmp_path), repeats=1)
     assert {len(rows) for rows in study.groups.values()} == {18, 30, 31}
     summary = study.summary()
     assert set(summary) >= {"average rank (baseline)", "transfer: text", "LTR (LambdaRank)"}
@@ -336,11 +339,11 @@ def test_ntcir_a_converters(tmp_path):
 
 
 @pytest.mark.shared
-def test_ntcir_a_ground_truth_and_criticality_groups(tmp_path):
-    if not SHARED.exists():
+def test_ntcir_a_ground_truth_and_criticality_groups(shared, tmp_path):
+    if not shared.exists():
         pytest.skip("../shared/data/ntcir19-modelretrieval-a not present")
-    assert ntcir_a_qrels(SHARED / "ground-truth.csv", tmp_path / "a.qrels") == 1580
-    assert ntcir_a_groups(SHARED / "tasks.csv", tmp_path / "a.groups") == 127
+    assert ntcir_a_qrels(shared / "ground-truth.csv", tmp_path / "a.qrels") == 1580
+    assert ntcir_a_groups(shared / "tasks.csv", tmp_path / "a.groups") == 127
     qrels = read_qrels(tmp_path / "a.qrels")
     groups = read_groups(tmp_path / "a.groups")
     assert len(qrels) == 79 and all(len(models) == 20 for models in qrels.values())
