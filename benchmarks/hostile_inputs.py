@@ -1,4 +1,4 @@
-"""Hostile inputs through every command, as a user would type them: the tally issue 16 asks for.
+"""Hostile inputs through every command, as a user would type them, and the tally of what each got.
 
 Each input runs `engine …` (the fake encoder of tests/hardening, so no model is needed) in a process of its
 own, capped at --memory GiB of address space and --timeout seconds, and is classed as
@@ -229,7 +229,7 @@ def corpus(work: Path) -> list[tuple[str, str, str, list]]:
 
 
 def issue21_cases(w: Path, file) -> list[tuple[str, str, str, list]]:
-    """Issue 21's inputs: task files and output paths (the option values run in-process: `option_cases`)."""
+    """Task files and output paths (the option values run in-process: `option_cases`)."""
     cases: list[tuple[str, str, str, list]] = []
     good_run = w / "run.txt"
     folder = w / "a-folder"
@@ -245,7 +245,7 @@ def issue21_cases(w: Path, file) -> list[tuple[str, str, str, list]]:
     for name, change in (("null case id", {"case_id": None}), ("grade 7", {"query_rel": 7}),
                          ("object case id", {"case_id": {"o": 1}}), ("tab in candidate", {"candidate_dataset_id": "d\t1"}),
                          ("valid", {})):
-        cases.append(("convert dsebench-qrels", f"issue 21: {name}", OK if name == "valid" else ERROR,
+        cases.append(("convert dsebench-qrels", f"dsebench judgments: {name}", OK if name == "valid" else ERROR,
                       ["convert", "dsebench-qrels", file(f"j21-{len(cases)}.json", json.dumps([{**judgment, **change}])),
                        w / "q.txt"]))
     for name, content in (("tab inside an id", 'task_id,task_criticalness\n"t\t1",high\n'),
@@ -594,7 +594,7 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--group", action="append", help="only the groups starting with this (repeatable)")
     ap.add_argument("--options", action="store_true", help="also every out-of-range value of every numeric "
-                    "option, in this process (issue 21)")
+                    "option, in this process")
     ap.add_argument("--only-options", action="store_true", help="only those")
     args = ap.parse_args()
     args.options = args.options or args.only_options

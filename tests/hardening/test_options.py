@@ -1,4 +1,4 @@
-"""Issue 21: every numeric option has a declared range checked before any work, output paths are checked for
+"""Every numeric option has a declared range checked before any work, output paths are checked for
 writability first, and each defect the campaign found (tracebacks, silent wrong results, a corrupted
 collection) is one line now. Each test here failed on the main of before the fix."""
 from __future__ import annotations
