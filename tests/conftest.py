@@ -83,18 +83,19 @@ def _fake_images(batch) -> np.ndarray:
     return batch.numpy()[:, :12].astype(np.float32)
 
 
-def fake_load(spec: str):
+def fake_load(spec: str, joint: bool = False):
     """Stands in for `engine.core.encoders.registry.load_encoder`: `fake-image` (and conse) embeds images,
-    `fake-joint` texts and images in one 12-d space, anything else texts."""
+    anything else texts; `joint`: texts and images in one 12-d space, under the spec asked for (so what a
+    command stores loads again)."""
     from engine.core.encoders.base import Encoder
     FAKE_CALLS["loads"] += 1
+    if joint:
+        return Encoder(spec=spec, dim=12, modalities=frozenset({"text", "image"}),
+                       text_fn=lambda texts, batch_size: _fake_texts(texts, batch_size, 12),
+                       preprocess=_fake_preprocess, image_batch_fn=_fake_images, info={"max_seq_length": 256})
     if spec.startswith("fake-image") or spec == "conse":
         return Encoder(spec="fake-image", dim=12, modalities=frozenset({"image"}), preprocess=_fake_preprocess,
                        image_batch_fn=_fake_images)
-    if spec == "fake-joint":
-        return Encoder(spec="fake-joint", dim=12, modalities=frozenset({"text", "image"}),
-                       text_fn=lambda texts, batch_size: _fake_texts(texts, batch_size, 12),
-                       preprocess=_fake_preprocess, image_batch_fn=_fake_images, info={"max_seq_length": 256})
     return Encoder(spec="fake", dim=FAKE_DIM, modalities=frozenset({"text"}), text_fn=_fake_texts,
                    info={"max_seq_length": 256})
 
@@ -103,11 +104,14 @@ def install_fake_encoder(monkeypatch=None, load: Callable = fake_load) -> None:
     """Route every encoder load to `load` (in a test with monkeypatch, or for good in a child process:
     tests/hardening/writer.py)."""
     from engine.core.encoders import registry
+    no_light_side = lambda spec, field: None  # noqa: E731  (queries and exports go through `load` too)
     if monkeypatch is not None:
         monkeypatch.setattr(registry, "load_encoder", load)
         monkeypatch.setattr(registry, "load_text_query_encoder", load)
+        monkeypatch.setattr(registry, "_light_side", no_light_side)
     else:
         registry.load_encoder = registry.load_text_query_encoder = load
+        registry._light_side = no_light_side
     for k in FAKE_CALLS:
         FAKE_CALLS[k] = 0
 
@@ -128,7 +132,7 @@ def fake_encoder(monkeypatch) -> dict[str, int]:
 @pytest.fixture()
 def joint_encoder(monkeypatch) -> dict[str, int]:
     """Every model spec loads the fake joint encoder (texts and images in one space): the docs' examples."""
-    install_fake_encoder(monkeypatch, lambda spec: fake_load("fake-joint"))
+    install_fake_encoder(monkeypatch, lambda spec: fake_load(spec, joint=True))
     return FAKE_CALLS
 
 
