@@ -85,12 +85,12 @@ def _fake_images(batch) -> np.ndarray:
 
 def fake_load(spec: str, joint: bool = False):
     """Stands in for `engine.core.encoders.registry.load_encoder`: `fake-image` (and conse) embeds images,
-    anything else texts; `joint`: texts and images in one 12-d space, under the spec asked for (so what a
-    command stores loads again)."""
+    anything else texts; `joint`: texts and images in one 12-d space (spec `fake-joint`; an `effnet` image
+    model keeps its spec, which LoRA adapters store and check when they load)."""
     from engine.core.encoders.base import Encoder
     FAKE_CALLS["loads"] += 1
     if joint:
-        return Encoder(spec=spec, dim=12, modalities=frozenset({"text", "image"}),
+        return Encoder(spec=spec if spec == "effnet" else "fake-joint", dim=12, modalities=frozenset({"text", "image"}),
                        text_fn=lambda texts, batch_size: _fake_texts(texts, batch_size, 12),
                        preprocess=_fake_preprocess, image_batch_fn=_fake_images, info={"max_seq_length": 256})
     if spec.startswith("fake-image") or spec == "conse":
@@ -105,13 +105,17 @@ def install_fake_encoder(monkeypatch=None, load: Callable = fake_load) -> None:
     tests/hardening/writer.py)."""
     from engine.core.encoders import registry
     no_light_side = lambda spec, field: None  # noqa: E731  (queries and exports go through `load` too)
-    if monkeypatch is not None:
-        monkeypatch.setattr(registry, "load_encoder", load)
-        monkeypatch.setattr(registry, "load_text_query_encoder", load)
-        monkeypatch.setattr(registry, "_light_side", no_light_side)
-    else:
-        registry.load_encoder = registry.load_text_query_encoder = load
-        registry._light_side = no_light_side
+    targets = [(registry, "load_encoder", load), (registry, "load_text_query_encoder", load),
+               (registry, "_light_side", no_light_side)]
+    # modules imported earlier that bound `load_encoder` by name (`from … import load_encoder`) get `load` too
+    targets += [(m, "load_encoder", load) for name, m in list(sys.modules.items())
+                if name.startswith("engine.") and m is not registry
+                and getattr(m, "load_encoder", None) is registry.load_encoder]
+    for module, name, value in targets:
+        if monkeypatch is not None:
+            monkeypatch.setattr(module, name, value)
+        else:
+            setattr(module, name, value)
     for k in FAKE_CALLS:
         FAKE_CALLS[k] = 0
 

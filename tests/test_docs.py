@@ -164,6 +164,7 @@ def test_every_documented_command_runs(run_cli, joint_encoder, doc, tmp_path, mo
         pytest.skip(f"{doc}: no command block to run (none, or each marked docs-test: skip)")
     make_sandbox(tmp_path, doc)
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ENGINE_CACHE", str(tmp_path / "cache"))  # stage outputs of this doc's collections only
     failures = []
     for line, lang, commands in todo:
         for cmd in commands:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 pytest.importorskip("fastapi")
-import serve_fixtures
 from fastapi.testclient import TestClient
 
 from engine.errors import EngineError
@@ -13,7 +12,6 @@ from engine.serve.app import create_app
 from engine.serve.cli import served_pipelines
 from engine.serve.options import ServeOptions
 
-served_root = serve_fixtures.served_root
 
 
 def test_pipeline_search_equals_pipeline_run(run_cli, served_root, tmp_path, monkeypatch, capsys):
