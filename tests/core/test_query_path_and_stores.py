@@ -209,7 +209,7 @@ def test_engine_search_starts_without_build_or_write_modules(repo, tmp_path, tex
             f" '--root', {str(tmp_path)!r}, '-q']\n"
             f"try:\n    runpy.run_module({entry!r}, run_name='__main__')\nexcept SystemExit:\n    pass\n"
             f"print(sorted(m for m in {build_only!r} if m in sys.modules))")
-    env = {**os.environ, "PYTHONPATH": str(repo), "ENGINE_CACHE": str(tmp_path / "cache")}
+    env = {**os.environ, "PYTHONPATH": str(repo)}  # the session cache, where the ONNX export above is
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
     assert json.loads(out[:out.rindex("}") + 1])["hits"][0]["id"] == "a"
     assert out.strip().splitlines()[-1] == "[]"
