@@ -140,6 +140,27 @@ def joint_encoder(monkeypatch) -> dict[str, int]:
     return FAKE_CALLS
 
 
+HEAVY_MODULES = ("torch", "torchvision", "timm", "sentence_transformers", "transformers")
+"""What a query's start-up must not import (its models run on onnxruntime)."""
+
+
+@pytest.fixture(scope="session")
+def image_query_in_new_process() -> Callable[..., tuple[str, str]]:
+    """`(root, name, photo, *more_heavy)` → the top id of an image query in a fresh Python, and which of
+    `HEAVY_MODULES` (and `more_heavy`) it imported, as the printed sorted list."""
+    import subprocess
+
+    def run(root, name: str, photo: str, *more_heavy: str) -> tuple[str, str]:
+        heavy = (*HEAVY_MODULES, *more_heavy)
+        code = ("import sys\nfrom engine.core.collection import Collection\n"
+                f"c = Collection.open({name!r}, {str(root)!r})\nprint(c.search(image={photo!r}, k=1)[0].id)\n"
+                f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                             env={**os.environ, "PYTHONPATH": str(REPO)}).stdout.split("\n")
+        return out[0], out[1]
+    return run
+
+
 @pytest.fixture(scope="session")
 def text_encoder():
     from engine.core.encoders.registry import load_encoder

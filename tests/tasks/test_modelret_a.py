@@ -24,90 +24,12 @@ from engine.tasks.model_ranking import data, modelret_a
 from engine.tasks.model_ranking.data import criticality_label, ntcir_a_groups, ntcir_a_qrels
 from engine.tasks.model_ranking.modelret_a import ModelretAOptions
 from engine.tasks.model_ranking.transfer import TransferOptions
+from fixtures.modelret_release import LABELS, N_MODELS, TOPICS, make_queries, make_release  # noqa: F401
 
 
 @pytest.fixture(scope="session")
 def shared(shared_data):
     return shared_data / "ntcir19-modelretrieval-a"
-
-
-TOPICS = {
-    "finance": "stock market bank interest loan investor dividend portfolio inflation earnings bond trading",
-    "medicine": "patient doctor hospital diagnosis symptom treatment surgery vaccine clinical disease nurse therapy",
-    "sports": "football match goal team player coach season league championship score stadium tournament",
-    "cooking": "recipe oven flour sugar bake dinner kitchen spice soup garlic sauce dessert",
-}
-LABELS = {"finance": ["bullish", "bearish"], "medicine": ["urgent", "routine", "follow-up"],
-          "sports": ["win", "loss"], "cooking": ["sweet", "savory", "spicy"]}
-N_MODELS = 8
-
-
-def _texts(topic: str, n: int, rng: np.random.Generator) -> list[str]:
-    words = TOPICS[topic].split()
-    return [" ".join(rng.choice(words, 9)) + "." for _ in range(n)]
-
-
-def _write_task(folder: Path, topic: str, rng: np.random.Generator, n: int = 40, label_key: str = "labels") -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    for split, size in (("train", n), ("val", n // 4)):
-        with open(folder / f"{split}.jsonl", "w", encoding="utf-8") as fh:
-            for text in _texts(topic, size, rng):
-                fh.write(json.dumps({"text": text, label_key: str(rng.choice(LABELS[topic]))}) + "\n")
-
-
-def _planted_f1(topic_index: int, rng: np.random.Generator) -> np.ndarray:
-    """Model `topic_index` is best on its topic's tasks; model 7 is second-best everywhere."""
-    f1 = 0.80 + 0.02 * rng.random(N_MODELS)
-    f1[7] = 0.88
-    f1[topic_index] = 0.95
-    return f1
-
-
-def make_release(root: Path, tasks_per_topic: int = 5, seed: int = 0) -> Path:
-    """A folder in the NTCIR-A layout: tasks.csv, models.csv (with a BOM), ground-truth.csv, task-data/."""
-    rng = np.random.default_rng(seed)
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / "models.csv", "w", encoding="utf-8-sig", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["model_id", "model_name", "model_hf_url"])
-        for m in range(1, N_MODELS + 1):
-            w.writerow([m, f"org/model-{m}", f"https://example.org/{m}"])
-    task_rows, gt_rows = [], []
-    tid = 1000
-    crit = ["High Criticalness", "Medium Criticalness", "Low Criticalness"]
-    for t, topic in enumerate(TOPICS):
-        for _ in range(tasks_per_topic):
-            tid += 1
-            _write_task(root / "task-data" / "train-tasks" / str(tid), topic, rng)
-            task_rows.append([tid, f"synthetic/{topic}", "train", "", "",
-                              f"Classify {topic} texts as {', '.join(LABELS[topic])}.", crit[tid % 3]])
-            f1 = _planted_f1(t, rng)
-            order = np.argsort(-f1)
-            ranks = np.empty(N_MODELS, int)
-            ranks[order] = np.arange(1, N_MODELS + 1)
-            for m in range(N_MODELS):
-                nf1 = f1[m] / f1.max()
-                gt_rows.append([tid, m + 1, f"{f1[m]:.6f}", float(ranks[m]), nf1, data.relevance_grade(nf1)])
-    for t, topic in enumerate(TOPICS):  # one test task per topic, instruction given
-        task_rows.append([2000 + t, f"synthetic/test-{topic}", "test", "text", "labels",
-                          f"Classify {topic} texts as {', '.join(LABELS[topic])}.", crit[t % 3]])
-    with open(root / "tasks.csv", "w", encoding="utf-8", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["task_id", "task_name", "task_type", "text_col", "label_col", "task_instruction",
-                    "task_criticalness"])
-        w.writerows(task_rows)
-    with open(root / "ground-truth.csv", "w", encoding="utf-8", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["task_id", "model_id", "f1", "model_rank", "normalized_f1", "relevance_score"])
-        w.writerows(gt_rows)
-    return root
-
-
-def make_queries(root: Path, seed: int = 1) -> Path:
-    rng = np.random.default_rng(seed)
-    for t, topic in enumerate(TOPICS):
-        _write_task(root / str(2000 + t), topic, rng)
-    return root
 
 
 @pytest.fixture(scope="session")

@@ -122,7 +122,7 @@ def checkpoints(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def feature_release(tmp_path_factory) -> Path:
     """The planted release of test_modelret_a with candidates 1 and 2 of its models available as tiny BERTs."""
-    from test_modelret_a import make_release
+    from fixtures.modelret_release import make_release
 
     return make_release(tmp_path_factory.mktemp("release"))
 
@@ -137,7 +137,7 @@ def _candidates(path: Path) -> Path:
 
 def test_feature_methods_rank_from_cached_features(feature_release: Path, checkpoints: Path, tmp_path: Path,
                                                    monkeypatch):
-    from test_modelret_a import make_queries
+    from fixtures.modelret_release import make_queries
 
     queries = make_queries(tmp_path / "queries")
     cands = _candidates(tmp_path / "cands.csv")
