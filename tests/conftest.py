@@ -50,6 +50,7 @@ def run_cli(monkeypatch, capsys) -> Callable[..., tuple[int, str, str]]:
     line: (exit code, stdout, stderr)."""
     def run(*args: object) -> tuple[int, str, str]:
         import engine.cli as cli
+        capsys.readouterr()  # what the set-up printed before is not the command's output
         monkeypatch.setattr(sys, "argv", ["engine", *map(str, args)])
         try:
             cli.main()
