@@ -13,7 +13,7 @@ from fixtures.planted_pairs import planted_pairs, vocab_words  # noqa: F401
 
 
 
-def test_train_writes_a_folder_cross_loads(tiny_cross, tmp_path, monkeypatch, capsys):
+def test_train_writes_a_folder_cross_loads(run_cli, tiny_cross, tmp_path, monkeypatch, capsys):
     import torch
     from sentence_transformers import CrossEncoder
 
