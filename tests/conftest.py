@@ -281,3 +281,15 @@ def tiny_lm(tmp_path_factory) -> Path:
                          initializer_range=0.5, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
     Qwen3ForCausalLM(config).save_pretrained(out)
     return out
+
+
+@pytest.fixture(scope="session")
+def lm_words() -> str:
+    """The words every tiny causal LM's vocabulary knows (`LM_WORDS`)."""
+    return LM_WORDS
+
+
+@pytest.fixture(scope="session")
+def make_word_tokenizer() -> Callable:
+    """`word_tokenizer(texts, …)`: a word-level tokenizer over the words of `texts`, for tiny models."""
+    return word_tokenizer
