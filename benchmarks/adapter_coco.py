@@ -1,7 +1,7 @@
 """Adapters over the offline default (`conse`) fitted on coco-mini caption–photo pairs: caption → image R@1 on
 photos they never saw, repeated random splits by photo (mean ± std), with a paired test per split.
 
-    flock /work/heavy.lock python benchmarks/adapter_coco.py [--splits 10] [--test-share 0.25] [--cli 3]
+    python benchmarks/adapter_coco.py [--splits 10] [--test-share 0.25] [--cli 3]
 
 Per split: the photos are split (train / test); each adapter is fitted on the train photos' captions only;
 test captions are ranked against every photo (the 80-photo gallery, as the 0.415 baseline) and against the

@@ -63,7 +63,7 @@ def runs_for(name: str, docs: Path, queries: Path, work: Path) -> dict[str, Path
     """One collection per analysis (the legacy one registered for this process only), a run per mode."""
     import engine.core.bm25 as bm25
     from engine.core.collection import Collection
-    from engine.eval.runs import write_run
+    from engine.io.runs import write_run
     from engine.io.tables import read_queries
     bm25.ANALYZERS.setdefault(BEFORE, bm25.Analyzer(BEFORE, "en", None))
     qs = list(read_queries(queries))

@@ -1,4 +1,4 @@
-"""Hostile inputs through every command, as a user would type them: the tally issue 16 asks for.
+"""Hostile inputs through every command, as a user would type them, and the tally of what each got.
 
 Each input runs `engine …` (the fake encoder of tests/hardening, so no model is needed) in a process of its
 own, capped at --memory GiB of address space and --timeout seconds, and is classed as
@@ -89,7 +89,7 @@ def _zip(members: dict[str, bytes], level: int = zipfile.ZIP_DEFLATED) -> bytes:
 def corpus(work: Path) -> list[tuple[str, str, str, list]]:
     """(group, name, expected, args) for every input; files are written under `work`."""
     from hardening.test_hostile_images import EXPECT as IMAGE_EXPECT
-    from hardening.test_hostile_images import SUFFIX, make
+    from fixtures.hostile_images import SUFFIX, make
 
     w = work
     cases: list[tuple[str, str, str, list]] = []
@@ -229,7 +229,7 @@ def corpus(work: Path) -> list[tuple[str, str, str, list]]:
 
 
 def issue21_cases(w: Path, file) -> list[tuple[str, str, str, list]]:
-    """Issue 21's inputs: task files and output paths (the option values run in-process: `option_cases`)."""
+    """Task files and output paths (the option values run in-process: `option_cases`)."""
     cases: list[tuple[str, str, str, list]] = []
     good_run = w / "run.txt"
     folder = w / "a-folder"
@@ -245,7 +245,7 @@ def issue21_cases(w: Path, file) -> list[tuple[str, str, str, list]]:
     for name, change in (("null case id", {"case_id": None}), ("grade 7", {"query_rel": 7}),
                          ("object case id", {"case_id": {"o": 1}}), ("tab in candidate", {"candidate_dataset_id": "d\t1"}),
                          ("valid", {})):
-        cases.append(("convert dsebench-qrels", f"issue 21: {name}", OK if name == "valid" else ERROR,
+        cases.append(("convert dsebench-qrels", f"dsebench judgments: {name}", OK if name == "valid" else ERROR,
                       ["convert", "dsebench-qrels", file(f"j21-{len(cases)}.json", json.dumps([{**judgment, **change}])),
                        w / "q.txt"]))
     for name, content in (("tab inside an id", 'task_id,task_criticalness\n"t\t1",high\n'),
@@ -266,10 +266,10 @@ def issue21_cases(w: Path, file) -> list[tuple[str, str, str, list]]:
     cases.append(("mllm", "--llm-ids with 'bad id'", ERROR, ["mllm", "--dev-queries", dev, "--qrels", dq,
                                                              "--llm-ids", llm, "--cv", "--root", w / "idx21"]))
     col = "flip"
-    from hardening import fake
+    from conftest import install_fake_encoder  # tests/conftest.py: the children's fake encoder
 
     from engine.core.collection import Collection
-    fake.install()  # this process builds with the children's fake encoder
+    install_fake_encoder()  # this process builds with it too
     c = Collection.build(col, texts=file("flip.csv", "id,text\na1,one text\nb2,another text\n"), root=w / "idx21")
     c.file("items").write_bytes(c.file("items").read_bytes().replace(b'"id"', b'"ie"', 1))
     cases.append(("search", "items file with one flipped byte", ERROR, ["search", col, "words", "--root",
@@ -594,7 +594,7 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--group", action="append", help="only the groups starting with this (repeatable)")
     ap.add_argument("--options", action="store_true", help="also every out-of-range value of every numeric "
-                    "option, in this process (issue 21)")
+                    "option, in this process")
     ap.add_argument("--only-options", action="store_true", help="only those")
     args = ap.parse_args()
     args.options = args.options or args.only_options

@@ -1,4 +1,4 @@
-"""Hybrid search, metadata filters and deletes (issue 24), each figure beside its reference in the same run.
+"""Hybrid search, metadata filters and deletes, each figure beside its reference in the same run.
 
 Sections (all by default; `--sections hybrid,filter,delete`):
 
@@ -15,7 +15,7 @@ Sections (all by default; `--sections hybrid,filter,delete`):
           afresh (`Collection.from_vectors`), for Flat and IVF; the result compared with the fresh build.
           Goal: well under the rebuild's time, equal results.
 
-    flock /work/heavy.lock python benchmarks/hybrid_filters.py [--n 1000000] [--dim 64] [--work /tmp/engine-hf]
+    python benchmarks/hybrid_filters.py [--n 1000000] [--dim 64] [--work /tmp/engine-hf]
 """
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ Two collections, each searched with the queries users send:
 
 Goal at 1M: ≥ 20× exact QPS at recall@10 ≥ 0.95.
 
-    flock /work/heavy.lock python benchmarks/index_auto.py [--n 1000000] [--dim 512] [--cases synthetic,text-image]
+    python benchmarks/index_auto.py [--n 1000000] [--dim 512] [--cases synthetic,text-image]
 """
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
-"""Repeated cross-validation of the model-ranking methods (issue 15): every variant of `engine modelret-a --cv`
+"""Repeated cross-validation of the model-ranking methods: every variant of `engine modelret-a --cv`
 on the 79 shared ModelRetrieval A training tasks and of `engine mllm --cv` on a planted Million LLMs set,
 5 × 10-fold, mean ± std over repeats, paired p against the baseline. Prints the tables, writes
 benchmarks/results/model_ranking_cv.json.
 
-    flock /work/heavy.lock python benchmarks/model_ranking_cv.py [--task modelret-a|mllm|both] [--repeats 5]
+    python benchmarks/model_ranking_cv.py [--task modelret-a|mllm|both] [--repeats 5]
         [--train ../shared/data/ntcir19-modelretrieval-a] [--quick]
 
 The planted Million LLMs set (generated here, seed 0): 300 dev questions in 10 hidden topics over 150 LLMs.

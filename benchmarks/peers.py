@@ -13,7 +13,7 @@ it saw (other processes share the CPUs; ratios of alternated runs are what to re
                        in one process, alternated
 
     python benchmarks/peers.py [--n 20000] [--build-n 20000] [--repeat 5] [--only cold,image,serve,build]
-                               [--peers-python /work/venvs/peers/bin/python]
+                               [--peers-python PATH/TO/PEERS-VENV/bin/python]
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@
    in a fresh process; peak anonymous memory (what the process itself holds) and peak RSS (with mapped
    file pages), and whether both indexes return the same neighbours.
 
-    flock /work/heavy.lock python benchmarks/ray_build.py [--items 3000] [--vectors 1000000] [--dim 384]
+    python benchmarks/ray_build.py [--items 3000] [--vectors 1000000] [--dim 384]
 """
 from __future__ import annotations
 

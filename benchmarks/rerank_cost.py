@@ -1,7 +1,7 @@
 """What reranking costs: per-query latency of `search --rerank cross:DIR --rerank-depth 100` against raw
 `CrossEncoder.predict` on the same 100 (query, document) pairs, paired and alternating, medians.
 
-    flock /work/heavy.lock python benchmarks/rerank_cost.py [--queries 20] [--docs 1000]
+    python benchmarks/rerank_cost.py [--queries 20] [--docs 1000]
 
 The cross-encoder is MiniLM-L6-sized (6 layers, 384 wide, 12 heads; random weights: latency does not depend on
 the weights, and nothing is downloaded) with the MiniLM tokenizer. CPU only here; pass --device cuda on a GPU.

@@ -1,6 +1,6 @@
 """Held-out gain of `engine rerank train` on coco-mini caption texts, through the CLI as a user runs it.
 
-    OMP_NUM_THREADS=2 flock /work/heavy.lock python benchmarks/rerank_train_coco.py [--splits 5] [--setup single]
+    OMP_NUM_THREADS=2 python benchmarks/rerank_train_coco.py [--splits 5] [--setup single]
 
 `--setup single` (the reported one): each photo's document is ONE caption (its 5th); its captions 1–4 are the
 queries, so a query must match a different sentence about the same photo (BM25 is far from saturated).

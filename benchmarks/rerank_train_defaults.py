@@ -5,7 +5,7 @@ with a photo's captions 3–5 joined as its document and captions 1–2 as queri
 the installed MiniLM (a fresh head) and reports `rerank train`'s own held-out MRR (documents never fitted)
 against BM25's on the same candidates.
 
-    OMP_NUM_THREADS=2 flock /work/heavy.lock python benchmarks/rerank_train_defaults.py [--epochs 8]
+    OMP_NUM_THREADS=2 python benchmarks/rerank_train_defaults.py [--epochs 8]
 """
 from __future__ import annotations
 

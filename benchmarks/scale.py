@@ -11,7 +11,7 @@ Sections (all by default; `--sections build,open,batch,store`):
           default threshold; goal: every batch ≥ 64 within 1.3× of the best.
   store   `--store float32|float16|sq8`: recall@10 and per-query scan time at batch 64.
 
-    flock /work/heavy.lock python benchmarks/scale.py [--n 1000000] [--dim 512] [--work /tmp/engine-scale]
+    python benchmarks/scale.py [--n 1000000] [--dim 512] [--work /tmp/engine-scale]
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The service under hostile requests and concurrent writers: the tally issue 21 asks for.
+"""The service under hostile requests and concurrent writers, and the tally of what each got.
 
 `engine serve` runs as its own process on 127.0.0.1 over a small MiniLM text collection. Phase 1 sends
 hand-made hostile requests to every endpoint (strict-JSON cases, Content-Type, names with control

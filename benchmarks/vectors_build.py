@@ -1,4 +1,4 @@
-"""Builds that never hold all the vectors (issue 20), each measured in a fresh process.
+"""Builds that never hold all the vectors, each measured in a fresh process.
 
 1. `engine build --vectors` of N × D float32 vectors (default 2M × 384 = 2.9 GiB, generated on disk block by
    block, deleted afterwards): whole-process peak RSS (the kernel's own peak, `ru_maxrss` from wait4) and peak
@@ -9,7 +9,7 @@
    the driver's own bookkeeping is what is measured), for this tree and, with --baseline DIR, an older tree;
    with --driver-local the same build without Ray (the hash encoder in the process).
 
-    flock /work/heavy.lock python benchmarks/vectors_build.py [--n 2000000] [--dim 384] [--ray-sizes 50000,200000]
+    python benchmarks/vectors_build.py [--n 2000000] [--dim 384] [--ray-sizes 50000,200000]
 """
 from __future__ import annotations
 

@@ -1,53 +1,123 @@
-"""The `engine` command: assembles the core's and evaluation's commands and each task's, and turns errors
-into one red line. The console script points here; the repository's top-level `cli.py` is a shim.
+"""The `engine` command: one typer app whose commands load lazily, and errors turned into one red line.
 
-A core command (`engine search …`) assembles only the core and evaluation: the tasks' modules are imported
-when a command may need them, which keeps a query's start-up free of every task's options and models.
+The root group knows each command by name and the module that declares it (`COMMANDS`); a command's module
+is imported only when that command runs or a help page lists it (click's lazy-group pattern). So
+`engine search` imports what search declares and needs, never the tasks, the service or the evaluation.
+The console script (`engine.__main__`) and the repository's top-level `cli.py` both run `main`.
 """
 from __future__ import annotations
 
-import gc
 import importlib
 import sys
-from typing import Annotated, Callable, Sequence
+from typing import Annotated, Any, Callable, Sequence
 
 import typer
+from typer.core import TyperGroup
 
 from engine.errors import set_option_names
 
 TASKS = ("engine.tasks.eventa", "engine.tasks.model_ranking", "engine.tasks.lora", "engine.tasks.dse")
-CORE_ONLY = {"build", "search", "delete", "compact", "info", "verify", "list", "bench", "demo", "models", "metrics", "eval", "compare",
-             "fuse", "serve", "rerank", "adapt"}
+COMMANDS: dict[str, str] = {
+    "build": "engine.core.cli:build_cmd", "search": "engine.core.cli:search_cmd",
+    "delete": "engine.core.cli:delete_cmd", "compact": "engine.core.cli:compact_cmd", "info": "engine.core.cli:info_cmd",
+    "verify": "engine.core.cli:verify_cmd", "list": "engine.core.cli:list_cmd", "bench": "engine.core.cli:bench_cmd",
+    "demo": "engine.core.cli:demo_cmd", "models": "engine.core.cli:models_cmd",
+    "rerank": "engine.core.rerankers.cli:rerank_app", "adapt": "engine.core.adapters.cli:adapt_cmd",
+    "pipeline": "engine.core.pipeline.cli:pipeline_app",
+    "eval": "engine.eval.cli:eval_cmd", "metrics": "engine.eval.cli:metrics_cmd",
+    "compare": "engine.eval.cli:compare_cmd", "fuse": "engine.eval.cli:fuse_cmd",
+    "experiment": "engine.eval.cli:experiment_cmd",
+    "validate": "engine.cli:validate_group", "convert": "engine.cli:convert_group",
+    "serve": "engine.serve.cli:serve_cmd",
+    "eventa": "engine.tasks.eventa.cli:eventa_app",
+    "modelret-a": "engine.tasks.model_ranking.cli:modelret_a_cmd", "mllm": "engine.tasks.model_ranking.cli:mllm_cmd",
+    "lora": "engine.tasks.lora.cli:lora_app", "dse": "engine.tasks.dse.cli:dse_app",
+}
+"""Every top-level command: its name and "module:attribute", a typer command function or a typer group."""
 READS_RUNS = {"eval", "compare", "fuse"}  # may read a task's run format: import the task packages (not their CLIs)
+TASK_PIPELINES = {"pipeline", "experiment", "serve"}  # may name a task's default pipeline: every task's CLI registers it
+HELP = ("Dense multimodal retrieval for shared tasks: build FAISS collections, search, write submission files, "
+        "evaluate runs with the official metrics.")
 
 
-def build_app(tasks: Sequence[str] = TASKS, only: str | None = None) -> typer.Typer:
-    """The app with the core and evaluation commands and those of `tasks` (package names); with `only`, a
-    core command's name, that command alone (a query's start-up assembles no other command's options)."""
-    from engine.core import cli as core_cli
-    app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
-                      help="Dense multimodal retrieval for shared tasks: build FAISS collections, search, "
-                           "write submission files, evaluate runs with the official metrics.")
-    app.callback()(_root_options)
-    if only in core_cli.COMMANDS:
-        app.command(only)(core_cli.COMMANDS[only])
-        check_options_first(app)
-        return app
+class LazyGroup(TyperGroup):
+    """The root group: a command's module is imported the first time the command is looked up."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, name: str) -> Any:
+        if name not in self.commands and name in COMMANDS:
+            self.commands[name] = load_command(name)
+        return self.commands.get(name)
+
+
+def load_command(name: str) -> Any:
+    """The click command of top-level command `name`, its options checked first (`engine.io.options`) and its
+    on/off flags shown without a value."""
+    if name in READS_RUNS:
+        for task in TASKS:  # each registers the run format it defines
+            importlib.import_module(task)
+    if name in TASK_PIPELINES:
+        _shared_groups()  # each task's CLI registers its default pipeline
+    target = _target(name)
+    holder = typer.Typer(add_completion=False)
+    holder.callback()(lambda: None)  # a group, so one command is not collapsed into the root
+    if isinstance(target, typer.Typer):
+        holder.add_typer(target, name=name)
+    else:
+        holder.command(name)(target)
+    check_options_first(holder)
+    command = typer.main.get_command(holder).commands[name]
+    show_flags_as_flags(command)
+    return command
+
+
+def validate_group() -> typer.Typer:
+    """`engine validate`: evaluation's `run` and every task's submission format."""
+    return _shared_groups()[0]
+
+
+def convert_group() -> typer.Typer:
+    """`engine convert`: every task's benchmark files to TREC qrels, runs and groups."""
+    return _shared_groups()[1]
+
+
+def _shared_groups() -> tuple[typer.Typer, typer.Typer]:
     from engine.eval import cli as eval_cli
-    from engine.serve import cli as serve_cli
-    core_cli.register(app)
-    from engine.core.adapters import cli as adapt_cli
-    from engine.core.rerankers import cli as rerank_cli
-    from engine.core.pipeline import cli as pipeline_cli
-    rerank_cli.register(app)
-    adapt_cli.register(app)
-    pipeline_cli.register(app)
-    validate, convert = eval_cli.register(app)
-    serve_cli.register(app)
-    for task in tasks:
-        importlib.import_module(f"{task}.cli").register(app, validate, convert)
+    groups = eval_cli.register(typer.Typer())
+    for task in TASKS:
+        importlib.import_module(f"{task}.cli").register(typer.Typer(), *groups)
+    return groups
+
+
+def root_command() -> LazyGroup:
+    """The `engine` click group, no command loaded yet."""
+    app = typer.Typer(cls=LazyGroup, no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
+                      help=HELP)
+    app.callback()(_root_options)
+    return typer.main.get_command(app)
+
+
+def build_app() -> typer.Typer:
+    """The whole app as one typer app, every command loaded (tests drive it with `typer.testing.CliRunner`)."""
+    app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False, help=HELP)
+    app.callback()(_root_options)
+    for name in COMMANDS:
+        target = _target(name)
+        if isinstance(target, typer.Typer):
+            app.add_typer(target, name=name)
+        else:
+            app.command(name)(target)
     check_options_first(app)
     return app
+
+
+def _target(name: str) -> Any:
+    """The typer command function or group that `COMMANDS` names for `name`, its module imported."""
+    module, attribute = COMMANDS[name].split(":")
+    target = getattr(importlib.import_module(module), attribute)
+    return target() if module == "engine.cli" else target  # a group this module assembles (also run as __main__)
 
 
 def check_options_first(app: typer.Typer, path: str = "") -> None:
@@ -80,7 +150,7 @@ def _root_options(version: Annotated[bool, typer.Option("--version", callback=_s
     evaluate runs with the official metrics."""
 
 
-def show_flags_as_flags(command) -> None:
+def show_flags_as_flags(command: Any) -> None:
     """On/off options show no value in --help (typer writes `<bool>` after them, as if they took one)."""
     def flag(param):
         if param is not None and getattr(param, "is_flag", False) and param.metavar is None:
@@ -95,22 +165,10 @@ def show_flags_as_flags(command) -> None:
         show_flags_as_flags(sub)
 
 
-def tasks_for(argv: Sequence[str]) -> tuple[str, ...]:
-    """The task packages a command line may need: none for a core command (`eval` only imports the task
-    packages themselves, which register the run formats they define), all for anything else."""
-    if argv and argv[0] in CORE_ONLY:
-        if argv[0] in READS_RUNS:
-            for task in TASKS:
-                importlib.import_module(task)
-        return ()
-    return TASKS
-
-
-def flag_names(app: typer.Typer | typer.main.TyperGroup, argv: Sequence[str]) -> Callable[[str], str]:
+def flag_names(command: Any, argv: Sequence[str]) -> Callable[[str], str]:
     """Option name → its flag in the command `argv` invokes (`batch_size` → `--batch-size`), for messages."""
-    command = typer.main.get_command(app) if isinstance(app, typer.Typer) else app
     for word in argv:
-        sub = getattr(command, "commands", {}).get(word)
+        sub = command.get_command(None, word) if hasattr(command, "get_command") else None
         if sub is None:
             break
         command = sub
@@ -120,26 +178,16 @@ def flag_names(app: typer.Typer | typer.main.TyperGroup, argv: Sequence[str]) ->
 
 def main() -> None:
     """Console-script entry: user errors become one red line and exit code 2, never a traceback."""
-    gc.disable()  # the command's modules and its click tree: objects that live for the whole run
-    from engine.progress import quiet_libraries
+    from engine.progress import error_line, one_line_errors, quiet_libraries
     quiet_libraries()
-    try:
-        from engine.core.cli import bare_ray_flag
-        argv = sys.argv[1:] = bare_ray_flag(sys.argv[1:])
-        command = typer.main.get_command(build_app(tasks_for(argv), only=argv[0] if argv else None))
-        show_flags_as_flags(command)
-        set_option_names(flag_names(command, argv))
-        if argv and argv[0] in getattr(command, "commands", {}):
-            from engine.cached_args import save_shape
-            save_shape(argv[0], command.commands[argv[0]])  # the next plain `engine search` skips typer
-    finally:  # what start-up made is not scanned again while the command runs with collections on: ≈ 15 ms
-        gc.freeze()  # of a cold query's 0.4 s went to collections that found nothing to free
-        gc.enable()
-    from engine.progress import error_line, one_line_errors
+    from engine.core.cluster import bare_ray_flag
+    argv = sys.argv[1:] = bare_ray_flag(sys.argv[1:])
+    command = root_command()
     try:
         with one_line_errors():
             from engine.errors import check_arguments
             check_arguments(argv)
+            set_option_names(flag_names(command, argv))
             try:
                 sys.exit(command(standalone_mode=False) or 0)  # commands return None; click's Exit returns its code
             except typer.TyperException as exc:  # click's own refusals (a word for a number, a missing option)
@@ -154,7 +202,6 @@ def main() -> None:
                 raise KeyboardInterrupt from None
     finally:
         set_option_names(str)
-        gc.unfreeze()  # a caller that goes on (a test, a script calling main) collects as before
 
 
 def __getattr__(name: str) -> typer.Typer:

@@ -97,7 +97,7 @@ def error_line(message: str) -> None:
 @contextmanager
 def one_line_errors() -> Iterator[None]:
     """A command's user errors as one red line and exit 2, an interrupt as exit 130, a full disk as a line that
-    says nothing was lost: every command line's way out, typer's or the cached query's (engine.cached_args)."""
+    says nothing was lost: every command line's way out."""
     try:
         yield
     except EngineError as exc:

@@ -1,10 +1,16 @@
-"""Shared fixtures: real models loaded once per session, bundled real photos, and ../shared/data when present."""
+"""Shared fixtures: `run_cli` (the `engine` command in-process), the fake encoder (model-free, deterministic),
+real models loaded once per session, bundled real photos, and ../shared/data when present."""
 from __future__ import annotations
 
+import hashlib
 import os
+import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Callable
 
+import numpy as np
 import pytest
 
 # Class-name embeddings of the offline bridge are cached; keep tests from writing to the user's home.
@@ -14,26 +20,146 @@ SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 REPO = Path(__file__).resolve().parents[1]
 
 
-def shared_path(*parts: str) -> Path:
-    """A path under ../shared/data, or a clean skip when that data is absent (a user's fresh clone)."""
-    path = SHARED_DATA.joinpath(*parts)
-    if not path.exists():
-        pytest.skip(f"{path} not present")
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    """The repository's root folder."""
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """../shared/data (real benchmark files); it may be absent: tests that need it take `shared_path`."""
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def shared_path() -> Callable[..., Path]:
+    """`shared_path("coco-mini")`: a path under ../shared/data, or a clean skip when that data is absent (a
+    user's fresh clone)."""
+    def path(*parts: str) -> Path:
+        found = SHARED_DATA.joinpath(*parts)
+        if not found.exists():
+            pytest.skip(f"{found} not present")
+        return found
     return path
 
 
-def run_cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    """Run `engine ARGS` in-process through `cli.main`, which turns EngineError into one line: (exit, out, err)."""
-    import sys
-    import engine.cli as cli
-    monkeypatch.setattr(sys, "argv", ["engine", *map(str, args)])
-    try:
-        cli.main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    out, err = capsys.readouterr()
-    return code, out, err
+@pytest.fixture()
+def run_cli(monkeypatch, capsys) -> Callable[..., tuple[int, str, str]]:
+    """`run_cli(*args)`: `engine ARGS` in-process through `engine.cli.main`, which turns EngineError into one
+    line: (exit code, stdout, stderr)."""
+    def run(*args: object) -> tuple[int, str, str]:
+        import engine.cli as cli
+        capsys.readouterr()  # what the set-up printed before is not the command's output
+        monkeypatch.setattr(sys, "argv", ["engine", *map(str, args)])
+        try:
+            cli.main()
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        out, err = capsys.readouterr()
+        return code, out, err
+    return run
+
+
+FAKE_DIM = 16
+FAKE_CALLS = {"text": 0, "image": 0, "loads": 0}
+"""What the fake encoder was asked to do since it was installed (tests assert that a model stayed unloaded)."""
+
+
+def _fake_texts(texts, batch_size, dim: int = FAKE_DIM) -> np.ndarray:
+    FAKE_CALLS["text"] += 1
+    time.sleep(float(os.environ.get("FAKE_ENCODER_DELAY", "0")))  # a slow build, to be killed mid-way
+    return np.stack([np.frombuffer(hashlib.sha256(t.encode()).digest()[:dim], dtype=np.uint8).astype(np.float32) + 1
+                     for t in texts])
+
+
+def _fake_preprocess(img):
+    import torch
+    return torch.tensor(np.asarray(img.resize((2, 2))).astype(np.float32).ravel() / 255 + 0.01)
+
+
+def _fake_images(batch) -> np.ndarray:
+    FAKE_CALLS["image"] += 1
+    return batch.numpy()[:, :12].astype(np.float32)
+
+
+def fake_load(spec: str, joint: bool = False):
+    """Stands in for `engine.core.encoders.registry.load_encoder`: `fake-image` (and conse) embeds images,
+    anything else texts; `joint`: texts and images in one 12-d space (spec `fake-joint`; an `effnet` image
+    model keeps its spec, which LoRA adapters store and check when they load)."""
+    from engine.core.encoders.base import Encoder
+    FAKE_CALLS["loads"] += 1
+    if joint:
+        return Encoder(spec=spec if spec == "effnet" else "fake-joint", dim=12, modalities=frozenset({"text", "image"}),
+                       text_fn=lambda texts, batch_size: _fake_texts(texts, batch_size, 12),
+                       preprocess=_fake_preprocess, image_batch_fn=_fake_images, info={"max_seq_length": 256})
+    if spec.startswith("fake-image") or spec == "conse":
+        return Encoder(spec="fake-image", dim=12, modalities=frozenset({"image"}), preprocess=_fake_preprocess,
+                       image_batch_fn=_fake_images)
+    return Encoder(spec="fake", dim=FAKE_DIM, modalities=frozenset({"text"}), text_fn=_fake_texts,
+                   info={"max_seq_length": 256})
+
+
+def install_fake_encoder(monkeypatch=None, load: Callable = fake_load) -> None:
+    """Route every encoder load to `load` (in a test with monkeypatch, or for good in a child process:
+    tests/hardening/writer.py)."""
+    from engine.core.encoders import registry
+    no_light_side = lambda spec, field: None  # noqa: E731  (queries and exports go through `load` too)
+    targets = [(registry, "load_encoder", load), (registry, "load_text_query_encoder", load),
+               (registry, "_light_side", no_light_side)]
+    # modules imported earlier that bound `load_encoder` by name (`from … import load_encoder`) get `load` too
+    targets += [(m, "load_encoder", load) for name, m in list(sys.modules.items())
+                if name.startswith("engine.") and m is not registry
+                and getattr(m, "load_encoder", None) is registry.load_encoder]
+    for module, name, value in targets:
+        if monkeypatch is not None:
+            monkeypatch.setattr(module, name, value)
+        else:
+            setattr(module, name, value)
+    for k in FAKE_CALLS:
+        FAKE_CALLS[k] = 0
+
+
+@pytest.fixture(scope="session")
+def install_fake() -> Callable[..., None]:
+    """`install_fake(monkeypatch)`: the fake encoder for a wider scope than one test (a module's builds)."""
+    return install_fake_encoder
+
+
+@pytest.fixture()
+def fake_encoder(monkeypatch) -> dict[str, int]:
+    """Every encoder load answered by the fake encoder; the counts of its loads and batches."""
+    install_fake_encoder(monkeypatch)
+    return FAKE_CALLS
+
+
+@pytest.fixture()
+def joint_encoder(monkeypatch) -> dict[str, int]:
+    """Every model spec loads the fake joint encoder (texts and images in one space): the docs' examples."""
+    install_fake_encoder(monkeypatch, lambda spec: fake_load(spec, joint=True))
+    return FAKE_CALLS
+
+
+HEAVY_MODULES = ("torch", "torchvision", "timm", "sentence_transformers", "transformers")
+"""What a query's start-up must not import (its models run on onnxruntime)."""
+
+
+@pytest.fixture(scope="session")
+def image_query_in_new_process() -> Callable[..., tuple[str, str]]:
+    """`(root, name, photo, *more_heavy)` → the top id of an image query in a fresh Python, and which of
+    `HEAVY_MODULES` (and `more_heavy`) it imported, as the printed sorted list."""
+    import subprocess
+
+    def run(root, name: str, photo: str, *more_heavy: str) -> tuple[str, str]:
+        heavy = (*HEAVY_MODULES, *more_heavy)
+        code = ("import sys\nfrom engine.core.collection import Collection\n"
+                f"c = Collection.open({name!r}, {str(root)!r})\nprint(c.search(image={photo!r}, k=1)[0].id)\n"
+                f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                             env={**os.environ, "PYTHONPATH": str(REPO)}).stdout.split("\n")
+        return out[0], out[1]
+    return run
 
 
 @pytest.fixture(scope="session")
@@ -155,3 +281,15 @@ def tiny_lm(tmp_path_factory) -> Path:
                          initializer_range=0.5, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
     Qwen3ForCausalLM(config).save_pretrained(out)
     return out
+
+
+@pytest.fixture(scope="session")
+def lm_words() -> str:
+    """The words every tiny causal LM's vocabulary knows (`LM_WORDS`)."""
+    return LM_WORDS
+
+
+@pytest.fixture(scope="session")
+def make_word_tokenizer() -> Callable:
+    """`word_tokenizer(texts, …)`: a word-level tokenizer over the words of `texts`, for tiny models."""
+    return word_tokenizer

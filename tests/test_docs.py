@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 import re
+import sys
+from pathlib import Path
 
 import pytest
 
-from conftest import REPO
 from engine.core.encoders.registry import model_table
 from engine.display import format_table
 from engine.eval.metrics import metric_table
 from engine.eval.profiles import PROFILES
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def block(path, name: str) -> str:
@@ -73,29 +76,14 @@ def doc_blocks(path: str) -> list[tuple[int, str, list[str], str | None]]:
     return out
 
 
-def _text_vec(texts, batch_size):
-    import hashlib
-    import numpy as np
-    return np.stack([np.frombuffer(hashlib.sha256(t.encode()).digest()[:12], dtype=np.uint8).astype(np.float32) + 1
-                     for t in texts])
-
-
-def _joint(spec: str):
-    """A fake joint encoder (texts and images in one 12-d space), for every model spec the docs name."""
-    from hardening import fake
-    from engine.core.encoders.base import Encoder
-    return Encoder(spec="fake-joint", dim=12, modalities=frozenset({"text", "image"}), text_fn=_text_vec,
-                   preprocess=fake._preprocess, image_batch_fn=fake._image_batch, info={"max_seq_length": 256})
-
-
 def _write(folder, name: str, text: str) -> None:
     path = folder / name
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
 
 
-def make_sandbox(folder) -> None:
-    """The tiny files the docs' examples name."""
+def make_sandbox(folder, doc: str = "") -> None:
+    """The tiny files the docs' examples name (a style set in NTCIR-B's layout for docs/lora.md)."""
     import shutil
     from engine.core.demo import demo_photos
     photos = demo_photos()[:3]
@@ -139,25 +127,44 @@ def make_sandbox(folder) -> None:
     _write(folder, "hybrid.toml", "pipeline = '(retrieve(\"docs\", mode=\"dense\", k=10) | "
                                   "retrieve(\"docs\", mode=\"bm25\", k=10)) % 5'\n")
     shutil.copy(photos[1], folder / "q.jpg")
+    _write(folder, "pairs.csv", "query,document\n" + "".join(
+        f"{q},{d}\n" for q, d in (("storm", "Storm at sea"), ("dog", "Dog show"), ("cat", "Cat cafe"),
+                                   ("sea storm", "waves and wind"), ("puppy", "a small dog"), ("kitten", "a small cat"),
+                                   ("rain", "floods in the old town"), ("money", "budget talks"))))
+    import numpy as np
+    np.save(folder / "vectors.npy", np.random.default_rng(0).normal(size=(6, 12)).astype(np.float32))
+    _write(folder, "vector_ids.txt", "".join(f"v{i}\n" for i in range(6)))
+    llms = ["llm-a", "llm-b", "llm-c"]
+    _write(folder, "llm_ids.txt", "\n".join(llms) + "\n")
+    _write(folder, "llm_dev_data.tsv", "".join(f"d{i}\tquestion {i} about {('math', 'poems', 'code')[i % 3]}\n"
+                                               for i in range(12)))
+    _write(folder, "dev.qrels", "".join(f"d{i} 0 {llms[i % 3]} 2\nd{i} 0 {llms[(i + 1) % 3]} 1\n" for i in range(12)))
+    _write(folder, "test_queries.tsv", "t1\tquestion about math\nt2\tquestion about poems\n")
+    from fixtures.dse_synthetic import generate, write_corpus
+    write_corpus(generate(n_records=40, n_cases=10, n_train_cases=2, seed=3), folder / "dse-synth")
+    if doc.endswith("lora.md"):
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("make_style_set", REPO / "benchmarks" / "make_style_set.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules.setdefault("make_style_set", module)  # its dataclasses look their module up
+        spec.loader.exec_module(module)
+        module.make_style_set(folder / "style-set", "skimage", 4, 3, size=64, test_fraction=0.34)
     from engine.tasks.eventa.submission import run_to_submission
     run_to_submission(folder / "run.txt", folder, folder / "queries.csv")
 
 
 @pytest.mark.parametrize("doc", DOC_FILES)
-def test_every_documented_command_runs(doc, tmp_path, monkeypatch, capsys):
+def test_every_documented_command_runs(run_cli, joint_encoder, doc, tmp_path, monkeypatch, capsys):
     """Every command line of the doc's shell blocks exits 0 (transcripts: no traceback), in order."""
     import shlex
 
-    from conftest import run_cli
-    from engine.core.encoders import registry
     blocks = doc_blocks(doc)
     todo = [(line, lang, cmds) for line, lang, cmds, reason in blocks if reason is None]
     if not todo:
         pytest.skip(f"{doc}: no command block to run (none, or each marked docs-test: skip)")
-    monkeypatch.setattr(registry, "load_encoder", _joint)
-    monkeypatch.setattr(registry, "load_text_query_encoder", _joint)
-    make_sandbox(tmp_path)
+    make_sandbox(tmp_path, doc)
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ENGINE_CACHE", str(tmp_path / "cache"))  # stage outputs of this doc's collections only
     failures = []
     for line, lang, commands in todo:
         for cmd in commands:
@@ -169,7 +176,7 @@ def test_every_documented_command_runs(doc, tmp_path, monkeypatch, capsys):
                                 "<!-- docs-test: skip (why) -->")
                 continue
             try:
-                code, _, err = run_cli(monkeypatch, capsys, *words[1:])
+                code, _, err = run_cli(*words[1:])
             except Exception as exc:  # a traceback
                 import traceback
                 code, err = -1, "".join(traceback.format_exception(exc)[-3:])

@@ -18,7 +18,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from engine.core.ranking import top_k
+from engine.io.ranking import top_k
 from engine.core.store.generations import FileWriter
 from engine.errors import EngineError
 from engine.io.atomic import write_json

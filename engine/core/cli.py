@@ -2,7 +2,7 @@
 Parsing only: defaults come from the dataclasses and constants the work reads, the work lives elsewhere."""
 from __future__ import annotations
 
-import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -10,13 +10,14 @@ import typer
 
 from engine.core.build.options import BuildOptions
 from engine.core.collection import DEFAULT_ROOT
-from engine.core.cluster import LOCAL
 from engine.core.encoders.registry import model_help
+from engine.core.rerankers.flags import RerankInstruction, RerankRounds, RerankTemplate
 from engine.core.rerankers.options import reranker_help
 from engine.errors import EngineError, opt
+from engine.io.options import cli, options_command, split_list
 from engine.io.jsonio import print_json
 from engine.progress import set_quiet
-from engine.serve.options import API_KEY_ENV
+from engine.core.remote import API_KEY_ENV
 
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or status lines (for scripts).")]
 Root = Annotated[Path, typer.Option("--root", envvar="ENGINE_ROOT", help="Folder that holds collections.")]
@@ -33,36 +34,9 @@ KFactor = Annotated[Optional[float], typer.Option("--k-factor", help="Candidates
                                                   "(…,RFlat) re-ranks exactly (overrides the stored value).",
                                                   show_default=False)]
 BUILD = BuildOptions()
-RerankTemplate = Annotated[Optional[str], typer.Option("--rerank-template", help="llm: prompt: qwen3-reranker "
-                           "(Qwen3-Reranker's published format; the default for its names), chat (the model's chat "
-                           "template; the default otherwise) or a FILE with {instruction}, {query}, {document}.",
-                           show_default=False)]
-RerankInstruction = Annotated[Optional[str], typer.Option("--rerank-instruction", help="The task told to an llm:, "
-                              "llm-list: or vlm: reranker (default: \"Given a web search query, retrieve relevant "
-                              "passages that answer the query\").", show_default=False)]
-RerankRounds = Annotated[Optional[int], typer.Option("--rerank-rounds", help="llm-list: grouped voting with R "
-                         "shuffled rounds instead of the sliding window (1-100).", show_default=False)]
 RayAddress = Annotated[Optional[str], typer.Option("--ray", metavar="[ADDRESS]", help="Run on Ray: a bare --ray "
                        "starts a local Ray for the run; auto or ray://HOST:PORT joins a running cluster "
                        "(needs the `ray` extra).", show_default=False)]
-_RAY_ADDRESS = re.compile(r"^(local|auto|ray://\S+|[\w.-]+:\d+)$")
-
-
-def bare_ray_flag(argv: list[str]) -> list[str]:
-    """`--ray` not followed by an address (`local`, `auto`, `ray://…`, `host:port`) means `--ray local`."""
-    out = []
-    for n, word in enumerate(argv):
-        out.append(word)
-        if word == "--ray" and (n + 1 == len(argv) or not _RAY_ADDRESS.match(argv[n + 1])):
-            out.append(LOCAL)
-    return out
-
-
-def split_list(value: Optional[str]) -> Optional[list[str]]:
-    """A comma-separated option as a list (None when not given)."""
-    return [v.strip() for v in value.split(",") if v.strip()] if value else None
-
-
 def build_cmd(
     name: Annotated[str, typer.Argument(help="Collection name: a folder under --root.")],
     images: Annotated[Optional[Path], typer.Option("--images", help="Image folder (recursive; id = path without "
@@ -156,50 +130,58 @@ def build_cmd(
                      update=update, sync=sync, bm25=bm25, bm25_analyzer=bm25_analyzer, query_prompt=query_prompt, doc_prompt=doc_prompt)
 
 
-def search_cmd(
-    name: Annotated[str, typer.Argument(help="Collection name.")],
-    text: Annotated[Optional[str], typer.Argument(help="Text query.")] = None,
-    image: Annotated[Optional[Path], typer.Option("--image", help="Image file as the query.")] = None,
-    k: Annotated[int, typer.Option("-k", "--top-k", help="Results per query.")] = 10,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
-    queries: Annotated[Optional[Path], typer.Option("--queries", help="File of queries (TSV qid<TAB>text, CSV or "
-                       "JSONL with id and text columns); needs --out.")] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", help="TREC run to write for --queries.")] = None,
-    run_id: Annotated[Optional[str], typer.Option("--run-id", help="Run id column (default: what made the run, "
-                      "collection-mode[-reranker]).")] = None,
-    batch_size: BatchSize = "64",
-    device: Device = "auto",
-    nprobe: NProbe = None,
-    ef: Ef = None,
-    k_factor: KFactor = None,
-    server: Annotated[Optional[str], typer.Option("--server", help="URL of a running `engine serve` to ask "
-                      "instead of loading the collection here (same output).")] = None,
-    rerank: Annotated[Optional[str], typer.Option("--rerank", help=reranker_help() + " Reorders the first "
-                      "stage's top --rerank-depth hits of a text query (docs/rerank.md).", show_default=False)] = None,
-    rerank_depth: Annotated[Optional[int], typer.Option("--rerank-depth", help="Hits the first stage fetches for "
-                            "the reranker (at least -k; default 100).", show_default=False)] = None,
-    rerank_template: RerankTemplate = None,
-    rerank_instruction: RerankInstruction = None,
-    rerank_rounds: RerankRounds = None,
-    api_key: Annotated[Optional[str], typer.Option("--api-key", envvar=API_KEY_ENV, show_envvar=True,
-                       help="Key for a --server that needs one.")] = None,
-    ray: Annotated[Optional[str], typer.Option("--ray", metavar="[ADDRESS]", help="Search a sharded collection's "
-                   "shards in Ray actors (bare --ray: a local Ray; auto or ray://HOST:PORT: a cluster).",
-                   show_default=False)] = None,
-    mode: Annotated[Optional[str], typer.Option("--mode", help="dense, bm25 or hybrid (default: hybrid where "
-                    "the collection has a BM25 index, dense otherwise).", show_default=False)] = None,
-    fusion: Annotated[str, typer.Option("--fusion", help="How hybrid fuses dense and BM25: weighted (cosine + "
-                      "BM25 / the query's BM25 upper bound) or rrf (reciprocal ranks).")] = "weighted",
-    where: Annotated[Optional[str], typer.Option("--where", help="Metadata filter, e.g. 'split == \"a\" and "
+@dataclass(frozen=True)
+class SearchOptions:
+    """What `engine search` is told, each option declared once: its field's metadata is the command line's
+    declaration (type, flags, help), its default the command's default, its range `engine.io.options.RANGES`
+    under the same name (checked once, at the edge, before anything loads)."""
+    name: Annotated[str, cli(typer.Argument(help="Collection name."))]
+    text: Annotated[Optional[str], cli(typer.Argument(help="Text query."))] = None
+    image: Annotated[Optional[Path], cli(typer.Option("--image", help="Image file as the query."))] = None
+    k: Annotated[int, cli(typer.Option("-k", "--top-k", help="Results per query."))] = 10
+    as_json: Annotated[bool, cli(typer.Option("--json", help="Print JSON instead of a table."))] = False
+    queries: Annotated[Optional[Path], cli(typer.Option("--queries", help="File of queries (TSV qid<TAB>text, CSV "
+                       "or JSONL with id and text columns); needs --out."))] = None
+    out: Annotated[Optional[Path], cli(typer.Option("--out", help="TREC run to write for --queries."))] = None
+    run_id: Annotated[Optional[str], cli(typer.Option("--run-id", help="Run id column (default: what made the "
+                      "run, collection-mode[-reranker])."))] = None
+    batch_size: Annotated[str, cli(BatchSize)] = "64"
+    device: Annotated[str, cli(Device)] = "auto"
+    nprobe: Annotated[Optional[int], cli(NProbe)] = None
+    ef: Annotated[Optional[int], cli(Ef)] = None
+    k_factor: Annotated[Optional[float], cli(KFactor)] = None
+    server: Annotated[Optional[str], cli(typer.Option("--server", help="URL of a running `engine serve` to ask "
+                      "instead of loading the collection here (same output)."))] = None
+    rerank: Annotated[Optional[str], cli(typer.Option("--rerank", help=reranker_help() + " Reorders the first "
+                      "stage's top --rerank-depth hits of a text query (docs/rerank.md).", show_default=False))] = None
+    rerank_depth: Annotated[Optional[int], cli(typer.Option("--rerank-depth", help="Hits the first stage fetches "
+                            "for the reranker (at least -k; default 100).", show_default=False))] = None
+    rerank_template: Annotated[Optional[str], cli(RerankTemplate)] = None
+    rerank_instruction: Annotated[Optional[str], cli(RerankInstruction)] = None
+    rerank_rounds: Annotated[Optional[int], cli(RerankRounds)] = None
+    api_key: Annotated[Optional[str], cli(typer.Option("--api-key", envvar=API_KEY_ENV, show_envvar=True,
+                       help="Key for a --server that needs one."))] = None
+    ray: Annotated[Optional[str], cli(typer.Option("--ray", metavar="[ADDRESS]", help="Search a sharded "
+                   "collection's shards in Ray actors (bare --ray: a local Ray; auto or ray://HOST:PORT: a "
+                   "cluster).", show_default=False))] = None
+    mode: Annotated[Optional[str], cli(typer.Option("--mode", help="dense, bm25 or hybrid (default: hybrid where "
+                    "the collection has a BM25 index, dense otherwise).", show_default=False))] = None
+    fusion: Annotated[str, cli(typer.Option("--fusion", help="How hybrid fuses dense and BM25: weighted (cosine + "
+                      "BM25 / the query's BM25 upper bound) or rrf (reciprocal ranks)."))] = "weighted"
+    where: Annotated[Optional[str], cli(typer.Option("--where", help="Metadata filter, e.g. 'split == \"a\" and "
                      "year >= 2020' (==, !=, <, <=, >, >=, in [..], and, or, not, parentheses).",
-                     show_default=False)] = None,
-    root: Root = DEFAULT_ROOT,
-    quiet: Quiet = False,
-) -> None:
+                     show_default=False))] = None
+    root: Annotated[Path, cli(Root)] = DEFAULT_ROOT
+    quiet: Annotated[bool, cli(Quiet)] = False
+
+
+def _search(options: SearchOptions) -> None:
     """Search a collection with its own encoder: one text, one --image, or a --queries file into a TREC run."""
-    options = dict(locals())  # each by its name: engine.cached_args calls the same function the same way
     from engine.core.search_command import search
-    search(**options)
+    search(options)
+
+
+search_cmd = options_command(SearchOptions, _search)
 
 
 def info_cmd(name: Annotated[str, typer.Argument(help="Collection name.")],

@@ -3,6 +3,7 @@ when a build or a search asks for it (`missing_extra` otherwise); the index (sha
 build both use it, so it sits below both."""
 from __future__ import annotations
 
+import re
 from contextlib import contextmanager
 from typing import Any, Iterator
 
@@ -10,6 +11,19 @@ from engine.errors import EngineError, missing_extra, opt
 
 LOCAL = "local"
 """`ray` address that starts a Ray on this machine for the run (what a bare `--ray` means)."""
+_RAY_ADDRESS = re.compile(r"^(local|auto|ray://\S+|[\w.-]+:\d+)$")
+
+
+def bare_ray_flag(argv: list[str]) -> list[str]:
+    """`--ray` not followed by an address (`local`, `auto`, `ray://…`, `host:port`) means `--ray local`."""
+    out = []
+    for n, word in enumerate(argv):
+        out.append(word)
+        if word == "--ray" and (n + 1 == len(argv) or not _RAY_ADDRESS.match(argv[n + 1])):
+            out.append(LOCAL)
+    return out
+
+
 TASK_RETRIES = 3
 """How often a failed decode task (a block) is run again before the build stops."""
 

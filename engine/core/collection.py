@@ -255,7 +255,7 @@ class Collection(StoredCollection):
                       rerank: "str | Reranker | None" = None, rerank_depth: int | None = None,
                       rerank_options: Mapping[str, Any] | None = None) -> int:
         """Search a file's worth of (qid, text) queries and write a TREC run; returns lines written."""
-        from engine.eval.runs import write_run
+        from engine.io.runs import write_run
         results = self.search_many(texts=[t for _, t in queries], k=k, batch_size=batch_size, knobs=knobs,
                                    mode=mode, fusion=fusion, where=where, rerank=rerank, rerank_depth=rerank_depth,
                                    rerank_options=rerank_options)

@@ -4,7 +4,7 @@
 
 Hybrid takes each half's top `DEPTH` candidates, scores every candidate by both halves (dense by its stored
 vector, BM25 from the query's score array), and fuses the two rankings of that union with the core's fusion
-(`engine.core.fusion`, the code the task pipelines use): so a rare-token document BM25 ranks first keeps a
+(`engine.io.fusion`, the code the task pipelines use): so a rare-token document BM25 ranks first keeps a
 dense rank too, and is not tied with dense's first document that shares no query word.
 
 A filter restricts both halves before ranking (the dense half inside the search:
@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from engine.core import fusion
+from engine.io import fusion
 from engine.errors import EngineError, opt
 
 MODES = ("dense", "bm25", "hybrid")
@@ -163,7 +163,7 @@ def _bm25_scores(col, text: str, mask: np.ndarray | None) -> np.ndarray:
 
 
 def _lexical(scores: np.ndarray, depth: int) -> list[int]:
-    from engine.core.ranking import top_k
+    from engine.io.ranking import top_k
     return [int(r) for r in top_k(scores, depth) if scores[r] > 0]
 
 

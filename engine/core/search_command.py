@@ -1,65 +1,68 @@
-"""`engine search` once its options are parsed: no typer here, so a plain query's start-up (`engine.cached_args`)
-reaches the collection without assembling the command line's app."""
+"""`engine search` once its options are parsed and checked (`engine.core.cli.SearchOptions`)."""
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from engine.core.rerankers.options import RerankOptions
-from engine.core.store.stored import DEFAULT_ROOT
 from engine.errors import EngineError, opt
 from engine.io.jsonio import print_json
 from engine.progress import set_quiet
 
 if TYPE_CHECKING:
     from engine.core.collection import Collection
+    from engine.core.index.faiss_index import SearchKnobs
 
 
-def search(name: str, text: Optional[str] = None, image: Optional[Path] = None, k: int = 10, as_json: bool = False,
-           queries: Optional[Path] = None, out: Optional[Path] = None, run_id: Optional[str] = None,
-           batch_size: str = "64", device: str = "auto", nprobe: Optional[int] = None, ef: Optional[int] = None,
-           k_factor: Optional[float] = None, server: Optional[str] = None, rerank: Optional[str] = None,
-           rerank_depth: Optional[int] = None, rerank_template: Optional[str] = None,
-           rerank_instruction: Optional[str] = None, rerank_rounds: Optional[int] = None, api_key: Optional[str] = None, ray: Optional[str] = None,
-           mode: Optional[str] = None, fusion: str = "weighted", where: Optional[str] = None,
-           root: Path = DEFAULT_ROOT, quiet: bool = False) -> None:
-    """What `engine search` does with its parsed options (engine.core.cli declares them; engine.cached_args
-    parses a plain query line without typer): one text, one image, or a queries file into a TREC run."""
-    set_quiet(quiet)
+def search(o) -> None:
+    """What `engine search` does with its options (`engine.core.cli.SearchOptions`, checked against their ranges
+    already): one text, one image, or a queries file into a TREC run."""
+    set_quiet(o.quiet)
     from engine.core.collection import check_query
     from engine.core.encoders.device import check_batch_size, set_device
     from engine.core.index.faiss_index import SearchKnobs
-    check_query(text, k)  # every argument checked before a model loads
+    check_query(o.text, o.k)  # every argument checked before a model loads
     from engine.core.hybrid import check_mode
-    check_mode(mode, fusion)
-    if where is not None:
+    check_mode(o.mode, o.fusion)
+    if o.where is not None:
         from engine.core.filters import parse_where
-        parse_where(where)
-    lexical = {"mode": mode, "fusion": fusion, "where": where}
-    knobs = SearchKnobs(nprobe=nprobe, ef=ef, k_factor=k_factor)
-    set_device(device)
-    batch = check_batch_size(batch_size)
-    args = (name, text, image, k, as_json, queries, out, run_id, 64 if batch == "auto" else int(batch), knobs,
-            server, api_key, root, lexical, RerankOptions.checked(rerank, rerank_depth, k, template=rerank_template,
-                                                                    instruction=rerank_instruction,
-                                                                    rounds=rerank_rounds))
-    if ray is None:
-        return _search(*args, ray=None)
-    if server is not None:
+        parse_where(o.where)
+    set_device(o.device)
+    batch = check_batch_size(o.batch_size)
+    rerank = RerankOptions.checked(o.rerank, o.rerank_depth, o.k, template=o.rerank_template,
+                                   instruction=o.rerank_instruction, rounds=o.rerank_rounds)
+    plan = Plan(o, SearchKnobs(nprobe=o.nprobe, ef=o.ef, k_factor=o.k_factor), rerank,
+                64 if batch == "auto" else int(batch))
+    if o.ray is None:
+        return _search(plan)
+    if o.server is not None:
         raise EngineError(f"{opt('ray')} searches the shards from here; leave out {opt('server')}")
     from engine.core.cluster import ray_session
-    with ray_session(ray):
-        _search(*args, ray=ray)
+    with ray_session(o.ray):
+        _search(plan)
 
 
-def _search(name: str, text: Optional[str], image: Optional[Path], k: int, as_json: bool, queries: Optional[Path],
-            out: Optional[Path], run_id: Optional[str], batch_size: int, knobs, server: Optional[str],
-            api_key: Optional[str], root: Path, lexical: dict, rr: RerankOptions, ray: Optional[str]) -> None:
+@dataclass(frozen=True)
+class Plan:
+    """A search's options with what checking them made: the index knobs, the reranker, the batch size."""
+    options: Any  # engine.core.cli.SearchOptions
+    knobs: "SearchKnobs"
+    rerank: RerankOptions
+    batch_size: int
+
+    @property
+    def lexical(self) -> dict:
+        return {"mode": self.options.mode, "fusion": self.options.fusion, "where": self.options.where}
+
+
+def _search(plan: Plan) -> None:
+    o, knobs, rr, lexical = plan.options, plan.knobs, plan.rerank, plan.lexical
+    name, text, image, k, queries, out, server, ray = o.name, o.text, o.image, o.k, o.queries, o.out, o.server, o.ray
     from engine.core.collection import Collection
     from engine.progress import info
 
     def opened() -> Collection:
-        col = Collection.open(name, root)
+        col = Collection.open(name, o.root)
         if ray is not None:
             from engine.core.index.shards import search_on_ray
             search_on_ray(col)
@@ -74,11 +77,11 @@ def _search(name: str, text: Optional[str], image: Optional[Path], k: int, as_js
         from engine.io.tables import read_queries
         qs = read_queries(queries)
         trec_safe_ids([q for q, _ in qs], "strict", queries, fixable=False)
-        trec_safe_ids([run_id or name], "strict", opt("run_id"), fixable=False)
+        trec_safe_ids([o.run_id or name], "strict", opt("run_id"), fixable=False)
         col = opened()
         col.check_search(k, knobs)
         col.check_rerank(rr.spec, rr.depth, k, True, dict(rr.options))
-        n = col.search_to_run(qs, out, k=k, run_id=run_id, batch_size=batch_size, knobs=knobs, **lexical,
+        n = col.search_to_run(qs, out, k=k, run_id=o.run_id, batch_size=plan.batch_size, knobs=knobs, **lexical,
                               **rr.kwargs())
         info(f"wrote {n} lines for {len(qs)} queries to {out}")
         return
@@ -87,13 +90,13 @@ def _search(name: str, text: Optional[str], image: Optional[Path], k: int, as_js
     if (text is None) == (image is None):
         raise EngineError(f"give a text query or {opt('image')} PATH (or {opt('queries')} FILE {opt('out')} RUN)")
     if server is not None:
-        from engine.serve.client import remote_search
-        hits = remote_search(server, name, text=text, image=image, k=k, api_key=api_key, **rr.remote(),
+        from engine.core.remote import remote_search
+        hits = remote_search(server, name, text=text, image=image, k=k, api_key=o.api_key, **rr.remote(),
                              **{key: v for key, v in lexical.items() if key != "fusion" or v != "weighted"})
     else:
         hits = opened().search(text=text, image=str(image) if image else None, k=k, knobs=knobs, **lexical,
                                **rr.kwargs())
-    if as_json:
+    if o.as_json:
         print_json({"query": text if text is not None else str(image), "hits": [h.as_dict() for h in hits]})
     else:
         from rich.console import Console

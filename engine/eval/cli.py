@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from engine.core.fusion import METHODS, NORMALIZERS
+from engine.io.fusion import METHODS, NORMALIZERS
 from engine.eval.compare import FORMATS, CompareOptions
 from engine.eval.fuse import FuseOptions
 from engine.eval.metrics import known_metrics
@@ -176,7 +176,7 @@ def experiment_cmd(
     from engine.core.pipeline.run import Context
     from engine.eval import experiment as ex
     from engine.eval.profiles import get_profile
-    from engine.eval.runs import read_qrels
+    from engine.io.runs import read_qrels
     from engine.progress import info
     if plot is not None and plot.suffix.lower() != ".png":
         raise EngineError(f"--plot {plot}: give a .png file")

@@ -15,7 +15,7 @@ from engine.errors import EngineError, opt
 from engine.eval.evaluate import Evaluation, evaluate, load_profile_runs
 from engine.eval.metrics import Metric, parse_metrics
 from engine.eval.profiles import get_profile
-from engine.eval.runs import Qrels, Run, load_qrels
+from engine.io.runs import Qrels, Run, load_qrels
 from engine.eval.significance import (
     CORRECTIONS,
     RESAMPLES,

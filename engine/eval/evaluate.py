@@ -15,7 +15,7 @@ from engine.errors import EngineError, preview
 from engine.eval.groups import read_groups
 from engine.eval.metrics import Metric, parse_metrics, score_query
 from engine.eval.profiles import PROFILES, get_profile
-from engine.eval.runs import Qrels, Run, load_qrels, load_run
+from engine.io.runs import Qrels, Run, load_qrels, load_run
 from engine.progress import warn
 
 DEFAULT_METRICS = PROFILES["trec"].metrics

@@ -16,7 +16,7 @@ from engine.core.pipeline.stage import Run as StageRun
 from engine.core.pipeline.stage import Stage
 from engine.errors import EngineError
 from engine.eval.compare import CompareOptions, Comparison, compare
-from engine.eval.runs import Qrels, Run
+from engine.io.runs import Qrels, Run
 
 
 @dataclass

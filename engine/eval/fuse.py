@@ -1,4 +1,4 @@
-"""`engine fuse`: run files fused query by query with `engine.core.fusion` (the one implementation the task
+"""`engine fuse`: run files fused query by query with `engine.io.fusion` (the one implementation the task
 pipelines use too), with weights given, or tuned on qrels by coordinate ascent on one metric."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engine.core.fusion import (
+from engine.io.fusion import (
     METHODS,
     NORMALIZERS,
     RRF_K,
@@ -17,7 +17,7 @@ from engine.core.fusion import (
 from engine.errors import EngineError, opt
 from engine.eval.evaluate import evaluate
 from engine.eval.metrics import parse_metric
-from engine.eval.runs import Qrels, Run, load_run, read_qrels, write_run
+from engine.io.runs import Qrels, Run, load_run, read_qrels, write_run
 from engine.progress import warn
 
 

@@ -14,7 +14,7 @@ from itertools import pairwise
 from pathlib import Path
 
 from engine.errors import EngineError, preview, where
-from engine.eval.runs import Qrels, Run, _finite
+from engine.io.runs import Qrels, Run, _finite
 from engine.io.problems import Problem
 from engine.io.tables import read_text_lines
 

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from engine.eval.runs import parse_run
+from engine.io.runs import parse_run
 from engine.io.ids import read_id_list
 from engine.io.problems import Problem, raise_first
 

@@ -160,6 +160,64 @@ OUTPUT_FOLDERS = (("adapt", "out"), ("rerank train", "out"))
 """Parameter names of files or folders a command writes: checked for writability before the work."""
 
 
+@dataclass(frozen=True)
+class Cli:
+    """A field's command-line declaration (typer's `Option`/`Argument` info: flags, help, env var), kept in the
+    field's annotation: `k: Annotated[int, cli(typer.Option("-k", help=…))] = 10`."""
+    info: Any
+
+
+def cli(declaration: Any) -> Cli:
+    """The marker for an options field's command-line declaration: a typer `Option(...)`/`Argument(...)`, or a
+    shared `Annotated[type, Option(...)]` alias (its typer part is taken)."""
+    extras = getattr(declaration, "__metadata__", None)
+    return Cli(extras[-1] if extras else declaration)
+
+
+REQUIRED = object()
+"""The default of an options field that has none (a required argument or option)."""
+
+
+def declared_options(cls: type) -> list[tuple[str, Any, Any, Any]]:
+    """(name, type, typer declaration, default) of each field of the options dataclass `cls` that the command
+    line declares, in field order."""
+    import dataclasses
+    import typing
+    hints = typing.get_type_hints(cls, include_extras=True)
+    out = []
+    for f in dataclasses.fields(cls):
+        marks = [m for m in getattr(hints[f.name], "__metadata__", ()) if isinstance(m, Cli)]
+        if marks:
+            default = f.default if f.default is not dataclasses.MISSING else REQUIRED
+            out.append((f.name, typing.get_args(hints[f.name])[0], marks[0].info, default))
+    return out
+
+
+def options_command(cls: type, run: Any) -> Any:
+    """A typer command whose parameters are the declared fields of the options dataclass `cls` (flags, help,
+    defaults as declared there) and that calls `run(cls(**values))`; `run`'s docstring is its help."""
+    import functools
+    import inspect
+    from typing import Annotated
+    params = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[kind, info],
+                                default=inspect.Parameter.empty if default is REQUIRED else default)
+              for name, kind, info, default in declared_options(cls)]
+
+    @functools.wraps(run)
+    def command(**values: Any) -> None:
+        run(cls(**values))
+    del command.__wrapped__  # typer reads the signature below, not `run`'s
+    command.__signature__ = inspect.Signature(params)
+    command.__annotations__ = {}
+    command.options = cls
+    return command
+
+
+def split_list(value: Optional[str]) -> Optional[list[str]]:
+    """A comma-separated option as a list (None when not given)."""
+    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
 def range_for(command: str, name: str) -> Optional[Range]:
     """The declared range of option `name` of `command` ("eventa submit"), or None."""
     return PER_COMMAND.get((command, name), RANGES.get(name))

@@ -41,7 +41,7 @@ def serve_cmd(
                         "POST /search {\"pipeline\": NAME, \"text\": …} runs it (repeatable).")] = None,
 ) -> None:
     """Serve collections over HTTP: JSON search API (docs at /docs), Prometheus /metrics and a web page at /."""
-    from engine.core.cli import split_list
+    from engine.io.options import split_list
     from engine.serve.server import serve
     names = split_list(collections)
     serve(ServeOptions(root=root, collections=tuple(names) if names else None, host=host, port=port,

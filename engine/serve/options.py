@@ -7,10 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.core.collection import DEFAULT_ROOT
+from engine.core.remote import API_KEY_ENV
 from engine.errors import EngineError, opt
-
-API_KEY_ENV = "ENGINE_API_KEY"
-"""Environment variable that holds the API key when it is not given on the command line."""
 
 
 @dataclass(frozen=True)

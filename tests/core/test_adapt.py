@@ -7,7 +7,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import run_cli
 
 
 def test_fit_recovers_a_planted_map_on_held_out_groups():
@@ -33,7 +32,7 @@ def test_fit_recovers_a_planted_map_on_held_out_groups():
     assert report["held_out_loss_after"] < report["held_out_loss_before"]
 
 
-def test_adapted_dir_round_trip(tmp_path, monkeypatch, capsys):
+def test_adapted_dir_round_trip(run_cli, tmp_path, monkeypatch, capsys):
     from engine.core.collection import Collection
     from engine.core.encoders.registry import load_encoder
     pairs = tmp_path / "pairs.csv"
@@ -41,7 +40,7 @@ def test_adapted_dir_round_trip(tmp_path, monkeypatch, capsys):
     pairs.write_text("query,document\n" + "".join(f"about {t} {i},a long text on {t} number {i}\n"
                                                   for t in topics for i in range(3)))
     out = tmp_path / "ad"
-    code, _, err = run_cli(monkeypatch, capsys, "adapt", "--base", "sbert:all-MiniLM-L6-v2", "--pairs", pairs,
+    code, _, err = run_cli("adapt", "--base", "sbert:all-MiniLM-L6-v2", "--pairs", pairs,
                            "--out", out, "--epochs", "20", "-q")
     assert code == 0, err
     enc = load_encoder(f"adapted:{out}")
@@ -51,7 +50,7 @@ def test_adapted_dir_round_trip(tmp_path, monkeypatch, capsys):
     np.testing.assert_allclose(enc.encode_texts(["a text on bread"]), want / np.linalg.norm(want), atol=1e-5)
     docs = tmp_path / "docs.csv"
     docs.write_text("id,text\n" + "".join(f"{t},a text about {t}\n" for t in topics))
-    code, _, err = run_cli(monkeypatch, capsys, "build", "c", "--texts", docs, "--model", f"adapted:{out}",
+    code, _, err = run_cli("build", "c", "--texts", docs, "--model", f"adapted:{out}",
                            "--root", tmp_path / "idx", "-q")
     assert code == 0, err
     col = Collection.open("c", tmp_path / "idx")
@@ -65,10 +64,10 @@ def test_adapted_dir_round_trip(tmp_path, monkeypatch, capsys):
     ("text,image\ncat,missing.jpg\n", "image missing.jpg not found"),
     ("query,document\nq,d\n", "an adapter needs at least 5"),
 ])
-def test_bad_pairs_are_one_line(csv_text, message, tmp_path, monkeypatch, capsys):
+def test_bad_pairs_are_one_line(run_cli, csv_text, message, tmp_path, monkeypatch, capsys):
     pairs = tmp_path / "p.csv"
     pairs.write_text(csv_text)
-    code, out, err = run_cli(monkeypatch, capsys, "adapt", "--base", "conse", "--pairs", pairs, "--out",
+    code, out, err = run_cli("adapt", "--base", "conse", "--pairs", pairs, "--out",
                              tmp_path / "o")
     text = (out + err).strip()
     assert code == 2 and message in text and len(text.splitlines()) <= 2, text
@@ -118,7 +117,7 @@ def test_neighbours_gain_on_held_out_photos_of_a_planted_split():
     assert form.features.shape == (len(train), 32) and form.captions.shape == (len(train), caps.shape[1])
 
 
-def test_conse_neighbours_round_trip_through_the_cli(tmp_path, monkeypatch, capsys, sample_photos):
+def test_conse_neighbours_round_trip_through_the_cli(run_cli, tmp_path, monkeypatch, capsys, sample_photos):
     """`engine adapt` on text,image pairs over conse writes version 2; `adapted:DIR` applies exactly the fitted
     form to conse's own text vectors and to the 10-view image features; build and search take it."""
     import json
@@ -135,7 +134,7 @@ def test_conse_neighbours_round_trip_through_the_cli(tmp_path, monkeypatch, caps
     pairs.write_text("text,image\n" + "".join(f"{captions[n]}{s},{sample_photos[n]}\n" for n in names
                                               for s in ("", " in a photo")))
     out = tmp_path / "ad"
-    code, _, err = run_cli(monkeypatch, capsys, "adapt", "--base", "conse", "--pairs", pairs, "--out", out)
+    code, _, err = run_cli("adapt", "--base", "conse", "--pairs", pairs, "--out", out)
     assert code == 0, err
     assert "conse-neighbours" in err and "5-fold" in err
     config = json.loads((out / "adapter.json").read_text())
@@ -152,7 +151,7 @@ def test_conse_neighbours_round_trip_through_the_cli(tmp_path, monkeypatch, caps
     photos.mkdir()
     for n in names:
         (photos / sample_photos[n].name).symlink_to(sample_photos[n])
-    code, _, err = run_cli(monkeypatch, capsys, "build", "p", "--images", photos, "--model", f"adapted:{out}",
+    code, _, err = run_cli("build", "p", "--images", photos, "--model", f"adapted:{out}",
                            "--root", tmp_path / "idx", "-q")
     assert code == 0, err
     col = Collection.open("p", tmp_path / "idx")
@@ -179,13 +178,13 @@ def test_an_adapter_folder_without_a_version_loads_as_linear_maps(tmp_path):
     (("--form", "bogus"), "--form must be one of auto, linear, conse-neighbours"),
     (("--form", "conse-neighbours", "--base", "sbert:all-MiniLM-L6-v2"), "--form conse-neighbours needs"),
 ])
-def test_bad_form_is_one_line_before_any_model_loads(args, message, tmp_path, monkeypatch, capsys):
+def test_bad_form_is_one_line_before_any_model_loads(run_cli, args, message, tmp_path, monkeypatch, capsys):
     import engine.core.encoders.registry as registry
     monkeypatch.setattr(registry, "load_encoder", lambda spec: pytest.fail("a model loaded"))
     pairs = tmp_path / "p.csv"
     pairs.write_text("query,document\n" + "".join(f"q{i},d{i}\n" for i in range(6)))
     base = () if "--base" in args else ("--base", "conse")
-    code, out, err = run_cli(monkeypatch, capsys, "adapt", *base, "--pairs", pairs, "--out", tmp_path / "o", *args)
+    code, out, err = run_cli("adapt", *base, "--pairs", pairs, "--out", tmp_path / "o", *args)
     text = (out + err).strip()
     assert code == 2 and message in text and len(text.splitlines()) <= 2, text
     assert not (tmp_path / "o").exists()

@@ -99,15 +99,30 @@ def test_models_and_metrics_list_their_registries():
 
 
 def test_a_core_command_assembles_without_the_tasks():
-    """`engine search` starts without importing any task; `engine eval` only the task packages (their run
-    formats), not their commands; everything else gets every task."""
-    code = ("import sys; from engine.cli import build_app, tasks_for\n"
-            "for argv in (['search', 'x'], ['eval', 'r', 'q'], ['eventa', 'submit']):\n"
-            "    build_app(tasks_for(argv))\n"
-            "    print(sorted(m for m in sys.modules if m.startswith('engine.tasks')))\n")
+    """The root group loads a command's module when that command runs: `engine search` imports no task, no
+    evaluation and no service; `engine eval` only the task packages (their run formats), not their commands;
+    `engine validate` every task's command module (each adds its format)."""
+    code = ("import sys; from engine.cli import root_command\n"
+            "for name in ('search', 'eval', 'validate'):\n"
+            "    root_command().get_command(None, name)\n"
+            "    print(sorted(m for m in sys.modules if m.startswith(('engine.tasks', 'engine.eval', 'engine.serve'))))\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    search, evaluation, task = [eval(line) for line in r.stdout.splitlines()]
+    search, evaluation, validate = [eval(line) for line in r.stdout.splitlines()]
     assert search == []
-    assert "engine.tasks.eventa" in evaluation and not any(m.endswith(".cli") for m in evaluation)
+    assert "engine.tasks.eventa" in evaluation and not any(m.startswith("engine.tasks") and m.endswith(".cli")
+                                                           for m in evaluation)
     assert {"engine.tasks.eventa.cli", "engine.tasks.dse.cli", "engine.tasks.lora.cli",
-            "engine.tasks.model_ranking.cli"} <= set(task)
+            "engine.tasks.model_ranking.cli"} <= set(validate)
+
+
+def test_every_command_of_the_lazy_root_is_the_full_apps():
+    """The lazy root lists the same commands, with the same parameters, as the app tests drive."""
+    import typer
+
+    from engine.cli import root_command
+    full = typer.main.get_command(app)
+    lazy = root_command()
+    assert sorted(lazy.list_commands(None)) == sorted(full.commands)
+    for name in full.commands:
+        params = [(p.name, p.opts, p.default) for p in lazy.get_command(None, name).params]
+        assert params == [(p.name, p.opts, p.default) for p in full.commands[name].params], name

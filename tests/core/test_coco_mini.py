@@ -6,13 +6,12 @@ import json
 import numpy as np
 import pytest
 
-from conftest import shared_path
 from engine.core.collection import Collection
 
 pytestmark = pytest.mark.shared
 
 
-def test_caption_to_image_retrieval_on_coco_mini(tmp_path):
+def test_caption_to_image_retrieval_on_coco_mini(shared_path, tmp_path):
     folder = shared_path("coco-mini")
     data = json.loads((folder / "captions.json").read_text())
     col = Collection.build("coco", images=folder / "images", root=tmp_path, batch_size=16)
@@ -29,7 +28,7 @@ def test_caption_to_image_retrieval_on_coco_mini(tmp_path):
     assert r1 >= 0.385 and r5 >= 0.792 and mrr >= 0.556
 
 
-def test_caption_text_collection_on_coco_mini(tmp_path):
+def test_caption_text_collection_on_coco_mini(shared_path, tmp_path):
     folder = shared_path("coco-mini")
     data = json.loads((folder / "captions.json").read_text())
     path = tmp_path / "captions.jsonl"

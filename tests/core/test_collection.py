@@ -194,7 +194,7 @@ def test_approximate_index_reports_recall_and_small_collections_are_refused(tmp_
 
 
 def test_search_to_run_writes_valid_trec(tmp_path, docs_csv):
-    from engine.eval.runs import read_run
+    from engine.io.runs import read_run
     col = Collection.build("docs", texts=docs_csv, root=tmp_path)
     out = tmp_path / "run.txt"
     col.search_to_run([("q1", "bread baking"), ("q2", "roman history")], out, k=5, run_id="test")

@@ -131,15 +131,14 @@ def test_ray_image_build_skips_bad_files_as_a_local_build(ray_local, sample_phot
 
 
 @pytest.mark.slow
-def test_cli_build_and_sharded_search_on_ray(texts, tmp_path, monkeypatch, capsys):
+def test_cli_build_and_sharded_search_on_ray(run_cli, texts, tmp_path, monkeypatch, capsys):
     """`engine build … --ray --shards 2` (bare --ray); `engine search --ray` fans out to one actor per shard."""
     import json
 
-    from conftest import run_cli
-    code, _, err = run_cli(monkeypatch, capsys, "build", "c", "--texts", texts, "--root", tmp_path, "--ray",
+    code, _, err = run_cli("build", "c", "--texts", texts, "--root", tmp_path, "--ray",
                            "--shards", "2", "--chunk-size", "64", "-q")
     assert code == 0, err
     text = Collection.open("c", tmp_path).items[7]["text"]
-    code, out, err = run_cli(monkeypatch, capsys, "search", "c", text, "--root", tmp_path, "--json", "--ray")
+    code, out, err = run_cli("search", "c", text, "--root", tmp_path, "--json", "--ray")
     assert code == 0, err
     assert json.loads(out)["hits"][0]["id"] == "t0007"

@@ -1,11 +1,11 @@
-"""engine.core.fusion: RRF and weighted fusion checked against values computed by hand."""
+"""engine.io.fusion: RRF and weighted fusion checked against values computed by hand."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from engine.errors import EngineError
-from engine.core.fusion import normalize, normalize_array, ranked, rrf, weighted, weighted_arrays
+from engine.io.fusion import normalize, normalize_array, ranked, rrf, weighted, weighted_arrays
 
 
 def test_rrf_matches_hand_computed_scores():

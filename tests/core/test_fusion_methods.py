@@ -1,11 +1,11 @@
-"""engine.core.fusion's methods for `engine fuse`: CombSUM, CombMNZ, wsum and the sum normalization by hand,
+"""engine.io.fusion's methods for `engine fuse`: CombSUM, CombMNZ, wsum and the sum normalization by hand,
 whole runs fused query by query, coordinate ascent, and parity with ranx's fusion on random runs."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from engine.core.fusion import coordinate_ascent, fuse, fuse_runs, normalize_array
+from engine.io.fusion import coordinate_ascent, fuse, fuse_runs, normalize_array
 from engine.errors import EngineError
 
 A = {"d1": 10.0, "d2": 5.0, "d3": 0.0}   # min-max → 1, .5, 0

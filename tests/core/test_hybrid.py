@@ -2,18 +2,12 @@
 rare-token / paraphrase set; the BM25 half equals bm25s over the same texts; the CLI in every mode."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
 from engine.core.bm25 import BM25Index
 from engine.core.collection import Collection
 from engine.errors import EngineError
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from fixtures.planted import planted, write_planted  # noqa: E402
-from conftest import run_cli  # noqa: E402
+from fixtures.planted import planted, write_planted
 
 SMALL = {"n_codes": 24, "n_names": 8, "n_filler": 60}
 
@@ -81,22 +75,22 @@ def test_modes_refused_where_they_cannot_run(tmp_path):
     assert col.search(text="one", k=1)[0].id == "a"  # default: dense where there is no BM25
 
 
-def test_cli_modes_and_runs(planted_col, monkeypatch, capsys):
+def test_cli_modes_and_runs(run_cli, planted_col, monkeypatch, capsys):
     col, queries, folder = planted_col
     root = str(folder / "idx")
     for mode in ("dense", "bm25", "hybrid"):
         run = folder / f"{mode}.run"
-        code, _, err = run_cli(monkeypatch, capsys, "search", "pl", "--queries", folder / "queries.tsv", "--out", run,
+        code, _, err = run_cli("search", "pl", "--queries", folder / "queries.tsv", "--out", run,
                                "--mode", mode, "-k", "5", "--root", root, "-q")
         assert code == 0, err
         answered = {line.split()[0] for line in run.read_text().splitlines()}
         assert answered == {q for q, _, _ in queries} if mode != "bm25" else answered <= {q for q, _, _ in queries}
-    code, out, _ = run_cli(monkeypatch, capsys, "search", "pl", queries[0][1], "--json", "-k", "3", "--root", root,
+    code, out, _ = run_cli("search", "pl", queries[0][1], "--json", "-k", "3", "--root", root,
                            "--where", 'kind == "code" and year >= 2001')
     assert code == 0 and '"kind": "code"' in out
     for bad, msg in ((["--mode", "x"], "--mode must be one of"), (["--fusion", "x"], "--fusion must be one of"),
                      (["--where", "year >"], "--where 'year >': at position 7")):
-        code, _, err = run_cli(monkeypatch, capsys, "search", "pl", "q", "--root", root, *bad)
+        code, _, err = run_cli("search", "pl", "q", "--root", root, *bad)
         assert code != 0 and msg in err and len(err.strip().splitlines()) == 1
 
 
@@ -109,14 +103,14 @@ def _flood_csv(path: Path, rows) -> Path:
     return path
 
 
-def test_bm25_finds_an_inflected_form_at_rank_1(tmp_path, monkeypatch, capsys):
+def test_bm25_finds_an_inflected_form_at_rank_1(run_cli, tmp_path, monkeypatch, capsys):
     """`--bm25` analyses English by default: "floods" finds the flooding document first; `none` does not."""
     src = _flood_csv(tmp_path / "d.csv", FLOOD_DOCS)
     root = tmp_path / "idx"
-    code, _, err = run_cli(monkeypatch, capsys, "build", "en", "--texts", src, "--bm25", "--model", "minilm",
+    code, _, err = run_cli("build", "en", "--texts", src, "--bm25", "--model", "minilm",
                            "--root", root, "-q")
     assert code == 0, err
-    code, _, err = run_cli(monkeypatch, capsys, "build", "raw", "--texts", src, "--bm25", "--bm25-analyzer", "none",
+    code, _, err = run_cli("build", "raw", "--texts", src, "--bm25", "--bm25-analyzer", "none",
                            "--model", "minilm", "--root", root, "-q")
     assert code == 0, err
     en, raw = Collection.open("en", root), Collection.open("raw", root)
@@ -124,12 +118,12 @@ def test_bm25_finds_an_inflected_form_at_rank_1(tmp_path, monkeypatch, capsys):
     assert en.search(text="bridges", k=1, mode="bm25")[0].id == "b1"
     assert en.search(text="floods", k=1, mode="hybrid")[0].id == "f1"
     assert raw.search(text="floods", k=4, mode="bm25") == []
-    code, _, err = run_cli(monkeypatch, capsys, "build", "en", "--texts", src, "--add", "--bm25-analyzer", "none",
+    code, _, err = run_cli("build", "en", "--texts", src, "--add", "--bm25-analyzer", "none",
                            "--root", root)
     assert code != 0 and "analyses BM25 texts with 'english'" in err and len(err.strip().splitlines()) == 1
     for bad, msg in ((["--bm25", "--bm25-analyzer", "porter"], "--bm25-analyzer must be one of english, none"),
                      (["--bm25-analyzer", "none"], "give --bm25 too")):
-        code, _, err = run_cli(monkeypatch, capsys, "build", "x", "--texts", src, "--root", root, *bad)
+        code, _, err = run_cli("build", "x", "--texts", src, "--root", root, *bad)
         assert code != 0 and msg in err and len(err.strip().splitlines()) == 1
 
 

@@ -9,7 +9,6 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import REPO
 
 HEAVY = ("torch", "transformers", "sentence_transformers", "open_clip", "ray", "torchvision")
 _PROBE = ("import sys, runpy\nsys.argv = ['engine', *sys.argv[1:]]\n"
@@ -54,10 +53,10 @@ EXPECTED_EXIT = {"option-error": 2, "search-option-error": 2, "where-error": 2}
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
-def test_command_imports_no_heavy_library(files, name):
+def test_command_imports_no_heavy_library(repo, files, name):
     args = [a.format(root=files) for a in COMMANDS[name]]
     out = subprocess.run([sys.executable, "-c", _PROBE, *args], capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
+                         env={**os.environ, "PYTHONPATH": str(repo)}, timeout=120)
     last = out.stdout.strip().splitlines()[-1]
     assert last == f"HEAVY [] EXIT {EXPECTED_EXIT.get(name, 0)}", (last, out.stderr[-500:])
     assert "Traceback" not in out.stderr

@@ -4,12 +4,9 @@ sentence-transformers or transformers."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from conftest import REPO, run_cli
 
 from engine.core.collection import Collection
 
@@ -45,31 +42,19 @@ def test_onnx_image_embeddings_equal_torch(spec, sample_photos, conse_encoder):
     assert np.abs(a.embeddings - b.embeddings).max() < 1e-4
 
 
-def test_an_image_query_imports_no_torch_nor_text_stack(tmp_path, sample_photos, conse_encoder):
+def test_an_image_query_imports_no_torch_nor_text_stack(image_query_in_new_process, tmp_path, sample_photos,
+                                                          conse_encoder):
     photos = _photos(sample_photos)
     res = conse_encoder.encode_images(photos)
     Collection.from_vectors("im", [f"p{i}" for i in range(len(photos))], res.embeddings, conse_encoder.spec,
                             "image", root=tmp_path)
     from engine.core.encoders.registry import prepare_queries
     assert prepare_queries(conse_encoder.spec) == ["text: onnx", "image: onnx"]
-    assert image_query_in_a_new_process(tmp_path, "im", photos[2], HEAVY) == ("p2", "[]")
+    assert image_query_in_new_process(tmp_path, "im", photos[2]) == ("p2", "[]")
 
 
-HEAVY = ("torch", "torchvision", "timm", "sentence_transformers", "transformers")
-
-
-def image_query_in_a_new_process(root, name: str, photo: str, heavy: tuple[str, ...]) -> tuple[str, str]:
-    """The top id of an image query in a fresh Python, and which of `heavy` it imported."""
-    code = ("import sys\nfrom engine.core.collection import Collection\n"
-            f"c = Collection.open({name!r}, {str(root)!r})\nprint(c.search(image={photo!r}, k=1)[0].id)\n"
-            f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ, "PYTHONPATH": str(REPO)}).stdout.split("\n")
-    return out[0], out[1]
-
-
-def test_models_prepare_says_how_queries_run_and_refuses_unknown_specs(monkeypatch, capsys, conse_encoder):
-    code, out, _ = run_cli(monkeypatch, capsys, "models", "--prepare", "effnet")
+def test_models_prepare_says_how_queries_run_and_refuses_unknown_specs(run_cli, monkeypatch, capsys, conse_encoder):
+    code, out, _ = run_cli("models", "--prepare", "effnet")
     assert code == 0 and "effnet: queries run on image: onnx" in out
-    code, out, err = run_cli(monkeypatch, capsys, "models", "--prepare", "nosuch:model")
+    code, out, err = run_cli("models", "--prepare", "nosuch:model")
     assert code != 0 and "unknown model spec" in err and "Traceback" not in err

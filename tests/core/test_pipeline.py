@@ -9,13 +9,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from conftest import run_cli
 from engine.core.pipeline import Context, Query
 from engine.core.pipeline.cache import StageCache
 from engine.core.pipeline.parse import parse_pipeline, read_pipeline_file
 from engine.core.pipeline.ops import prefixes
 from engine.core.pipeline.run import run_pipeline
-from engine.core.ranking import Ranking
+from engine.io.ranking import Ranking
 from engine.errors import EngineError
 
 DOCS = """id,text
@@ -103,7 +102,7 @@ def test_a_reordering_stage_cannot_come_first(docs):
 
 # ---------------------------------------------------------------- same results as the chained commands
 
-def test_pipeline_file_equals_search_rerank_fuse_chained(docs, tiny_cross, monkeypatch, capsys, tmp_path):
+def test_pipeline_file_equals_search_rerank_fuse_chained(run_cli, docs, tiny_cross, monkeypatch, capsys, tmp_path):
     idx, q = docs / "idx", docs / "q.tsv"
     ce = f"cross:{tiny_cross}"
     cmds = [
@@ -115,32 +114,32 @@ def test_pipeline_file_equals_search_rerank_fuse_chained(docs, tiny_cross, monke
          "--out", tmp_path / "chained.run"],
     ]
     for c in cmds:
-        code, out, err = run_cli(monkeypatch, capsys, *c)
+        code, out, err = run_cli(*c)
         assert code == 0, err
     pipe = tmp_path / "p.toml"
     pipe.write_text(f"pipeline = '''\nfuse(retrieve(\"docs\", mode=\"dense\", k=8) >> rerank(\"{ce}\", depth=5),\n"
                     "     retrieve(\"docs\", mode=\"bm25\", k=8), depth=6)\n'''\n")
-    code, out, err = run_cli(monkeypatch, capsys, "pipeline", "run", pipe, "--queries", q, "--root", idx,
+    code, out, err = run_cli("pipeline", "run", pipe, "--queries", q, "--root", idx,
                              "--out", tmp_path / "pipe.run", "--no-cache")
     assert code == 0, err
-    from engine.eval.runs import read_run
+    from engine.io.runs import read_run
     chained, piped = read_run(tmp_path / "chained.run"), read_run(tmp_path / "pipe.run")
     order = lambda run: {k: sorted(v, key=lambda d: -v[d]) for k, v in run.items()}  # noqa: E731
     assert order(piped) == order(chained)
 
 
-def test_retrieve_then_rerank_equals_search_rerank(docs, tiny_cross, monkeypatch, capsys, tmp_path):
+def test_retrieve_then_rerank_equals_search_rerank(run_cli, docs, tiny_cross, monkeypatch, capsys, tmp_path):
     idx, q = docs / "idx", docs / "q.tsv"
     ce = f"cross:{tiny_cross}"
-    code, _, err = run_cli(monkeypatch, capsys, "search", "docs", "--queries", q, "--mode", "hybrid", "-k", "3",
+    code, _, err = run_cli("search", "docs", "--queries", q, "--mode", "hybrid", "-k", "3",
                            "--rerank", ce, "--rerank-depth", "6", "--root", idx, "--out", tmp_path / "s.run")
     assert code == 0, err
     pipe = tmp_path / "p.toml"
     pipe.write_text(f"pipeline = 'retrieve(\"docs\", mode=\"hybrid\", k=6) >> rerank(\"{ce}\", depth=6) % 3'\n")
-    code, _, err = run_cli(monkeypatch, capsys, "pipeline", "run", pipe, "--queries", q, "--root", idx,
+    code, _, err = run_cli("pipeline", "run", pipe, "--queries", q, "--root", idx,
                            "--out", tmp_path / "p.run", "--no-cache")
     assert code == 0, err
-    from engine.eval.runs import read_run
+    from engine.io.runs import read_run
     a, b = read_run(tmp_path / "s.run"), read_run(tmp_path / "p.run")
     assert {k: sorted(v, key=lambda d: -v[d]) for k, v in a.items()} == \
            {k: sorted(v, key=lambda d: -v[d]) for k, v in b.items()}
@@ -156,9 +155,9 @@ def _pipes(tmp_path):
     return a, b, c
 
 
-def test_experiment_p_values_equal_scipy_and_runs_are_written(docs, monkeypatch, capsys, tmp_path):
+def test_experiment_p_values_equal_scipy_and_runs_are_written(run_cli, docs, monkeypatch, capsys, tmp_path):
     a, b, c = _pipes(tmp_path)
-    code, out, err = run_cli(monkeypatch, capsys, "experiment", a, b, c, "--queries", docs / "q.tsv",
+    code, out, err = run_cli("experiment", a, b, c, "--queries", docs / "q.tsv",
                              "--qrels", docs / "qrels.txt", "--root", docs / "idx", "--metrics", "ndcg@3,recall@3",
                              "--json", "--out", tmp_path / "runs", "--cache", tmp_path / "cache")
     assert code == 0, err
@@ -166,7 +165,7 @@ def test_experiment_p_values_equal_scipy_and_runs_are_written(docs, monkeypatch,
     rows = {p["name"]: p for p in got["pipelines"]}
     assert list(rows) == ["dense", "bm25", "both"] and rows["dense"]["p"]["ndcg@3"] is None
     from engine.eval.evaluate import evaluate
-    from engine.eval.runs import read_qrels, read_run
+    from engine.io.runs import read_qrels, read_run
     qrels = read_qrels(docs / "qrels.txt")
     per = {n: evaluate(read_run(tmp_path / "runs" / f"{n}.run"), qrels, "ndcg@3").per_query for n in rows}
     base = [per["dense"][q]["ndcg@3"] for q in qrels]
@@ -185,7 +184,7 @@ def test_experiment_p_values_equal_scipy_and_runs_are_written(docs, monkeypatch,
     assert all(s["stage"] for s in rows["both"]["stages"])
 
 
-def test_cache_hits_on_a_second_experiment_and_a_rebuild_invalidates_it(docs, tmp_path, monkeypatch, capsys):
+def test_cache_hits_on_a_second_experiment_and_a_rebuild_invalidates_it(run_cli, docs, tmp_path, monkeypatch, capsys):
     from engine.core.collection import Collection
     root = tmp_path / "idx"
     Collection.build("docs", texts=docs / "docs.csv", root=root, bm25=True)
@@ -212,43 +211,43 @@ def test_cache_hits_on_a_second_experiment_and_a_rebuild_invalidates_it(docs, tm
     # through the CLI: the table says how many stages came from the cache
     p = tmp_path / "p.toml"
     p.write_text(f"pipeline = '{second}'\n")
-    code, out, err = run_cli(monkeypatch, capsys, "experiment", p, "--queries", docs / "q.tsv", "--qrels",
+    code, out, err = run_cli("experiment", p, "--queries", docs / "q.tsv", "--qrels",
                              docs / "qrels.txt", "--root", root, "--cache", cache, "--json")
-    code, out, err = run_cli(monkeypatch, capsys, "experiment", p, "--queries", docs / "q.tsv", "--qrels",
+    code, out, err = run_cli("experiment", p, "--queries", docs / "q.tsv", "--qrels",
                              docs / "qrels.txt", "--root", root, "--cache", cache, "--json")
     assert code == 0, err
     assert json.loads(out)["pipelines"][0]["stages"] == [{"stage": 'retrieve("docs", mode="dense", k=5)',
                                                           "cached": True}]
 
 
-def test_stages_rows_and_plot(docs, tmp_path, monkeypatch, capsys, tiny_cross):
+def test_stages_rows_and_plot(run_cli, docs, tmp_path, monkeypatch, capsys, tiny_cross):
     a, b, c = _pipes(tmp_path)
     d = tmp_path / "reranked.toml"
     d.write_text(f"pipeline = 'retrieve(\"docs\", mode=\"dense\", k=5) >> rerank(\"cross:{tiny_cross}\", depth=4) % 3'\n")
     png = tmp_path / "plot.png"
-    code, out, err = run_cli(monkeypatch, capsys, "experiment", a, d, "--queries", docs / "q.tsv", "--qrels",
+    code, out, err = run_cli("experiment", a, d, "--queries", docs / "q.tsv", "--qrels",
                              docs / "qrels.txt", "--root", docs / "idx", "--stages", "--plot", png, "--no-cache")
     assert code == 0, err
     assert "reranked[1]" in out and "p_holm" in out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    code, out, err = run_cli(monkeypatch, capsys, "experiment", a, "--queries", docs / "q.tsv", "--qrels",
+    code, out, err = run_cli("experiment", a, "--queries", docs / "q.tsv", "--qrels",
                              docs / "qrels.txt", "--root", docs / "idx", "--plot", tmp_path / "x.jpg")
     assert code != 0 and "give a .png" in err
 
 
-def test_pipeline_commands_list_and_refuse_in_one_line(docs, monkeypatch, capsys, tmp_path):
-    code, out, _ = run_cli(monkeypatch, capsys, "pipeline", "stages")
+def test_pipeline_commands_list_and_refuse_in_one_line(run_cli, docs, monkeypatch, capsys, tmp_path):
+    code, out, _ = run_cli("pipeline", "stages")
     assert code == 0 and "retrieve(collection" in out and "rerank(spec" in out
-    code, _, err = run_cli(monkeypatch, capsys, "pipeline", "show", "nope")
+    code, _, err = run_cli("pipeline", "show", "nope")
     assert code != 0 and "no default pipeline for 'nope'" in err and "Traceback" not in err
     bad = tmp_path / "bad.toml"
     bad.write_text("pipeline = 'retrieve(\"missing\")'\n")
-    code, _, err = run_cli(monkeypatch, capsys, "pipeline", "run", bad, "--queries", docs / "q.tsv", "--root",
+    code, _, err = run_cli("pipeline", "run", bad, "--queries", docs / "q.tsv", "--root",
                            docs / "idx", "--out", tmp_path / "x.run", "--no-cache")
     assert code != 0 and "missing" in err and "Traceback" not in err and not (tmp_path / "x.run").exists()
 
 
-def test_search_by_example_from_a_jsonl_query_file(docs, monkeypatch, capsys, tmp_path):
+def test_search_by_example_from_a_jsonl_query_file(run_cli, docs, monkeypatch, capsys, tmp_path):
     """JSONL queries carry example item ids; `score(by="examples")` never returns them and ranks their
     neighbours first; a query with neither text nor a known example gets no line."""
     q = tmp_path / "q.jsonl"
@@ -256,7 +255,7 @@ def test_search_by_example_from_a_jsonl_query_file(docs, monkeypatch, capsys, tm
                  '{"qid": "c", "text": "", "examples": []}\n')
     pipe = tmp_path / "ex.toml"
     pipe.write_text("pipeline = 'fuse(score(\"docs\", by=\"examples\", k=5), score(\"docs\", k=5)) % 3'\n")
-    code, _, err = run_cli(monkeypatch, capsys, "pipeline", "run", pipe, "--queries", q, "--root", docs / "idx",
+    code, _, err = run_cli("pipeline", "run", pipe, "--queries", q, "--root", docs / "idx",
                            "--out", tmp_path / "ex.run", "--no-cache")
     assert code == 0, err
     lines = [line.split() for line in (tmp_path / "ex.run").read_text().splitlines()]
@@ -266,7 +265,7 @@ def test_search_by_example_from_a_jsonl_query_file(docs, monkeypatch, capsys, tm
     assert not [1 for qid, *_ in lines if qid == "c"]
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"qid": "a", "examples": "d1"}\n')
-    code, _, err = run_cli(monkeypatch, capsys, "pipeline", "run", pipe, "--queries", bad, "--root", docs / "idx",
+    code, _, err = run_cli("pipeline", "run", pipe, "--queries", bad, "--root", docs / "idx",
                            "--out", tmp_path / "x.run", "--no-cache")
     assert code != 0 and "bad.jsonl:1: 'examples' must be a list" in err
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from conftest import run_cli
 from engine.core.encoders.prompts import preset_for
 
 TEXTS = ["a recipe for sourdough bread", "convolutional networks for images", "castles of medieval Europe"]
@@ -43,10 +42,10 @@ def test_no_prompts_for_a_model_that_takes_none(tmp_path):
     assert "prompts" not in col.manifest
 
 
-def test_a_bad_prompt_is_one_line(tmp_path, monkeypatch, capsys):
+def test_a_bad_prompt_is_one_line(run_cli, tmp_path, monkeypatch, capsys):
     src = tmp_path / "t.csv"
     src.write_text("id,text\na,hello\n")
-    code, out, err = run_cli(monkeypatch, capsys, "build", "x", "--texts", src, "--query-prompt", "q" * 1001,
+    code, out, err = run_cli("build", "x", "--texts", src, "--query-prompt", "q" * 1001,
                              "--root", tmp_path)
     text = (out + err).strip()
     assert code == 2 and "--query-prompt must be" in text and len(text.splitlines()) <= 2

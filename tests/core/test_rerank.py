@@ -7,7 +7,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import run_cli
 
 DOCS = [f"document {i} about {w}" for i, w in enumerate(
     ["cats", "dogs", "boats", "trains", "cheese", "rain", "music", "chess", "bread", "rivers", "stars", "maps"])]
@@ -97,12 +96,12 @@ def test_ready_text_items_store_their_text_for_the_reranker(tmp_path):
     assert sorted(candidate_docs(col, hits)) == sorted(DOCS[:4])
 
 
-def test_cli_run_is_reranked_and_strictly_decreasing(tiny_cross, text_col, tmp_path, monkeypatch, capsys):
-    from engine.eval.runs import parse_run
+def test_cli_run_is_reranked_and_strictly_decreasing(run_cli, tiny_cross, text_col, tmp_path, monkeypatch, capsys):
+    from engine.io.runs import parse_run
     queries = tmp_path / "q.tsv"
     queries.write_text("q1\tanimals\nq2\tfood and drink\n")
     out = tmp_path / "run.txt"
-    code, _, err = run_cli(monkeypatch, capsys, "search", "docs", "--queries", queries, "--out", out, "-k", "4",
+    code, _, err = run_cli("search", "docs", "--queries", queries, "--out", out, "-k", "4",
                            "--rerank", f"cross:{tiny_cross}", "--rerank-depth", "12",
                            "--root", tmp_path / "idx", "-q")
     assert code == 0, err
@@ -126,8 +125,8 @@ def test_cli_run_is_reranked_and_strictly_decreasing(tiny_cross, text_col, tmp_p
     (["--rerank", "cross:x", "--rerank-depth", "3", "-k", "5"], "below -k"),
     (["--rerank-depth", "20"], "goes with --rerank"),
 ])
-def test_bad_rerank_options_are_one_line(args, message, text_col, tmp_path, monkeypatch, capsys):
-    code, out, err = run_cli(monkeypatch, capsys, "search", "docs", "cats", *args, "--root", tmp_path / "idx")
+def test_bad_rerank_options_are_one_line(run_cli, args, message, text_col, tmp_path, monkeypatch, capsys):
+    code, out, err = run_cli("search", "docs", "cats", *args, "--root", tmp_path / "idx")
     assert code == 2
     text = (out + err).strip()
     assert message in text and "Traceback" not in text and len(text.splitlines()) <= 2
@@ -145,9 +144,9 @@ def test_image_collection_refuses_a_text_only_reranker(tmp_path, tiny_cross):
         col.search(image=str(tmp_path / "x.jpg"), k=1, rerank=f"cross:{tiny_cross}")
 
 
-def test_rerank_a_trec_run(tiny_cross, tmp_path, monkeypatch, capsys):
+def test_rerank_a_trec_run(run_cli, tiny_cross, tmp_path, monkeypatch, capsys):
     """Any run's top depth is reordered as CrossEncoder.predict orders it; the rest follow, scores decreasing."""
-    from engine.eval.runs import parse_run, write_run
+    from engine.io.runs import parse_run, write_run
     docs = tmp_path / "docs.tsv"
     docs.write_text("id\ttext\n" + "".join(f"d{i}\t{d}\n" for i, d in enumerate(DOCS)))
     queries = tmp_path / "q.tsv"
@@ -155,7 +154,7 @@ def test_rerank_a_trec_run(tiny_cross, tmp_path, monkeypatch, capsys):
     run = tmp_path / "bm25.run"
     write_run(run, {"q1": [(f"d{i}", 10.0 - i) for i in range(8)]}, "bm25")
     out = tmp_path / "re.run"
-    code, _, err = run_cli(monkeypatch, capsys, "rerank", run, "--queries", queries, "--docs", docs,
+    code, _, err = run_cli("rerank", run, "--queries", queries, "--docs", docs,
                            "--model", f"cross:{tiny_cross}", "--depth", "5", "--out", out, "-q")
     assert code == 0, err
     got = [ln.split() for ln in out.read_text().splitlines()]
@@ -172,14 +171,14 @@ def test_rerank_a_trec_run(tiny_cross, tmp_path, monkeypatch, capsys):
     ({"model": "bad:x"}, "unknown reranker spec"),
     ({"depth": "0"}, "--depth must be"),
 ])
-def test_rerank_bad_input_is_one_line(change, message, tmp_path, monkeypatch, capsys):
+def test_rerank_bad_input_is_one_line(run_cli, change, message, tmp_path, monkeypatch, capsys):
     docs = tmp_path / "docs.tsv"
     docs.write_text("id\ttext\nd0\tcats\n")
     queries = tmp_path / "q.tsv"
     queries.write_text(change.get("queries_text", "q1\tanimals\n"))
     run = tmp_path / "a.run"
     run.write_text(change.get("run_text", "q1 Q0 d0 1 1.0 x\n"))
-    code, out, err = run_cli(monkeypatch, capsys, "rerank", run, "--queries", queries, "--docs", docs,
+    code, out, err = run_cli("rerank", run, "--queries", queries, "--docs", docs,
                              "--model", change.get("model", "cross:no-such-model"), "--depth",
                              change.get("depth", "10"), "--out", tmp_path / "o.run")
     text = (out + err).strip()

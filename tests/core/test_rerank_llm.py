@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import run_cli
 
 DOCS = [f"document {i} about {w}" for i, w in enumerate(
     ["cats", "dogs", "boats", "trains", "cheese", "rain", "music", "chess", "bread", "rivers", "stars", "maps"])]
@@ -96,7 +95,7 @@ def test_default_template_follows_the_model_name():
     assert default_template("/models/llama-3-8b-instruct") == "chat"
 
 
-def test_search_cli_passes_template_and_instruction(tiny_lm, tmp_path, monkeypatch, capsys):
+def test_search_cli_passes_template_and_instruction(run_cli, tiny_lm, tmp_path, monkeypatch, capsys):
     import csv
 
     from engine.core.collection import Collection
@@ -111,7 +110,7 @@ def test_search_cli_passes_template_and_instruction(tiny_lm, tmp_path, monkeypat
     ref = reference_log_odds(tiny_lm, [PUBLISHED.format(instruction="title", query=query, doc=h.meta["text"])
                                        for h in first])
     want = [first[i].id for i in np.argsort(-ref, kind="stable")][:4]
-    code, out, err = run_cli(monkeypatch, capsys, "search", "docs", query, "-k", "4", "--json", "--rerank",
+    code, out, err = run_cli("search", "docs", query, "-k", "4", "--json", "--rerank",
                              f"llm:{tiny_lm}", "--rerank-depth", str(len(DOCS)), "--rerank-template",
                              "qwen3-reranker", "--rerank-instruction", "title", "--root", tmp_path / "idx", "-q")
     assert code == 0, err
@@ -129,9 +128,9 @@ def test_search_cli_passes_template_and_instruction(tiny_lm, tmp_path, monkeypat
     (["--rerank", "llm:x", "--rerank-instruction", " "], "--rerank-instruction must be"),
     (["--rerank-template", "chat"], "goes with --rerank"),
 ])
-def test_bad_llm_options_are_one_line_before_any_model_loads(args, message, tmp_path, monkeypatch, capsys):
+def test_bad_llm_options_are_one_line_before_any_model_loads(run_cli, args, message, tmp_path, monkeypatch, capsys):
     """No collection exists here: each is refused before anything is opened or loaded."""
-    code, out, err = run_cli(monkeypatch, capsys, "search", "docs", "cats", *args, "--root", tmp_path / "idx")
+    code, out, err = run_cli("search", "docs", "cats", *args, "--root", tmp_path / "idx")
     text = (out + err).strip()
     assert code == 2 and message in text and "Traceback" not in text and len(text.splitlines()) <= 2, text
 

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_cli
-from test_rerank_train import planted_pairs
+from fixtures.planted_pairs import planted_pairs
 
 
 @pytest.fixture(scope="module")
@@ -37,11 +36,11 @@ def test_scoring_long_documents_stays_within_the_positions(short_cross):
     assert np.isfinite(scores).all() and len(scores) == 2
 
 
-def test_train_on_a_short_model_with_a_huge_document(short_cross, tmp_path, monkeypatch, capsys):
+def test_train_on_a_short_model_with_a_huge_document(run_cli, short_cross, tmp_path, monkeypatch, capsys):
     rows = planted_pairs(tmp_path / "pairs.csv", 12)
     with open(tmp_path / "pairs.csv", "a") as fh:
         fh.write(f"{rows[0][0]},{'filler ' * 1_500_000}\n")  # one ~10 MB document
-    code, out, err = run_cli(monkeypatch, capsys, "rerank", "train", "--pairs", tmp_path / "pairs.csv", "--base",
+    code, out, err = run_cli("rerank", "train", "--pairs", tmp_path / "pairs.csv", "--base",
                              short_cross, "--out", tmp_path / "ce", "--epochs", "1", "--batch-size", "4",
                              "--device", "cpu")
     assert code == 0, err

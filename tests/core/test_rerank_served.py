@@ -124,15 +124,14 @@ def test_server_errors_are_one_line(server):
         load_reranker("llm:http://127.0.0.1:9/v1#judge-7b").score("q", DOCS[:1])
 
 
-def test_engine_rerank_a_run_with_a_served_model(server, tmp_path, monkeypatch, capsys):
-    from conftest import run_cli
-    from engine.eval.runs import write_run
+def test_engine_rerank_a_run_with_a_served_model(run_cli, server, tmp_path, monkeypatch, capsys):
+    from engine.io.runs import write_run
     docs = tmp_path / "docs.tsv"
     docs.write_text("id\ttext\n" + "".join(f"d{i}\t{d}\n" for i, d in enumerate(DOCS)))
     (tmp_path / "q.tsv").write_text("q1\tanimals\n")
     write_run(tmp_path / "a.run", {"q1": [(f"d{i}", 10.0 - i) for i in range(5)]}, "bm25")
     out = tmp_path / "re.run"
-    code, _, err = run_cli(monkeypatch, capsys, "rerank", tmp_path / "a.run", "--queries", tmp_path / "q.tsv",
+    code, _, err = run_cli("rerank", tmp_path / "a.run", "--queries", tmp_path / "q.tsv",
                            "--docs", docs, "--model", f"llm:{server}#judge-7b", "--rerank-template",
                            "qwen3-reranker", "--depth", "5", "--out", out, "-q")
     assert code == 0, err

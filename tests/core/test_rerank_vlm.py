@@ -8,7 +8,6 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import LM_WORDS, word_tokenizer
 
 JUDGE = ('Judge whether the Document meets the requirements based on the Query and the Instruct provided. '
          'Note that the answer can only be "yes" or "no".')
@@ -21,7 +20,7 @@ VL_SPECIAL = ["<unk>", "<pad>", "<|im_start|>", "<|im_end|>", "<|vision_start|>"
 
 
 @pytest.fixture(scope="module")
-def tiny_vlm(tmp_path_factory):
+def tiny_vlm(lm_words, make_word_tokenizer, tmp_path_factory):
     """A random-weight Qwen2-VL (1 vision block, 2 text layers) and its processor, saved to a folder."""
     import torch
 
@@ -29,7 +28,7 @@ def tiny_vlm(tmp_path_factory):
     from transformers import (Qwen2VLConfig, Qwen2VLForConditionalGeneration, Qwen2VLImageProcessor,
                               Qwen2VLProcessor, Qwen2VLVideoProcessor)
     torch.manual_seed(0)
-    tok = word_tokenizer([LM_WORDS, JUDGE, "system user assistant <Instruct>: <Query>: <Document>: Given a search "
+    tok = make_word_tokenizer([lm_words, JUDGE, "system user assistant <Instruct>: <Query>: <Document>: Given a search "
                           "query, retrieve the images that match"], special=VL_SPECIAL, chat_template=VL_TEMPLATE)
     ids = {t: tok.convert_tokens_to_ids(t) for t in VL_SPECIAL}
     processor = Qwen2VLProcessor(image_processor=Qwen2VLImageProcessor(min_pixels=56 * 56, max_pixels=112 * 112),

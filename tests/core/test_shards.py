@@ -8,7 +8,7 @@ import faiss
 import numpy as np
 import pytest
 
-from engine.core.cli import bare_ray_flag
+from engine.core.cluster import bare_ray_flag
 from engine.core.collection import Collection
 from engine.core.encoders.base import l2_normalize
 from engine.core.index.ondisk import LISTS_FILE, build_ivf_on_disk

@@ -11,12 +11,6 @@ from engine.core.build.options import BuildReport
 from engine.core.collection import Collection
 from engine.core.sources import image_items, text_items, text_pairs
 from engine.errors import EngineError
-from hardening import fake
-
-
-@pytest.fixture()
-def fake_encoder(monkeypatch):
-    fake.install(monkeypatch)
 
 
 def write_table(path, n: int, dup: int | None = None):
@@ -92,16 +86,15 @@ def test_chunks_of_a_source_equal_slices_of_the_list(tmp_path):
 
 
 @pytest.mark.slow
-def test_cli_ray_build_of_a_streamed_table_equals_the_local_build(ray_local, tmp_path, monkeypatch, capsys):
+def test_cli_ray_build_of_a_streamed_table_equals_the_local_build(run_cli, ray_local, tmp_path, monkeypatch, capsys):
     """`engine build --texts --ray local` (chunks put in the object store as the table is read) = a local build."""
-    from conftest import run_cli
     table = tmp_path / "docs.csv"
     rows = [f"d {i},text {i} about {'cats' if i % 3 else 'dogs'},{i % 2}" for i in range(40)]
     rows[7] = "d 7,,0"
     table.write_text("id,text,group\n" + "\n".join(rows) + "\n")
     common = ["--texts", table, "--root", tmp_path, "--chunk-size", "8", "--id-policy", "replace"]
-    assert run_cli(monkeypatch, capsys, "build", "r", *common, "--ray", "local")[0] == 0
-    assert run_cli(monkeypatch, capsys, "build", "l", *common)[0] == 0
+    assert run_cli("build", "r", *common, "--ray", "local")[0] == 0
+    assert run_cli("build", "l", *common)[0] == 0
     dist, local = Collection.open("r", tmp_path), Collection.open("l", tmp_path)
     assert dist.ids == local.ids == [f"d_{i}" for i in range(40) if i != 7]
     assert dist.items == local.items

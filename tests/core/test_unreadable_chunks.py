@@ -10,13 +10,6 @@ from engine.core.collection import Collection
 from engine.errors import EngineError
 
 
-@pytest.fixture()
-def fake_encoder(monkeypatch):
-    from hardening import fake
-    fake.install(monkeypatch)
-    return fake.CALLS
-
-
 def photos(folder, good=("a", "c"), bad=("b",)):
     folder.mkdir(exist_ok=True)
     for n, name in enumerate(good):

@@ -18,9 +18,6 @@ from engine.core.build.update import compact, delete_ids
 from engine.core.collection import Collection
 from engine.core.hybrid import filter_mask, search_rows
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from conftest import run_cli  # noqa: E402
-
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -90,19 +87,19 @@ def _csv(path: Path, rows: list[tuple[str, str]]) -> Path:
     return path
 
 
-def test_update_and_delete_of_a_text_collection_with_bm25(tmp_path, monkeypatch, capsys):
+def test_update_and_delete_of_a_text_collection_with_bm25(run_cli, tmp_path, monkeypatch, capsys):
     base = [(f"d{i}", f"document {i} about topic {i % 5} with word w{i}") for i in range(30)]
     _csv(tmp_path / "a.csv", base)
     root = tmp_path / "i"
     Collection.build("c", texts=tmp_path / "a.csv", root=root, model="minilm", bm25=True)
     changes = [("d3", "a new text for three: zebra"), ("d40", "brand new forty: zebra crossing")]
-    code, _, err = run_cli(monkeypatch, capsys, "build", "c", "--texts", _csv(tmp_path / "b.csv", changes),
+    code, _, err = run_cli("build", "c", "--texts", _csv(tmp_path / "b.csv", changes),
                            "--add", "--update", "--root", root, "-q")
     assert code == 0, err
     (tmp_path / "gone.txt").write_text("d7\nd8\nnot-there\n")
-    code, _, err = run_cli(monkeypatch, capsys, "delete", "c", "--ids", tmp_path / "gone.txt", "--root", root, "-q")
+    code, _, err = run_cli("delete", "c", "--ids", tmp_path / "gone.txt", "--root", root, "-q")
     assert code == 0 and "not-there" in err
-    code, _, err = run_cli(monkeypatch, capsys, "verify", "c", "--root", root, "-q")
+    code, _, err = run_cli("verify", "c", "--root", root, "-q")
     assert code == 0, err
     marked = Collection.open("c", root)
     assert marked.live_count == 29 and len(marked) == 31
@@ -111,7 +108,7 @@ def test_update_and_delete_of_a_text_collection_with_bm25(tmp_path, monkeypatch,
             for where in (None, 'text != "none"'):  # unfiltered, and a filter every row matches
                 ids = {h.id for h in marked.search(text=q, k=40, mode=mode, where=where)}
                 assert not ids & {"d7", "d8"} and (mode != "dense" or len(ids) == 29), (q, mode, where)
-    code, _, err = run_cli(monkeypatch, capsys, "compact", "c", "--root", root, "-q")
+    code, _, err = run_cli("compact", "c", "--root", root, "-q")
     assert code == 0, err
     final = {i: t for i, t in base if i not in ("d7", "d8")}
     final.update(dict(changes))
@@ -131,7 +128,7 @@ def test_update_and_delete_of_a_text_collection_with_bm25(tmp_path, monkeypatch,
 
 
 @pytest.mark.slow
-def test_sync_equals_a_fresh_build_of_the_folder(tmp_path, sample_photos, monkeypatch, capsys):
+def test_sync_equals_a_fresh_build_of_the_folder(run_cli, tmp_path, sample_photos, monkeypatch, capsys):
     photos = sorted(sample_photos.values())[:4]
     folder = tmp_path / "photos"
     folder.mkdir()
@@ -143,7 +140,7 @@ def test_sync_equals_a_fresh_build_of_the_folder(tmp_path, sample_photos, monkey
     shutil.copy(photos[3], folder / photos[3].name)             # new
     shutil.copy(photos[3], folder / photos[1].name)             # changed: other bytes
     os.utime(folder / photos[1].name, ns=(time.time_ns() + 10**9,) * 2)
-    code, _, err = run_cli(monkeypatch, capsys, "build", "imgs", "--images", folder, "--sync", "--root", root)
+    code, _, err = run_cli("build", "imgs", "--images", folder, "--sync", "--root", root)
     assert code == 0, err
     assert "1 new, 1 changed, 1 vanished, 1 unchanged" in err
     col = Collection.open("imgs", root, verify=True)
@@ -152,11 +149,11 @@ def test_sync_equals_a_fresh_build_of_the_folder(tmp_path, sample_photos, monkey
     for i in fresh.ids:
         np.testing.assert_allclose(col.embeddings[col.ids.index(i)], fresh.embeddings[fresh.ids.index(i)], atol=1e-5)
     assert col.document("image_files") == fresh.document("image_files")
-    code, _, err = run_cli(monkeypatch, capsys, "build", "imgs", "--images", folder, "--sync", "--root", root)
+    code, _, err = run_cli("build", "imgs", "--images", folder, "--sync", "--root", root)
     assert code == 0 and "0 new, 0 changed, 0 vanished, 3 unchanged" in err
 
 
-def test_bad_options_are_one_line(tmp_path, monkeypatch, capsys):
+def test_bad_options_are_one_line(run_cli, tmp_path, monkeypatch, capsys):
     Collection.from_vectors("c", ["a", "b"], _vectors(2), None, "text", root=tmp_path)
     capsys.readouterr()  # the set-up's own status lines are not the command's output
     cases = [(["build", "c", "--texts", "x.csv", "--update"], "--update replaces items"),
@@ -164,7 +161,7 @@ def test_bad_options_are_one_line(tmp_path, monkeypatch, capsys):
              (["delete", "c", "--ids", tmp_path / "none.txt"], "none.txt"),
              (["delete", "nope", "--ids", _csv(tmp_path / "ids.csv", [("a", "x")])], "no collection 'nope'")]
     for args, msg in cases:
-        code, _, err = run_cli(monkeypatch, capsys, *args, "--root", tmp_path)
+        code, _, err = run_cli(*args, "--root", tmp_path)
         assert code != 0 and msg in err and len(err.strip().splitlines()) == 1, err
 
 

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from engine.core.collection import Collection
-from conftest import run_cli
 
 N, DIM = 3000, 24
 
@@ -45,10 +44,10 @@ def _same(a: Collection, b: Collection, x: np.ndarray) -> None:
 
 
 @pytest.mark.parametrize("source", ["one.npy", "img_emb"])
-def test_vectors_equal_from_vectors(data, source, monkeypatch, capsys):
+def test_vectors_equal_from_vectors(run_cli, data, source, monkeypatch, capsys):
     tmp, x = data
     root = tmp / "idx"
-    code, _, err = run_cli(monkeypatch, capsys, "build", "v", "--vectors", tmp / source, "--ids", tmp / "ids.txt",
+    code, _, err = run_cli("build", "v", "--vectors", tmp / source, "--ids", tmp / "ids.txt",
                            "--meta", tmp / "meta.jsonl", "--root", root)
     assert code == 0, err
     ids = [f"doc{i}" for i in range(N)]
@@ -67,13 +66,13 @@ def test_vectors_equal_from_vectors(data, source, monkeypatch, capsys):
     col.verify()
 
 
-def test_row_numbers_and_encoder(data, monkeypatch, capsys):
+def test_row_numbers_and_encoder(run_cli, data, monkeypatch, capsys):
     tmp, x = data
-    code, _, err = run_cli(monkeypatch, capsys, "build", "v", "--vectors", tmp / "one.npy", "--encoder", "minilm",
+    code, _, err = run_cli("build", "v", "--vectors", tmp / "one.npy", "--encoder", "minilm",
                            "--root", tmp / "idx", "-q")
     assert code == 2 and "24-d vectors, but --encoder minilm embeds queries in 384 dimensions" in err, err
     np.save(tmp / "wide.npy", np.random.default_rng(1).standard_normal((50, 384)).astype(np.float32))
-    code, _, err = run_cli(monkeypatch, capsys, "build", "v", "--vectors", tmp / "wide.npy", "--encoder", "minilm",
+    code, _, err = run_cli("build", "v", "--vectors", tmp / "wide.npy", "--encoder", "minilm",
                            "--root", tmp / "idx", "-q")
     assert code == 0, err
     col = Collection.open("v", tmp / "idx")
@@ -183,7 +182,7 @@ def test_kill_9_then_resume(tmp_path):
     col.verify()
 
 
-def test_parquet_meta(data, monkeypatch, capsys):
+def test_parquet_meta(run_cli, data, monkeypatch, capsys):
     pq = pytest.importorskip("pyarrow.parquet")
     import pyarrow as pa
     tmp, x = data
@@ -192,14 +191,14 @@ def test_parquet_meta(data, monkeypatch, capsys):
     for n, (lo, hi) in zip((2, 9, 10), ((0, 1000), (1000, 2000), (2000, N))):
         pq.write_table(pa.table({"image_path": [f"p{i}.jpg" for i in range(lo, hi)], "id": list(range(lo, hi))}),
                        meta / f"metadata_{n}.parquet")
-    code, _, err = run_cli(monkeypatch, capsys, "build", "v", "--vectors", tmp / "img_emb", "--meta", meta,
+    code, _, err = run_cli("build", "v", "--vectors", tmp / "img_emb", "--meta", meta,
                            "--root", tmp / "idx", "-q")
     assert code == 0, err
     col = Collection.open("v", tmp / "idx")
     assert col.items_at([2500])[0] == {"id": "2500", "image_path": "p2500.jpg", "meta_id": 2500}
 
 
-def test_bad_inputs_are_one_line(data, monkeypatch, capsys):
+def test_bad_inputs_are_one_line(run_cli, data, monkeypatch, capsys):
     tmp, x = data
     np.save(tmp / "ints.npy", np.zeros((10, 4), np.int64))
     ragged = tmp / "ragged"
@@ -227,7 +226,7 @@ def test_bad_inputs_are_one_line(data, monkeypatch, capsys):
         (["--texts", tmp / "meta.jsonl", "--ids", tmp / "ids.txt"], "--ids, --meta and --encoder go with --vectors"),
     ]
     for args, expected in cases:
-        code, out, err = run_cli(monkeypatch, capsys, "build", "bad", *args, "--root", tmp / "idx", "-q")
+        code, out, err = run_cli("build", "bad", *args, "--root", tmp / "idx", "-q")
         assert code != 0 and expected in err, (args, err)
         assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp / "idx" / "bad").exists() or not (tmp / "idx" / "bad" / "manifest.json").exists()

@@ -5,36 +5,35 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import run_cli
 
 from engine.core.collection import Collection
 from engine.core.encoders.base import l2_normalize
 
 
-def build(monkeypatch, capsys, tmp_path, x, *extra):
+def build(run_cli, tmp_path, x, *extra):
     path = tmp_path / "v.npy"
     if isinstance(x, bytes):
         path.write_bytes(x)
     else:
         np.save(path, x)
-    return run_cli(monkeypatch, capsys, "build", "v", "--vectors", path, "--root", tmp_path / "idx", *extra)
+    return run_cli("build", "v", "--vectors", path, "--root", tmp_path / "idx", *extra)
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
-def test_a_non_finite_value_is_refused_naming_the_row(tmp_path, monkeypatch, capsys, bad):
+def test_a_non_finite_value_is_refused_naming_the_row(run_cli, tmp_path, monkeypatch, capsys, bad):
     x = np.ones((10, 8), np.float32)
     x[6, 3] = bad
-    code, out, err = build(monkeypatch, capsys, tmp_path, x)
+    code, out, err = build(run_cli, tmp_path, x)
     assert code == 2 and "v.npy: row 7: holds NaN or an infinity" in err and "Traceback" not in err, err
     assert not (tmp_path / "idx" / "v" / "manifest.json").exists()
 
 
 @pytest.mark.parametrize("scale", [1e30, 1e-30, 1e-44, 1e38])
-def test_rows_at_any_scale_are_stored_unit_length(tmp_path, monkeypatch, capsys, scale):
+def test_rows_at_any_scale_are_stored_unit_length(run_cli, tmp_path, monkeypatch, capsys, scale):
     rng = np.random.default_rng(0)
     x = (rng.standard_normal((20, 8)) * scale).astype(np.float32)
     assert np.isfinite(x).all() and (np.abs(x).sum(axis=1) > 0).all()
-    code, out, err = build(monkeypatch, capsys, tmp_path, x)
+    code, out, err = build(run_cli, tmp_path, x)
     assert code == 0, err
     col = Collection.open("v", tmp_path / "idx")
     np.testing.assert_allclose(np.linalg.norm(np.asarray(col.embeddings), axis=1), 1.0, rtol=1e-5)
@@ -52,10 +51,10 @@ def test_l2_normalize_keeps_ordinary_rows_bit_for_bit_and_zero_rows_zero():
     assert not out[3].any()
 
 
-def test_an_all_zero_row_is_warned_about(tmp_path, monkeypatch, capsys):
+def test_an_all_zero_row_is_warned_about(run_cli, tmp_path, monkeypatch, capsys):
     x = np.ones((10, 8), np.float32)
     x[2] = 0
-    code, out, err = build(monkeypatch, capsys, tmp_path, x)
+    code, out, err = build(run_cli, tmp_path, x)
     assert code == 0 and "1 of 10 vectors are all zeros" in err, err
 
 
@@ -67,8 +66,8 @@ def header(shape, dtype="<f4") -> bytes:
 
 
 @pytest.mark.parametrize("shape", [(5, 8), (10, 4), (-10, 8), (10, -8)])
-def test_a_header_that_does_not_describe_the_data_is_refused(tmp_path, monkeypatch, capsys, shape):
+def test_a_header_that_does_not_describe_the_data_is_refused(run_cli, tmp_path, monkeypatch, capsys, shape):
     data = np.ones((10, 8), np.float32).tobytes()
-    code, out, err = build(monkeypatch, capsys, tmp_path, header(shape) + data)
+    code, out, err = build(run_cli, tmp_path, header(shape) + data)
     assert code == 2 and "v.npy" in err and "Traceback" not in err, err
     assert ("header" in err) or ("shape" in err), err

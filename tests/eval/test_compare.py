@@ -8,7 +8,6 @@ import json
 
 import numpy as np
 import pytest
-from conftest import SHARED_DATA, run_cli
 from scipy.stats import ttest_rel
 
 from engine.errors import EngineError
@@ -123,7 +122,7 @@ def test_compare_needs_two_runs_and_sane_options():
         CompareOptions(alpha=1.5)
 
 
-def test_compare_cli(monkeypatch, capsys, tmp_path):
+def test_compare_cli(run_cli, monkeypatch, capsys, tmp_path):
     qrels = tmp_path / "q.qrels"
     qrels.write_text("".join(f"{q} 0 {d} 1\n" for q, j in QRELS.items() for d in j))
     paths = []
@@ -131,35 +130,38 @@ def test_compare_cli(monkeypatch, capsys, tmp_path):
         p = tmp_path / f"{name}.run"
         p.write_text("".join(f"{q} Q0 {d} 1 {s} x\n" for q, docs in run.items() for d, s in docs.items()))
         paths.append(p)
-    code, out, _ = run_cli(monkeypatch, capsys, "compare", qrels, *paths, "-m", "mrr", "--format", "json")
+    code, out, _ = run_cli("compare", qrels, *paths, "-m", "mrr", "--format", "json")
     assert code == 0 and json.loads(out)["runs"]["better"]["mrr"]["mean"] == 1.0
     bad = tmp_path / "bad.run"
     bad.write_text("q1 Q0 a 1\n")
-    code, _, err = run_cli(monkeypatch, capsys, "compare", qrels, paths[0], bad)
+    code, _, err = run_cli("compare", qrels, paths[0], bad)
     assert code == 2 and f"{bad}:1: expected 6 fields" in err
 
 
-DSE = SHARED_DATA / "dsebench"
+@pytest.fixture(scope="session")
+def dsebench(shared_data):
+    return shared_data / "dsebench"
 
 
 @pytest.mark.shared
-@pytest.mark.skipif(not DSE.is_dir(), reason="../shared/data/dsebench is absent")
-def test_dsebench_baselines_through_the_profile_and_compare(monkeypatch, capsys, tmp_path):
+def test_dsebench_baselines_through_the_profile_and_compare(dsebench, run_cli, monkeypatch, capsys, tmp_path):
     """The published rows (Baselines/evaluation_results.md) through `--profile dsebench`, then compared."""
+    if not dsebench.is_dir():
+        pytest.skip("../shared/data/dsebench is absent")
     qrels = tmp_path / "dse.qrels"
-    assert run_cli(monkeypatch, capsys, "convert", "dsebench-qrels",
-                   DSE / "Data" / "human_annotated_judgments.json", qrels)[0] == 0
+    assert run_cli("convert", "dsebench-qrels",
+                   dsebench / "Data" / "human_annotated_judgments.json", qrels)[0] == 0
     published = {"BM25": [0.3059, 0.3416, 0.0982, 0.1739, 0.1705, 0.2769],
                  "GTE": [0.3267, 0.3649, 0.1104, 0.1921, 0.1820, 0.2983]}   # NDCG@5,@10, MAP@5,@10, R@5,@10
     runs = []
     for name, row in published.items():
         run = tmp_path / f"{name}.run"
-        assert run_cli(monkeypatch, capsys, "convert", "dsebench-run",
-                       DSE / "Baselines" / "Retrieval" / f"{name}_results.json", run)[0] == 0
-        code, out, _ = run_cli(monkeypatch, capsys, "eval", run, qrels, "--profile", "dsebench", "--json")
+        assert run_cli("convert", "dsebench-run",
+                       dsebench / "Baselines" / "Retrieval" / f"{name}_results.json", run)[0] == 0
+        code, out, _ = run_cli("eval", run, qrels, "--profile", "dsebench", "--json")
         assert code == 0 and [round(v, 4) for v in json.loads(out).values()] == row
         runs.append(run)
-    code, out, _ = run_cli(monkeypatch, capsys, "compare", qrels, *runs, "--profile", "dsebench", "-m", "ndcg@10",
+    code, out, _ = run_cli("compare", qrels, *runs, "--profile", "dsebench", "-m", "ndcg@10",
                            "--format", "json")
     gte = json.loads(out)["runs"]["GTE"]["ndcg@10"]
     assert code == 0 and (gte["wins"], gte["ties"], gte["losses"]) == (56, 59, 26)

@@ -13,8 +13,7 @@ from ir_measures import AP, P, R, RR, nDCG
 from engine.eval.evaluate import evaluate, evaluate_files, format_table, to_json
 from engine.eval.groups import read_groups
 from engine.eval.metrics import EVENTA_WEIGHTS, eventa_overall
-from engine.eval.runs import read_qrels, read_run, write_qrels
-from conftest import run_cli
+from engine.io.runs import read_qrels, read_run, write_qrels
 
 EXP_GAINS = {r: 2 ** r - 1 for r in range(0, 5)}
 
@@ -180,9 +179,9 @@ def small_files(tmp_path):
     return run, qrels
 
 
-def test_cli_eval_json_and_per_query(monkeypatch, capsys, small_files):
+def test_cli_eval_json_and_per_query(run_cli, monkeypatch, capsys, small_files):
     run, qrels = small_files
-    code, out, _ = run_cli(monkeypatch, capsys, "eval", run, qrels, "--metrics", "mrr,p@1,map", "--json",
+    code, out, _ = run_cli("eval", run, qrels, "--metrics", "mrr,p@1,map", "--json",
                            "--per-query")
     assert code == 0
     got = json.loads(out)
@@ -190,9 +189,9 @@ def test_cli_eval_json_and_per_query(monkeypatch, capsys, small_files):
     assert got["per_query"] == {"1": {"mrr": 0.5, "p@1": 0.0, "map": 0.5}, "2": {"mrr": 0.0, "p@1": 0.0, "map": 0.0}}
 
 
-def test_cli_eval_table_with_default_metrics(monkeypatch, capsys, small_files):
+def test_cli_eval_table_with_default_metrics(run_cli, monkeypatch, capsys, small_files):
     run, qrels = small_files
-    code, out, _ = run_cli(monkeypatch, capsys, "eval", run, qrels, "--per-query")
+    code, out, _ = run_cli("eval", run, qrels, "--per-query")
     assert code == 0
     lines = out.splitlines()
     assert [ln.split()[0] for ln in lines[1:6]] == ["ndcg@10", "map", "mrr", "recall@10", "p@10"]
@@ -210,11 +209,11 @@ def test_cli_eval_table_with_default_metrics(monkeypatch, capsys, small_files):
                                "(is this a qrels file?)"),
     ("1 Q0 a 1 1.0 sys\n", "1 0 a high\n", "qrels.txt:1: relevance 'high' is not an integer"),
 ])
-def test_cli_eval_bad_input_is_one_line_naming_file_and_line(monkeypatch, capsys, tmp_path, run_text, qrels_text,
+def test_cli_eval_bad_input_is_one_line_naming_file_and_line(run_cli, monkeypatch, capsys, tmp_path, run_text, qrels_text,
                                                              message):
     (tmp_path / "run.txt").write_text(run_text)
     (tmp_path / "qrels.txt").write_text(qrels_text)
-    code, out, err = run_cli(monkeypatch, capsys, "eval", tmp_path / "run.txt", tmp_path / "qrels.txt")
+    code, out, err = run_cli("eval", tmp_path / "run.txt", tmp_path / "qrels.txt")
     assert code == 2
     assert out == ""
     assert "Traceback" not in err
@@ -222,31 +221,31 @@ def test_cli_eval_bad_input_is_one_line_naming_file_and_line(monkeypatch, capsys
     assert message in err
 
 
-def test_cli_eval_profile_picks_the_benchmarks_metrics(monkeypatch, capsys, small_files):
+def test_cli_eval_profile_picks_the_benchmarks_metrics(run_cli, monkeypatch, capsys, small_files):
     run, qrels = small_files
     # NTCIR rejects a run that misses a topic or a candidate (trec_eval would score the topic 0)
-    code, _, err = run_cli(monkeypatch, capsys, "eval", run, qrels, "--profile", "ntcir-a")
+    code, _, err = run_cli("eval", run, qrels, "--profile", "ntcir-a")
     assert code == 2 and f"{run}:1: run rejected: sys topicID 1 lacks 1 candidate model: c." in err
     full = run.with_name("full.run")
     full.write_text("1 Q0 b 1 2.5 sys\n1 Q0 a 2 1.5 sys\n1 Q0 c 3 0.5 sys\n"
                     "2 Q0 a 1 0.9 sys\n2 Q0 b 2 0.8 sys\n2 Q0 c 3 0.7 sys\n")
-    code, out, _ = run_cli(monkeypatch, capsys, "eval", full, qrels, "--profile", "ntcir-a", "--json")
+    code, out, _ = run_cli("eval", full, qrels, "--profile", "ntcir-a", "--json")
     assert code == 0 and list(json.loads(out)["sys"]) == ["ndcg_exp@1", "ndcg_exp@3", "ndcg_exp@5"]
     # query 1 ranks b (grade 0) above a (grade 2): DCG@3 = 3/log2(3) of the ideal 3; query 2 has c (grade 1)
     # third: 1/2 of the ideal 1
     assert json.loads(out)["sys"]["ndcg_exp@3"] == pytest.approx((1 / math.log2(3) + 1 / 2) / 2)
-    code, out, _ = run_cli(monkeypatch, capsys, "eval", run, qrels, "--profile", "dsebench", "--metrics", "mrr",
+    code, out, _ = run_cli("eval", run, qrels, "--profile", "dsebench", "--metrics", "mrr",
                            "--json")
     assert code == 0 and json.loads(out) == {"mrr": 0.25}  # --metrics overrides the profile
-    code, _, err = run_cli(monkeypatch, capsys, "eval", run, qrels, "--profile", "msmarco")
+    code, _, err = run_cli("eval", run, qrels, "--profile", "msmarco")
     assert code == 2 and "unknown scoring profile 'msmarco'; known: trec, eventa" in err
 
 
-def test_cli_eval_bad_metric_and_missing_file(monkeypatch, capsys, small_files, tmp_path):
+def test_cli_eval_bad_metric_and_missing_file(run_cli, monkeypatch, capsys, small_files, tmp_path):
     run, qrels = small_files
-    code, _, err = run_cli(monkeypatch, capsys, "eval", run, qrels, "--metrics", "ndcg@10,bleu")
+    code, _, err = run_cli("eval", run, qrels, "--metrics", "ndcg@10,bleu")
     assert code == 2 and "unknown metric 'bleu'" in err
-    code, _, err = run_cli(monkeypatch, capsys, "eval", tmp_path / "nope.txt", qrels)
+    code, _, err = run_cli("eval", tmp_path / "nope.txt", qrels)
     assert code == 2 and "nope.txt: no such file" in err and "Traceback" not in err
 
 

@@ -7,7 +7,6 @@ import json
 import math
 
 import pytest
-from conftest import run_cli
 
 from engine.errors import EngineError
 from engine.eval.evaluate import evaluate_profile_files
@@ -78,27 +77,27 @@ def test_good_file_scores_each_runid_apart_with_ties_by_line_order(files):
     assert evs["Run02"].means["ndcg_exp@5"] == pytest.approx(((7 / L3 + 1 / 2) / (7 + 1 / L3) + 1) / 2)
 
 
-def test_eval_cli_prints_one_row_per_runid_and_per_tier(monkeypatch, capsys, files, tmp_path):
+def test_eval_cli_prints_one_row_per_runid_and_per_tier(run_cli, monkeypatch, capsys, files, tmp_path):
     run, qrels = files
     groups = tmp_path / "tiers.tsv"
     groups.write_text("1\thigh\n2\tlow\n")
-    code, out, _ = run_cli(monkeypatch, capsys, "eval", run, qrels, "--profile", "ntcir-a", "--groups", groups)
+    code, out, _ = run_cli("eval", run, qrels, "--profile", "ntcir-a", "--groups", groups)
     assert code == 0
     rows = [line.split() for line in out.strip().splitlines()]
     assert rows[0] == ["run", "queries", "n", "ndcg_exp@1", "ndcg_exp@3", "ndcg_exp@5"]
     assert [r[:3] for r in rows[1:]] == [["Run01", "all", "2"], ["Run01", "high", "1"], ["Run01", "low", "1"],
                                          ["Run02", "all", "2"], ["Run02", "high", "1"], ["Run02", "low", "1"]]
     assert rows[3][3:5] == ["0.0000", f"{(3 / L3 + 1 / 2) / (3 + 1 / L3):.4f}"]
-    code, out, _ = run_cli(monkeypatch, capsys, "eval", run, qrels, "--profile", "ntcir-a", "--json")
+    code, out, _ = run_cli("eval", run, qrels, "--profile", "ntcir-a", "--json")
     assert code == 0 and json.loads(out)["Run02"]["ndcg_exp@1"] == 0.5
 
 
-def test_valid_file_and_validate_cli(monkeypatch, capsys, files, tmp_path):
+def test_valid_file_and_validate_cli(run_cli, monkeypatch, capsys, files, tmp_path):
     run, _ = files
     topics, models = tmp_path / "topics.txt", tmp_path / "models.csv"
     topics.write_text("1\n2\n")
     models.write_text("model_id,model_name\n1,a\n2,b\n3,c\n")
-    code, out, _ = run_cli(monkeypatch, capsys, "validate", "run", run, "--profile", "ntcir-a",
+    code, out, _ = run_cli("validate", "run", run, "--profile", "ntcir-a",
                            "--queries", topics, "--docs", models)
     assert code == 0 and out.strip() == f"{run}: valid NTCIR run (2 RunIDs: Run01, Run02; 12 lines)"
 
@@ -198,10 +197,10 @@ def test_subtask_b_ignores_png_suffix_and_left_zeros(tmp_path):
     assert _errors(tmp_path, "1 Q0 01 1 0.9 A1\n", "ntcir-a", ["1"], ["1"]) == ["Line 1: unknown model id '01'."]
 
 
-def test_a_rejected_file_is_one_line_error_in_eval_never_a_score(monkeypatch, capsys, files):
+def test_a_rejected_file_is_one_line_error_in_eval_never_a_score(run_cli, monkeypatch, capsys, files):
     run, qrels = files
     run.write_text(GOOD.replace("2 Q0 3 3 0.2 Run01\n", ""))   # Run01 topic 2 lacks model 3
-    code, _, err = run_cli(monkeypatch, capsys, "eval", run, qrels, "--profile", "ntcir-a")
+    code, _, err = run_cli("eval", run, qrels, "--profile", "ntcir-a")
     assert code == 2
     assert err.strip().replace("\n", " ") == (
         f"error: {run}:4: run rejected: Run01 topicID 2 lacks 1 candidate model: 3.")
@@ -216,9 +215,9 @@ def _write(folder, text):
     return path
 
 
-def test_compare_gives_one_row_per_runid(monkeypatch, capsys, files):
+def test_compare_gives_one_row_per_runid(run_cli, monkeypatch, capsys, files):
     run, qrels = files
-    code, out, _ = run_cli(monkeypatch, capsys, "compare", qrels, run, "--profile", "ntcir-a", "--format", "json")
+    code, out, _ = run_cli("compare", qrels, run, "--profile", "ntcir-a", "--format", "json")
     data = json.loads(out)
     assert code == 0 and data["baseline"] == "Run01" and list(data["runs"]) == ["Run01", "Run02"]
     # nDCG_exp@1 per topic: Run01 1, 0; Run02 0, 1 → one win, one loss

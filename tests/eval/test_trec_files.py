@@ -5,7 +5,7 @@ import pytest
 
 from engine.errors import EngineError
 from engine.eval.metrics import trec_order
-from engine.eval.runs import parse_run, read_qrels, read_run, write_qrels, write_run
+from engine.io.runs import parse_run, read_qrels, read_run, write_qrels, write_run
 
 
 def test_written_run_reads_back_in_the_given_order_despite_ties(tmp_path):

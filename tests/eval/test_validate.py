@@ -6,18 +6,17 @@ import pytest
 from engine.errors import EngineError
 from engine.eval.validate import validate_run
 from engine.io.ids import read_id_list
-from conftest import run_cli
 
 
-def test_valid_run_says_so_in_one_line(monkeypatch, capsys, tmp_path, ids):
+def test_valid_run_says_so_in_one_line(run_cli, monkeypatch, capsys, tmp_path, ids):
     run = tmp_path / "good.run"
     run.write_text("q1 Q0 d1 1 2.0 s\nq1 Q0 d2 2 1.0 s\nq2 Q0 d3 1 0.5 s\nq3 Q0 d1 1 0.1 s\n")
-    code, out, _ = run_cli(monkeypatch, capsys, "validate", "run", run, "--queries", ids[0], "--docs", ids[1])
+    code, out, _ = run_cli("validate", "run", run, "--queries", ids[0], "--docs", ids[1])
     assert code == 0
     assert out.strip().splitlines() == [f"{run}: valid TREC run (3 queries, 4 lines)"]
 
 
-def test_run_problems_each_with_its_line(monkeypatch, capsys, tmp_path, ids):
+def test_run_problems_each_with_its_line(run_cli, monkeypatch, capsys, tmp_path, ids):
     run = tmp_path / "bad.run"
     run.write_text("\n".join([
         "q1 Q0 d1 1 2.0 s",      # 1 ok
@@ -30,7 +29,7 @@ def test_run_problems_each_with_its_line(monkeypatch, capsys, tmp_path, ids):
         "q2 Q0 d1 3 0.4",        # 8 wrong column count
         "q1 Q0 d3 4 0.1 s",      # 9 q1 again after other queries
     ]) + "\n")
-    code, out, _ = run_cli(monkeypatch, capsys, "validate", "run", run, "--queries", ids[0], "--docs", ids[1])
+    code, out, _ = run_cli("validate", "run", run, "--queries", ids[0], "--docs", ids[1])
     assert code == 1
     lines = out.strip().splitlines()
     assert lines == [
@@ -75,6 +74,6 @@ def test_id_lists_from_text_and_tables(tmp_path):
         read_id_list(dup, unique=True)
 
 
-def test_missing_file_is_one_line_error(monkeypatch, capsys, tmp_path):
-    code, out, err = run_cli(monkeypatch, capsys, "validate", "run", tmp_path / "nope.run")
+def test_missing_file_is_one_line_error(run_cli, monkeypatch, capsys, tmp_path):
+    code, out, err = run_cli("validate", "run", tmp_path / "nope.run")
     assert code == 2 and "nope.run: no such file" in err and "Traceback" not in err

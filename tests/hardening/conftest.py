@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 
-import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("default", max_examples=int(os.environ.get("ENGINE_FUZZ_EXAMPLES", "15")),
@@ -18,10 +17,3 @@ def pytest_configure(config) -> None:
     marks = config.getoption("markexpr", "") or ""
     if "slow" in marks and "not slow" not in marks:
         settings.load_profile("slow")
-
-
-@pytest.fixture()
-def fake_encoder(monkeypatch):
-    from hardening import fake
-    fake.install(monkeypatch)
-    return fake.CALLS

@@ -9,7 +9,6 @@ import time
 
 import numpy as np
 import pytest
-from conftest import run_cli
 from PIL import Image
 
 from engine.core.collection import Collection
@@ -48,10 +47,10 @@ def test_a_reranker_on_a_vectors_collection_says_vectors(tmp_path):
     (("--index", "IVF4,Flat"), "keeps the collection's index"),
     (("--query-prompt", "query: "), "encodes with the prompts the collection was built with"),
 ])
-def test_add_refuses_options_it_would_ignore(tmp_path, monkeypatch, capsys, fake_encoder, extra, words):
+def test_add_refuses_options_it_would_ignore(run_cli, tmp_path, monkeypatch, capsys, fake_encoder, extra, words):
     Collection.build("c", texts=texts(tmp_path / "t.csv"), root=tmp_path / "idx", model="fake")
     before = (tmp_path / "idx" / "c" / "manifest.json").read_text()
-    code, out, err = run_cli(monkeypatch, capsys, "build", "c", "--texts", tmp_path / "t.csv", "--add",
+    code, out, err = run_cli("build", "c", "--texts", tmp_path / "t.csv", "--add",
                              "--root", tmp_path / "idx", *extra)
     assert code == 2 and words in " ".join(err.split()), err
     assert (tmp_path / "idx" / "c" / "manifest.json").read_text() == before

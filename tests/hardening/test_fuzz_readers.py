@@ -63,7 +63,7 @@ def _readers() -> dict[str, tuple[str, Callable[[Path], object], st.SearchStrate
     """name → (file suffix, reader, strategy of file contents)."""
     from engine.core.sources import image_items, text_items
     from engine.eval.groups import read_groups
-    from engine.eval.runs import parse_qrels, parse_run, read_qrels, read_run
+    from engine.io.runs import parse_qrels, parse_run, read_qrels, read_run
     from engine.io.ids import read_id_list
     from engine.io.tables import read_queries, read_rows
     from engine.tasks.dse import data as dse

@@ -7,7 +7,6 @@ import json
 
 import numpy as np
 import pytest
-from conftest import run_cli
 
 from engine.core.build.update import delete_ids
 from engine.core.collection import Collection
@@ -21,12 +20,12 @@ def vecs(tmp_path):
 
 
 @pytest.mark.parametrize("line", ["has space", "a\tb"])
-def test_an_id_with_white_space_is_refused_or_replaced_never_cut(vecs, monkeypatch, capsys, line):
+def test_an_id_with_white_space_is_refused_or_replaced_never_cut(run_cli, vecs, monkeypatch, capsys, line):
     (vecs / "ids.txt").write_text(f"x1\n{line}\nx3\n")
     args = ("build", "v", "--vectors", vecs / "v.npy", "--ids", vecs / "ids.txt", "--root", vecs / "idx")
-    code, out, err = run_cli(monkeypatch, capsys, *args)
+    code, out, err = run_cli(*args)
     assert code == 2 and "hold white space" in err and "Traceback" not in err, err
-    code, out, err = run_cli(monkeypatch, capsys, *args, "--id-policy", "replace")
+    code, out, err = run_cli(*args, "--id-policy", "replace")
     assert code == 0, err
     assert Collection.open("v", vecs / "idx").ids == ["x1", line.replace(" ", "_").replace("\t", "_"), "x3"]
 
@@ -38,28 +37,28 @@ def test_an_id_with_white_space_is_refused_or_replaced_never_cut(vecs, monkeypat
     ('{"n": ' + "9" * 500 + "}", "max_number_chars"),
     (b'{"t": "\xff\xfe"}', "not UTF-8"),
 ])
-def test_meta_refuses_what_every_json_reader_refuses(vecs, monkeypatch, capsys, row, words):
+def test_meta_refuses_what_every_json_reader_refuses(run_cli, vecs, monkeypatch, capsys, row, words):
     good = '{"t": "ok"}\n'
     data = row if isinstance(row, bytes) else row.encode()
     (vecs / "meta.jsonl").write_bytes(good.encode() + data + b"\n" + good.encode())
-    code, out, err = run_cli(monkeypatch, capsys, "build", "v", "--vectors", vecs / "v.npy", "--meta",
+    code, out, err = run_cli("build", "v", "--vectors", vecs / "v.npy", "--meta",
                              vecs / "meta.jsonl", "--root", vecs / "idx")
     assert code == 2 and words in err and "meta.jsonl" in err and "Traceback" not in err, err
     assert not (vecs / "idx" / "v" / "manifest.json").exists()
 
 
-def test_parquet_meta_with_a_binary_column_or_nan_is_one_line(vecs, monkeypatch, capsys):
+def test_parquet_meta_with_a_binary_column_or_nan_is_one_line(run_cli, vecs, monkeypatch, capsys):
     pa = pytest.importorskip("pyarrow")
     import pyarrow.parquet as pq
     for table, words in ((pa.table({"blob": [b"\x00\x01", b"x", b"y"]}), "column 'blob': binary data"),
                          (pa.table({"f": [1.0, float("nan"), 2.0]}), "column 'f': nan is not a finite number")):
         pq.write_table(table, vecs / "meta.parquet")
-        code, out, err = run_cli(monkeypatch, capsys, "build", "v", "--vectors", vecs / "v.npy", "--meta",
+        code, out, err = run_cli("build", "v", "--vectors", vecs / "v.npy", "--meta",
                                  vecs / "meta.parquet", "--root", vecs / "idx", "--force")
         assert code == 2 and words in err and "Traceback" not in err, err
     import datetime
     pq.write_table(pa.table({"day": [datetime.date(2020, 1, d) for d in (1, 2, 3)]}), vecs / "meta.parquet")
-    code, out, err = run_cli(monkeypatch, capsys, "build", "v", "--vectors", vecs / "v.npy", "--meta",
+    code, out, err = run_cli("build", "v", "--vectors", vecs / "v.npy", "--meta",
                              vecs / "meta.parquet", "--root", vecs / "idx", "--force")
     assert code == 0, err
     col = Collection.open("v", vecs / "idx")
@@ -68,13 +67,13 @@ def test_parquet_meta_with_a_binary_column_or_nan_is_one_line(vecs, monkeypatch,
     assert filter_mask(col, 'day == "2020-01-02"').tolist() == [False, True, False]
 
 
-def test_delete_reads_an_id_line_with_surrounding_tabs(vecs, monkeypatch, capsys):
+def test_delete_reads_an_id_line_with_surrounding_tabs(run_cli, vecs, monkeypatch, capsys):
     (vecs / "ids.txt").write_text("x1\nx2\nx3\n")
-    code, out, err = run_cli(monkeypatch, capsys, "build", "v", "--vectors", vecs / "v.npy", "--ids",
+    code, out, err = run_cli("build", "v", "--vectors", vecs / "v.npy", "--ids",
                              vecs / "ids.txt", "--root", vecs / "idx")
     assert code == 0, err
     (vecs / "gone.txt").write_text("\tx2\t\n")
-    code, out, err = run_cli(monkeypatch, capsys, "delete", "v", "--ids", vecs / "gone.txt", "--root", vecs / "idx")
+    code, out, err = run_cli("delete", "v", "--ids", vecs / "gone.txt", "--root", vecs / "idx")
     assert code == 0, err
     assert Collection.open("v", vecs / "idx").ids == ["x1", "x3"]
 

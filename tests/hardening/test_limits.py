@@ -4,14 +4,13 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import REPO
 
 from engine.errors import EngineError
 from engine.io.limits import LIMITS, limit, markdown
 
 
-def test_docs_table_is_current():
-    text = (REPO / "docs" / "limits.md").read_text(encoding="utf-8")
+def test_docs_table_is_current(repo):
+    text = (repo / "docs" / "limits.md").read_text(encoding="utf-8")
     m = re.search(r"<!-- limits:begin -->\n(.*?)\n<!-- limits:end -->", text, re.DOTALL)
     assert m and m.group(1) == markdown(), "docs/limits.md is stale: replace its table with `python -m engine.io.limits`"
 

@@ -3,7 +3,6 @@ by ENGINE_ROOT."""
 from __future__ import annotations
 
 import pytest
-from conftest import run_cli
 
 from engine.core.collection import Collection
 
@@ -13,14 +12,14 @@ def docs(path):
     return path
 
 
-def test_a_filter_on_a_field_no_item_has_is_one_line(tmp_path, monkeypatch, capsys, fake_encoder):
+def test_a_filter_on_a_field_no_item_has_is_one_line(run_cli, tmp_path, monkeypatch, capsys, fake_encoder):
     Collection.build("c", texts=docs(tmp_path / "d.csv"), root=tmp_path / "idx", model="fake")
     fake_encoder["loads"] = 0
-    code, out, err = run_cli(monkeypatch, capsys, "search", "c", "bread", "--where", "yaer >= 2020", "--root",
+    code, out, err = run_cli("search", "c", "bread", "--where", "yaer >= 2020", "--root",
                              tmp_path / "idx")
     assert code == 2 and "no item of collection 'c' has a value for 'yaer'" in err and "year" in err, err
     assert fake_encoder["loads"] == 0  # refused before the model loads
-    code, out, err = run_cli(monkeypatch, capsys, "search", "c", "bread", "--where", "year >= 2020", "--root",
+    code, out, err = run_cli("search", "c", "bread", "--where", "year >= 2020", "--root",
                              tmp_path / "idx")
     assert code == 0 and "d2" in out and "d1" not in out, (out, err)
 
@@ -55,39 +54,39 @@ def test_serve_says_what_it_serves_and_warns_when_nothing(tmp_path, capsys, fake
     assert "no collection 'typo'" in err
 
 
-def test_engine_root_sets_the_default_root(tmp_path, monkeypatch, capsys, fake_encoder):
+def test_engine_root_sets_the_default_root(run_cli, tmp_path, monkeypatch, capsys, fake_encoder):
     monkeypatch.setenv("ENGINE_ROOT", str(tmp_path / "elsewhere"))
-    code, out, err = run_cli(monkeypatch, capsys, "build", "c", "--texts", docs(tmp_path / "d.csv"), "--model",
+    code, out, err = run_cli("build", "c", "--texts", docs(tmp_path / "d.csv"), "--model",
                              "fake")
     assert code == 0, err
     assert (tmp_path / "elsewhere" / "c" / "manifest.json").is_file()
-    code, out, err = run_cli(monkeypatch, capsys, "list")
+    code, out, err = run_cli("list")
     assert code == 0 and "c" in out.split(), out
-    code, out, err = run_cli(monkeypatch, capsys, "search", "c", "bread")
+    code, out, err = run_cli("search", "c", "bread")
     assert code == 0 and "d1" in out, err
 
 
-def test_list_shows_count_size_and_encoder_and_info_summarises(tmp_path, monkeypatch, capsys, fake_encoder):
+def test_list_shows_count_size_and_encoder_and_info_summarises(run_cli, tmp_path, monkeypatch, capsys, fake_encoder):
     Collection.build("c", texts=docs(tmp_path / "d.csv"), root=tmp_path / "idx", model="fake")
-    code, out, err = run_cli(monkeypatch, capsys, "list", "--root", tmp_path / "idx")
+    code, out, err = run_cli("list", "--root", tmp_path / "idx")
     header, row = out.strip().splitlines()
     assert header.split() == ["name", "kind", "items", "size", "encoder"]
     assert row.split()[:3] == ["c", "text", "2"] and row.split()[-1] == "fake" and "kB" in row
-    code, out, err = run_cli(monkeypatch, capsys, "list", "--root", tmp_path / "idx", "--names")
+    code, out, err = run_cli("list", "--root", tmp_path / "idx", "--names")
     assert out.split() == ["c"]
-    code, out, err = run_cli(monkeypatch, capsys, "info", "c", "--root", tmp_path / "idx")
+    code, out, err = run_cli("info", "c", "--root", tmp_path / "idx")
     assert code == 0 and "--files lists them" in out and "embeddings-000001.npy" not in out
-    code, out, err = run_cli(monkeypatch, capsys, "info", "c", "--root", tmp_path / "idx", "--files")
+    code, out, err = run_cli("info", "c", "--root", tmp_path / "idx", "--files")
     assert "embeddings-000001.npy" in out
 
 
-def test_run_ids_say_what_made_the_run(tmp_path, monkeypatch, capsys, fake_encoder):
+def test_run_ids_say_what_made_the_run(run_cli, tmp_path, monkeypatch, capsys, fake_encoder):
     Collection.build("c", texts=docs(tmp_path / "d.csv"), root=tmp_path / "idx", model="fake", bm25=True)
     (tmp_path / "q.tsv").write_text("q1\tbread\n")
     tags = {}
     for extra in ((), ("--mode", "dense"), ("--mode", "bm25"), ("--run-id", "mine")):
         out = tmp_path / f"{len(tags)}.run"
-        code, _, err = run_cli(monkeypatch, capsys, "search", "c", "--queries", tmp_path / "q.tsv", "--out", out,
+        code, _, err = run_cli("search", "c", "--queries", tmp_path / "q.tsv", "--out", out,
                                "--root", tmp_path / "idx", *extra)
         assert code == 0, err
         tags[extra] = {line.split()[-1] for line in out.read_text().splitlines()}

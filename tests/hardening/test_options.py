@@ -1,4 +1,4 @@
-"""Issue 21: every numeric option has a declared range checked before any work, output paths are checked for
+"""Every numeric option has a declared range checked before any work, output paths are checked for
 writability first, and each defect the campaign found (tracebacks, silent wrong results, a corrupted
 collection) is one line now. Each test here failed on the main of before the fix."""
 from __future__ import annotations
@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 import typer
 
-from conftest import run_cli
 from engine.core.collection import Collection
 from engine.errors import EngineError
 
@@ -92,17 +91,17 @@ def _touch(tmp_path, name, text="x\n") -> Path:
     (["build", "c", "--texts", "{f}", "--recall", "nan"], "--recall"),
     (["search", "c", "q", "--k-factor", "inf"], "--k-factor"),
 ])
-def test_bad_option_values_are_one_line_before_any_work(tmp_path, monkeypatch, capsys, args, message):
+def test_bad_option_values_are_one_line_before_any_work(run_cli, tmp_path, monkeypatch, capsys, args, message):
     f = _touch(tmp_path, "in.csv")
     args = [a.format(f=f, d=tmp_path) for a in args]
-    code, out, err = run_cli(monkeypatch, capsys, *args, "--root", tmp_path / "idx") if args[0] in (
-        "build", "search") else run_cli(monkeypatch, capsys, *args)
+    code, out, err = run_cli(*args, "--root", tmp_path / "idx") if args[0] in (
+        "build", "search") else run_cli(*args)
     assert code == 2 and message in err and "Traceback" not in err and err.count("\n") == 1, err
     assert not (tmp_path / "idx").exists() and not (tmp_path / "s.zip").exists()
 
 
 @pytest.mark.parametrize("target", ["folder", "under_file", "read_only"])
-def test_output_paths_are_checked_before_the_work(tmp_path, monkeypatch, capsys, target):
+def test_output_paths_are_checked_before_the_work(run_cli, tmp_path, monkeypatch, capsys, target):
     run = _touch(tmp_path, "a.run", "q1 Q0 d1 1 1.0 r\n")
     if target == "folder":
         out = tmp_path / "outdir"
@@ -116,7 +115,7 @@ def test_output_paths_are_checked_before_the_work(tmp_path, monkeypatch, capsys,
         folder.mkdir()
         folder.chmod(0o500)
         out = folder / "fused.run"
-    code, _, err = run_cli(monkeypatch, capsys, "fuse", run, run, "--out", out)
+    code, _, err = run_cli("fuse", run, run, "--out", out)
     assert code == 2 and "Traceback" not in err and str(out) in err and err.count("\n") == 1, err
 
 
@@ -185,12 +184,12 @@ def test_lora_config_refuses_a_nan_text_weight():
         LoraConfig(text_weight=float("nan")).check()
 
 
-def test_a_build_names_the_collection_of_another_kind_it_replaces(tmp_path, monkeypatch, capsys, fake_encoder):
+def test_a_build_names_the_collection_of_another_kind_it_replaces(run_cli, tmp_path, monkeypatch, capsys, fake_encoder):
     Collection.from_vectors("c", ["a", "b"], np.eye(2, 8, dtype=np.float32), None, "image", root=tmp_path)
     src = _touch(tmp_path, "t.csv", "id,text\nx,some words\ny,other words\n")
-    code, _, err = run_cli(monkeypatch, capsys, "build", "c", "--texts", src, "--root", tmp_path)
+    code, _, err = run_cli("build", "c", "--texts", src, "--root", tmp_path)
     assert code == 2 and "already exists" in err
-    code, _, err = run_cli(monkeypatch, capsys, "build", "c", "--texts", src, "--root", tmp_path, "--force", "-q")
+    code, _, err = run_cli("build", "c", "--texts", src, "--root", tmp_path, "--force", "-q")
     assert code == 0 and "replacing 'c'" in err and "kind 'image'" in err and "kind 'text'" in err, err
 
 
@@ -260,7 +259,7 @@ def test_query_texts_are_cut_to_the_documented_bound():
     assert len(cut) <= limit("max_query_chars") and text.startswith(cut) and truncate_query("short") == "short"
 
 
-def test_missing_extra_prints_the_extra_verbatim(monkeypatch, capsys):
+def test_missing_extra_prints_the_extra_verbatim(run_cli, monkeypatch, capsys):
     import engine.core.cli as core_cli
     from engine.errors import missing_extra
 
@@ -268,7 +267,7 @@ def test_missing_extra_prints_the_extra_verbatim(monkeypatch, capsys):
         raise missing_extra("fastapi, uvicorn and python-multipart", "serve")
     monkeypatch.setattr(core_cli, "list_cmd", boom)
     monkeypatch.setitem(core_cli.COMMANDS, "list", boom)
-    code, _, err = run_cli(monkeypatch, capsys, "list")
+    code, _, err = run_cli("list")
     assert code == 2 and "pip install 'engine[serve]'" in err and 'pip install -e ".[serve]"' in err
     assert "are not installed" in err
 
@@ -282,8 +281,8 @@ def test_eventa_queries_with_an_image_index_column(tmp_path):
     assert read_queries(path, id_column="idx") == [("7", "a storm at sea")]
 
 
-def test_eventa_submit_has_the_id_column_option_its_message_promises(monkeypatch, capsys):
-    code, out, _ = run_cli(monkeypatch, capsys, "eventa", "submit", "--help")
+def test_eventa_submit_has_the_id_column_option_its_message_promises(run_cli, monkeypatch, capsys):
+    code, out, _ = run_cli("eventa", "submit", "--help")
     assert code == 0 and "--id-column" in out and "--text-column" in out
 
 

@@ -6,7 +6,6 @@ import os
 import stat
 
 import pytest
-from conftest import run_cli
 
 from engine.errors import EngineError
 from engine.io.atomic import atomic_open, check_writable
@@ -40,17 +39,17 @@ def test_atomic_writer_refuses_to_replace_a_device_or_pipe(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
-def test_fuse_out_on_a_device_is_refused_and_left_alone(tmp_path, monkeypatch, capsys):
+def test_fuse_out_on_a_device_is_refused_and_left_alone(run_cli, tmp_path, monkeypatch, capsys):
     a, b = tmp_path / "a.run", tmp_path / "b.run"
     a.write_text(RUN)
     b.write_text(RUN.replace(" a\n", " b\n"))
     for target in special_targets(tmp_path):
-        code, out, err = run_cli(monkeypatch, capsys, "fuse", a, b, "--out", target)
+        code, out, err = run_cli("fuse", a, b, "--out", target)
         assert code != 0 and "not a regular file" in err and "Traceback" not in err, err
         assert still_special(target)
 
 
-def test_search_out_on_a_device_is_refused_before_the_search(tmp_path, monkeypatch, capsys, fake_encoder):
+def test_search_out_on_a_device_is_refused_before_the_search(run_cli, tmp_path, monkeypatch, capsys, fake_encoder):
     texts = tmp_path / "t.csv"
     texts.write_text("id,text\nd1,one text\nd2,another text\n")
     from engine.core.collection import Collection
@@ -58,7 +57,7 @@ def test_search_out_on_a_device_is_refused_before_the_search(tmp_path, monkeypat
     queries = tmp_path / "q.tsv"
     queries.write_text("q1\tone\n")
     for target in special_targets(tmp_path):
-        code, out, err = run_cli(monkeypatch, capsys, "search", "c", "--root", tmp_path / "idx", "--queries",
+        code, out, err = run_cli("search", "c", "--root", tmp_path / "idx", "--queries",
                                  queries, "--out", target)
         assert code != 0 and "not a regular file" in err and "wrote" not in out, (out, err)
         assert still_special(target)
@@ -74,7 +73,7 @@ def test_a_folder_that_takes_no_new_files_is_named(tmp_path):
 
 
 @pytest.mark.parametrize("where", ["file", "device", "proc"])
-def test_build_and_delete_with_root_at_a_file_or_system_folder_are_one_line(tmp_path, monkeypatch, capsys,
+def test_build_and_delete_with_root_at_a_file_or_system_folder_are_one_line(run_cli, tmp_path, monkeypatch, capsys,
                                                                                fake_encoder, where):
     texts = tmp_path / "t.csv"
     texts.write_text("id,text\nd1,one text\nd2,another text\n")
@@ -84,7 +83,7 @@ def test_build_and_delete_with_root_at_a_file_or_system_folder_are_one_line(tmp_
     ids = tmp_path / "ids.txt"
     ids.write_text("d1\n")
     for args in (("build", "c", "--texts", texts, "--model", "fake"), ("delete", "c", "--ids", ids)):
-        code, out, err = run_cli(monkeypatch, capsys, *args, "--root", root)
+        code, out, err = run_cli(*args, "--root", root)
         assert code != 0 and "Traceback" not in err and len(err.strip().splitlines()) >= 1, err
         assert str(root) in err.strip().splitlines()[-1], err
     if where == "device":

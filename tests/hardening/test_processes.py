@@ -25,6 +25,14 @@ N, FIRST = 60, 30  # items; the first FIRST are in the collection before --add /
 CHUNK = "5"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def fake_in_process(install_fake):
+    """Every build of this module's own process uses the fake encoder, as the writer children do."""
+    with pytest.MonkeyPatch.context() as mp:
+        install_fake(mp)
+        yield
+
+
 def _env(delay: float = 0.05) -> dict:
     env = dict(os.environ, FAKE_ENCODER_DELAY=str(delay), PYTHONPATH=str(WRITER.parents[2]))
     env.pop("ENGINE_MAX_LINE_BYTES", None)
@@ -44,11 +52,8 @@ def _args(scenario: str, tmp: Path) -> list[str]:
 
 
 def _build_here(tmp: Path, ids, **settings) -> Collection:
-    """A build in this process with the fake encoder (the children use the same one)."""
-    from hardening import fake
-    with pytest.MonkeyPatch.context() as mp:
-        fake.install(mp)
-        return Collection.build("c", texts=_csv(tmp / "here.csv", ids), root=tmp / "idx", **settings)
+    """A build in this process with the fake encoder (`fake_in_process`; the children use the same one)."""
+    return Collection.build("c", texts=_csv(tmp / "here.csv", ids), root=tmp / "idx", **settings)
 
 
 def _prepare(scenario: str, tmp: Path) -> None:

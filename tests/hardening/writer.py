@@ -6,11 +6,17 @@ import resource
 import sys
 from pathlib import Path
 
-sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[1])]
 
-from hardening import fake
+def _shared_fixtures():
+    """tests/conftest.py, loaded by its path: a child process has no pytest to load it."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("engine_tests_conftest", Path(__file__).resolve().parents[1] / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-fake.install()
+
+_shared_fixtures().install_fake_encoder()
 if os.environ.get("FAKE_ENCODER_REPORT_RSS"):  # benchmarks/hostile_inputs.py keeps each input's peak memory
     atexit.register(lambda: print(f"PEAK_RSS_KIB={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}",
                                   file=sys.stderr))

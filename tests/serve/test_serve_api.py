@@ -11,18 +11,14 @@ import numpy as np
 import pytest
 
 pytest.importorskip("fastapi")
-import serve_fixtures
-from conftest import run_cli
 from fastapi.testclient import TestClient
 from PIL import Image
-from serve_fixtures import DOCS, write_docs
 
 from engine.core.collection import MANIFEST, Collection
 from engine.errors import EngineError
 from engine.serve.app import create_app
 from engine.serve.options import ServeOptions
 
-served_root, client = serve_fixtures.served_root, serve_fixtures.client  # the shared fixtures
 
 
 def one_line_refusal(r, status: int) -> str:
@@ -32,8 +28,8 @@ def one_line_refusal(r, status: int) -> str:
     return detail
 
 
-def local_json(monkeypatch, capsys, root, *args) -> dict:
-    code, out, err = run_cli(monkeypatch, capsys, "search", *args, "--root", root, "--json", "-q")
+def local_json(run_cli, root, *args) -> dict:
+    code, out, err = run_cli("search", *args, "--root", root, "--json", "-q")
     assert code == 0, err
     return json.loads(out)
 
@@ -56,22 +52,22 @@ def test_health_collections_docs_and_metrics(client):
 
 
 @pytest.mark.parametrize("name,text", [("docs", "deep learning backprop"), ("demo", "a cup of coffee")])
-def test_text_ranking_is_engine_search(client, served_root, monkeypatch, capsys, name, text):
+def test_text_ranking_is_engine_search(run_cli, client, served_root, monkeypatch, capsys, name, text):
     r = client.post("/search", json={"collection": name, "text": text, "k": 5})
     assert r.status_code == 200 and r.json()["took_ms"] >= 0
     hits = r.json()["hits"]
-    local = local_json(monkeypatch, capsys, served_root, name, text, "-k", "5")["hits"]
+    local = local_json(run_cli, served_root, name, text, "-k", "5")["hits"]
     assert [{k: v for k, v in h.items() if k != "thumb"} for h in hits] == \
         [{**h, "meta": h.get("meta", {})} for h in local]
     assert hits[0]["id"] == {"docs": "d6", "demo": "coffee"}[name]
 
 
-def test_image_upload_is_engine_search_image(client, served_root, sample_photos, monkeypatch, capsys):
+def test_image_upload_is_engine_search_image(run_cli, client, served_root, sample_photos, monkeypatch, capsys):
     photo = sample_photos["coffee"]
     r = client.post("/search", data={"collection": "demo", "k": "4"},
                     files={"image": ("coffee.png", photo.read_bytes(), "image/png")})
     assert r.status_code == 200, r.text
-    local = local_json(monkeypatch, capsys, served_root, "demo", "--image", photo, "-k", "4")["hits"]
+    local = local_json(run_cli, served_root, "demo", "--image", photo, "-k", "4")["hits"]
     assert [(h["id"], h["rank"]) for h in r.json()["hits"]] == [(h["id"], h["rank"]) for h in local]
     assert np.allclose([h["score"] for h in r.json()["hits"]], [h["score"] for h in local], atol=1e-6)
     assert r.json()["hits"][0]["id"] == "coffee"
@@ -93,9 +89,9 @@ def test_id_vector_and_batch_search_against_exact_inner_products(client, served_
         assert np.allclose([h["score"] for h in got], [h["score"] for h in want], atol=1e-5)
 
 
-def test_item_metadata_and_thumbnails(client):
+def test_item_metadata_and_thumbnails(docs_table, client):
     item = client.get("/items/docs/d3").json()
-    assert item["meta"] == {"text": DOCS[2][1], "topic": "history"} and item["thumb"] is None
+    assert item["meta"] == {"text": docs_table.rows[2][1], "topic": "history"} and item["thumb"] is None
     hit = client.post("/search", json={"collection": "demo", "text": "a cat", "k": 1}).json()["hits"][0]
     assert hit["id"] == "chelsea" and hit["thumb"] == "/thumb/demo/chelsea"
     r = client.get(hit["thumb"])
@@ -185,9 +181,9 @@ def test_timeout_is_a_503_and_api_key_guards_everything_but_the_page(served_root
         assert c.get("/").status_code == 200 and c.get("/static/app.js").status_code == 200
 
 
-def test_concurrent_text_queries_are_micro_batched(served_root):
+def test_concurrent_text_queries_are_micro_batched(docs_table, served_root):
     app = create_app(ServeOptions(root=served_root, batch_window_ms=200, max_batch=8))
-    texts = [t for _, t, _ in DOCS] + ["a", "b", "c", "d", "e", "f", "g", "h", "i"]
+    texts = [t for _, t, _ in docs_table.rows] + ["a", "b", "c", "d", "e", "f", "g", "h", "i"]
     with TestClient(app) as c, ThreadPoolExecutor(16) as pool:
         got = list(pool.map(lambda t: c.post("/search", json={"collection": "docs", "text": t, "k": 3}), texts))
         metrics = c.get("/metrics").text
@@ -199,13 +195,13 @@ def test_concurrent_text_queries_are_micro_batched(served_root):
     assert count < len(texts)  # fewer forward passes than queries
 
 
-def test_a_new_generation_is_served_without_restart_and_a_broken_one_never(tmp_path):
+def test_a_new_generation_is_served_without_restart_and_a_broken_one_never(docs_table, tmp_path):
     root = tmp_path / "idx"
-    Collection.build("docs", texts=write_docs(tmp_path / "a.csv", DOCS[:4]), root=root)
+    Collection.build("docs", texts=docs_table.write(tmp_path / "a.csv", docs_table.rows[:4]), root=root)
     with TestClient(create_app(ServeOptions(root=root))) as c:
         ask = lambda: c.post("/search", json={"collection": "docs", "text": "barbecue grill", "k": 10})
         assert len(ask().json()["hits"]) == 4
-        Collection.build("docs", texts=write_docs(tmp_path / "b.csv", DOCS), root=root, add=True)
+        Collection.build("docs", texts=docs_table.write(tmp_path / "b.csv", docs_table.rows), root=root, add=True)
         hits = ask().json()["hits"]
         assert len(hits) == 7 and hits[0]["id"] == "d5"
         assert c.get("/collections/docs").json()["manifest"]["generation"] == 2
@@ -221,23 +217,23 @@ def test_a_new_generation_is_served_without_restart_and_a_broken_one_never(tmp_p
             r = ask()
             assert r.status_code == 200 and len(r.json()["hits"]) == 7
         path.write_text(json.dumps(manifest))
-        Collection.build("new", texts=write_docs(tmp_path / "c.csv", DOCS[:2]), root=root)
+        Collection.build("new", texts=docs_table.write(tmp_path / "c.csv", docs_table.rows[:2]), root=root)
         assert {x["name"] for x in c.get("/collections").json()} == {"docs", "new"}
 
 
-def test_cli_search_with_server_prints_the_same(served_root, monkeypatch, capsys, sample_photos):
+def test_cli_search_with_server_prints_the_same(run_cli, served_root, monkeypatch, capsys, sample_photos):
     from engine.serve.server import running
     with running(ServeOptions(root=served_root)) as url:
         for args in (["docs", "neural networks", "-k", "3"], ["demo", "--image", str(sample_photos["rocket"])]):
             for fmt in ([], ["--json"]):
-                local = run_cli(monkeypatch, capsys, "search", *args, *fmt, "--root", served_root, "-q")
-                remote = run_cli(monkeypatch, capsys, "search", *args, *fmt, "--server", url, "-q")
+                local = run_cli("search", *args, *fmt, "--root", served_root, "-q")
+                remote = run_cli("search", *args, *fmt, "--server", url, "-q")
                 assert local[0] == remote[0] == 0 and local[1] == remote[1] and local[1]
-        code, _, err = run_cli(monkeypatch, capsys, "search", "nope", "x", "--server", url)
+        code, _, err = run_cli("search", "nope", "x", "--server", url)
         assert code == 2 and "404" in err and "nope" in err and len(err.strip().splitlines()) == 1
-    code, _, err = run_cli(monkeypatch, capsys, "search", "docs", "x", "--server", url)
+    code, _, err = run_cli("search", "docs", "x", "--server", url)
     assert code == 2 and "cannot reach" in err
-    code, _, err = run_cli(monkeypatch, capsys, "serve", "--host", "0.0.0.0", "--root", served_root)
+    code, _, err = run_cli("serve", "--host", "0.0.0.0", "--root", served_root)
     assert code == 2 and "--api-key" in err
 
 

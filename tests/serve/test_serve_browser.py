@@ -9,13 +9,11 @@ import pytest
 
 pytest.importorskip("fastapi")
 webdriver = pytest.importorskip("selenium.webdriver")
-import serve_fixtures
 from PIL import Image, ImageStat
 
 from engine.serve.options import ServeOptions
 from engine.serve.server import running
 
-served_root = serve_fixtures.served_root
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 

@@ -16,16 +16,12 @@ import numpy as np
 import pytest
 
 pytest.importorskip("fastapi")
-import serve_fixtures
-from conftest import run_cli
 from fastapi.testclient import TestClient
-from serve_fixtures import DOCS, write_docs
 
 from engine.core.collection import MANIFEST, Collection
 from engine.serve.app import create_app
 from engine.serve.options import ServeOptions
 
-served_root, client = serve_fixtures.served_root, serve_fixtures.client  # the shared fixtures
 
 
 def refusal(r, status: int) -> str:
@@ -35,13 +31,13 @@ def refusal(r, status: int) -> str:
     return detail
 
 
-def test_the_old_generation_answers_until_no_request_uses_it(tmp_path, monkeypatch):
+def test_the_old_generation_answers_until_no_request_uses_it(docs_table, tmp_path, monkeypatch):
     """`id` and text queries from 4 clients while `--add` then `--force` commit: every one answered 200.
     Opening the new generation is slowed down, so requests keep answering from the old one after the commit
     deleted its files (on the old code, `id` queries then got 422 "rebuilt while it was open")."""
     import engine.serve.catalog as catalog
     root = tmp_path / "idx"
-    Collection.build("docs", texts=write_docs(tmp_path / "a.csv", DOCS[:5]), root=root)
+    Collection.build("docs", texts=docs_table.write(tmp_path / "a.csv", docs_table.rows[:5]), root=root)
     real = catalog.open_served
     monkeypatch.setattr(catalog, "open_served", lambda name, r: (time.sleep(0.4), real(name, r))[1])
     outcomes: Counter = Counter()
@@ -59,9 +55,9 @@ def test_the_old_generation_answers_until_no_request_uses_it(tmp_path, monkeypat
         with ThreadPoolExecutor(4) as pool:
             workers = [pool.submit(ask, w) for w in range(4)]
             time.sleep(0.2)
-            Collection.build("docs", texts=write_docs(tmp_path / "b.csv", DOCS), root=root, add=True)
+            Collection.build("docs", texts=docs_table.write(tmp_path / "b.csv", docs_table.rows), root=root, add=True)
             time.sleep(0.6)
-            Collection.build("docs", texts=write_docs(tmp_path / "c.csv", DOCS[:5]), root=root, force=True)
+            Collection.build("docs", texts=docs_table.write(tmp_path / "c.csv", docs_table.rows[:5]), root=root, force=True)
             time.sleep(0.8)
             stop.set()
             for w in workers:
@@ -138,14 +134,14 @@ def poison(root, name: str) -> None:
     (folder / MANIFEST).write_text(json.dumps(manifest))
 
 
-def test_a_stored_nan_vector_fails_verify_and_is_never_served_silently(tmp_path, monkeypatch, capsys):
+def test_a_stored_nan_vector_fails_verify_and_is_never_served_silently(docs_table, run_cli, tmp_path, monkeypatch, capsys):
     root = tmp_path / "idx"
-    Collection.build("one", texts=write_docs(tmp_path / "a.csv", DOCS[:1]), root=root)
-    Collection.build("docs", texts=write_docs(tmp_path / "b.csv", DOCS), root=root)
+    Collection.build("one", texts=docs_table.write(tmp_path / "a.csv", docs_table.rows[:1]), root=root)
+    Collection.build("docs", texts=docs_table.write(tmp_path / "b.csv", docs_table.rows), root=root)
     for name in ("one", "docs"):
         poison(root, name)
         capsys.readouterr()
-        code, _, err = run_cli(monkeypatch, capsys, "verify", name, "--root", root, "-q")
+        code, _, err = run_cli("verify", name, "--root", root, "-q")
         assert code != 0 and "row 0 holds a NaN" in err and len(err.strip().splitlines()) == 1, err
     with TestClient(create_app(ServeOptions(root=root)), raise_server_exceptions=False) as c:
         for name in ("one", "docs"):
@@ -239,6 +235,6 @@ def test_slow_and_short_bodies_are_dropped_in_one_log_line_within_the_timeout(se
     (["--max-upload-mb", "nan"], "--max-upload-mb"), (["--max-upload-mb", "0"], "--max-upload-mb"),
     (["--max-image-pixels", "0"], "--max-image-pixels"),
 ])
-def test_serve_options_out_of_range_are_refused_in_one_line(tmp_path, monkeypatch, capsys, args, word):
-    code, _, err = run_cli(monkeypatch, capsys, "serve", "--root", tmp_path, *args)
+def test_serve_options_out_of_range_are_refused_in_one_line(run_cli, tmp_path, monkeypatch, capsys, args, word):
+    code, _, err = run_cli("serve", "--root", tmp_path, *args)
     assert code == 2 and word in err and len(err.strip().splitlines()) == 1, err

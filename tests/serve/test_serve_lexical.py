@@ -5,11 +5,9 @@ import numpy as np
 import pytest
 
 pytest.importorskip("fastapi")
-import serve_fixtures
 
 from engine.core.collection import Collection
 
-served_root, client = serve_fixtures.served_root, serve_fixtures.client  # the shared fixtures
 
 
 def test_where_and_mode_equal_collection_search(client, served_root):

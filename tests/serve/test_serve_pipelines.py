@@ -5,8 +5,6 @@ from __future__ import annotations
 import pytest
 
 pytest.importorskip("fastapi")
-import serve_fixtures
-from conftest import run_cli
 from fastapi.testclient import TestClient
 
 from engine.errors import EngineError
@@ -14,10 +12,9 @@ from engine.serve.app import create_app
 from engine.serve.cli import served_pipelines
 from engine.serve.options import ServeOptions
 
-served_root = serve_fixtures.served_root
 
 
-def test_pipeline_search_equals_pipeline_run(served_root, tmp_path, monkeypatch, capsys):
+def test_pipeline_search_equals_pipeline_run(run_cli, served_root, tmp_path, monkeypatch, capsys):
     pipe = tmp_path / "p.toml"
     pipe.write_text("pipeline = 'retrieve(\"docs\", k=5) % 3'\n")
     opts = ServeOptions(root=served_root, pipelines=served_pipelines([f"top3={pipe}"]))
@@ -32,7 +29,7 @@ def test_pipeline_search_equals_pipeline_run(served_root, tmp_path, monkeypatch,
         assert c.post("/search", json={"pipeline": "top3", "id": "d1"}).status_code == 422
         assert c.post("/search", json={"text": "x"}).status_code == 422
     (tmp_path / "q.tsv").write_text("q1\tdeep learning\n")
-    code, _, err = run_cli(monkeypatch, capsys, "pipeline", "run", pipe, "--queries", tmp_path / "q.tsv", "--root",
+    code, _, err = run_cli("pipeline", "run", pipe, "--queries", tmp_path / "q.tsv", "--root",
                            served_root, "--out", tmp_path / "p.run", "--no-cache")
     assert code == 0, err
     assert got == [line.split()[2] for line in (tmp_path / "p.run").read_text().splitlines()]

@@ -11,7 +11,6 @@ import pytest
 
 pytest.importorskip("fastapi")
 schemathesis = pytest.importorskip("schemathesis")
-import serve_fixtures
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 
@@ -20,7 +19,6 @@ from schemathesis.checks import positive_data_acceptance
 from engine.serve.options import ServeOptions
 from engine.serve.server import running
 
-served_root = serve_fixtures.served_root
 EXAMPLES = 25
 
 

@@ -32,13 +32,6 @@ def root(tmp_path, fake_encoder):
     return root
 
 
-@pytest.fixture()
-def fake_encoder(monkeypatch):
-    from hardening import fake
-    fake.install(monkeypatch)
-    return fake.CALLS
-
-
 def test_an_opened_generation_answers_after_a_commit_deleted_its_files(root, tmp_path):
     served = open_served("srv", root)
     before = [(h.id, h.score) for h in served.col.search(text="bread", k=5, mode="hybrid", where='topic == "odd"')]

@@ -11,19 +11,23 @@ from typer.testing import CliRunner
 
 import engine.tasks.dse.data as dse_data
 import engine.tasks.dse.rank as dse_rank
-from conftest import SHARED_DATA, run_cli
 from engine.cli import app
 from engine.core.collection import MANIFEST, Collection
 from engine.errors import EngineError
 from engine.eval.profiles import PROFILES
-from engine.eval.runs import read_run
+from engine.io.runs import read_run
 from engine.tasks.dse.data import (load_dse_run, read_cases, read_datasets, read_dse_queries,
                                    read_dsebench_judgments, read_folds, select_cases)
 from engine.tasks.dse.index import EMBEDDED, FEATURES, DseIndex, build_dse, ensure_index
 from engine.tasks.dse.pipeline import EvalOptions, SubmitOptions, eval_dse, score_run, submit_dse, variant_table
 from fixtures.dse_synthetic import generate, write_corpus
 
-SHARED = SHARED_DATA / "dsebench"
+
+@pytest.fixture(scope="session")
+def shared(shared_data):
+    return shared_data / "dsebench"
+
+
 runner = CliRunner()
 
 
@@ -88,15 +92,15 @@ def test_messy_records_are_cleaned_with_warnings(tmp_path, monkeypatch):
         read_datasets(p)
 
 
-def test_generated_corpus_uses_dsebench_formats(tmp_path):
+def test_generated_corpus_uses_dsebench_formats(shared, tmp_path):
     paths = write_corpus(generate(n_records=80, n_cases=6, n_train_cases=2, seed=3), tmp_path)
     records = json.loads(paths["datasets"].read_text())
     assert set(records[0]) == {"id", "title", "description", "tags", "author", "summary"}
     assert all(len(line.split("\t")) == 3 for line in paths["cases"].read_text().splitlines())
     assert all(len(line.split("\t")) == 2 for line in paths["queries"].read_text().splitlines())
     judgments = json.loads(paths["judgments"].read_text())
-    if SHARED.exists():  # same keys and value types as the real file
-        real = json.loads((SHARED / "Data" / "human_annotated_judgments.json").read_text())[0]
+    if shared.exists():  # same keys and value types as the real file
+        real = json.loads((shared / "Data" / "human_annotated_judgments.json").read_text())[0]
         assert {k: type(v) for k, v in judgments[0].items()} == {k: type(v) for k, v in real.items()}
     folds = read_folds(paths["folds"])
     assert len(folds) == 5 and all(not set(f.train) & set(f.test) for f in folds)
@@ -209,16 +213,16 @@ def test_user_errors_are_engine_errors(corpus, tmp_path):
     (["--depth", "0"], "--depth must be a whole number of at least 1, not 0"),
     (["--split", "nonsense"], "--split 'nonsense': use test, train, all, or a split file"),
 ])
-def test_submit_errors_name_the_flags_on_the_command_line(corpus, tmp_path, monkeypatch, capsys, args, message):
+def test_submit_errors_name_the_flags_on_the_command_line(run_cli, corpus, tmp_path, monkeypatch, capsys, args, message):
     paths, root = corpus
-    code, _, err = run_cli(monkeypatch, capsys, "dse", "submit", "--queries", paths["queries"], "--cases",
+    code, _, err = run_cli("dse", "submit", "--queries", paths["queries"], "--cases",
                            paths["cases"], "--out", tmp_path / "r", "--name", "synth", "--root", root, *args)
     assert code == 2
     assert message.replace("ROOT", str(root)) in " ".join(err.split())
 
 
-def test_eval_without_run_needs_queries_and_cases(monkeypatch, capsys, tmp_path):
-    code, _, err = run_cli(monkeypatch, capsys, "dse", "eval", "--judgments", tmp_path / "j.json")
+def test_eval_without_run_needs_queries_and_cases(run_cli, monkeypatch, capsys, tmp_path):
+    code, _, err = run_cli("dse", "eval", "--judgments", tmp_path / "j.json")
     assert code == 2
     assert "without --run, the judged cases are ranked with the built index: give --queries and --cases " \
            "(and the index's --name)" in " ".join(err.split())
@@ -229,10 +233,10 @@ def test_eval_without_run_needs_queries_and_cases(monkeypatch, capsys, tmp_path)
 # ---------------------------------------------------------------- the real DSEBench files, unchanged
 
 @pytest.mark.shared
-def test_real_dsebench_files_load_and_baselines_score_as_published():
-    if not SHARED.exists():
+def test_real_dsebench_files_load_and_baselines_score_as_published(shared):
+    if not shared.exists():
         pytest.skip("../shared/data/dsebench is absent")
-    data = SHARED / "Data"
+    data = shared / "Data"
     queries = read_dse_queries(data / "queries.tsv")
     cases = read_cases(data / "cases.tsv")
     assert len(queries) == 3979 and len(cases) == 5840
@@ -243,11 +247,11 @@ def test_real_dsebench_files_load_and_baselines_score_as_published():
     qrels = read_dsebench_judgments(data / "human_annotated_judgments.json")
     assert len(qrels) == 141 and sum(len(v) for v in qrels.values()) == 7415
     # Baselines/evaluation_results.md, BM25 and GTE rows
-    bm25 = score_run(load_dse_run(SHARED / "Baselines" / "Retrieval" / "BM25_results.json"), qrels)
+    bm25 = score_run(load_dse_run(shared / "Baselines" / "Retrieval" / "BM25_results.json"), qrels)
     assert [round(bm25[m], 4) for m in PROFILES["dsebench"].metrics.split(",")] == \
         [0.3059, 0.3416, 0.0982, 0.1739, 0.1705, 0.2769]
     table = eval_dse(data / "human_annotated_judgments.json", options=EvalOptions(
-        folds=data / "Splits" / "5-Fold_split", run=SHARED / "Baselines" / "Retrieval" / "GTE_results.json"))
+        folds=data / "Splits" / "5-Fold_split", run=shared / "Baselines" / "Retrieval" / "GTE_results.json"))
     assert round(table["run"]["ndcg@10"], 4) == 0.3649 and len(table) == 6
 
 
@@ -280,7 +284,7 @@ def test_case_with_unknown_query_is_ranked_by_its_examples(corpus, tmp_path, mon
 
 # ---------------------------------------------------------------- storage: one collection
 
-def test_index_is_one_collection_search_and_info_work(corpus, monkeypatch, capsys):
+def test_index_is_one_collection_search_and_info_work(run_cli, corpus, monkeypatch, capsys):
     paths, root = corpus
     col = Collection.open("synth", root)
     records = read_datasets(paths["datasets"])
@@ -299,11 +303,11 @@ def test_index_is_one_collection_search_and_info_work(corpus, monkeypatch, capsy
     assert np.array_equal(index.emb["title"], col.array("emb_title").astype(np.float32))
     feats = index.features(None, "bus ridership", [0])
     assert feats.shape == (len(records), len(FEATURES))
-    code, out, _ = run_cli(monkeypatch, capsys, "search", "synth", "bus ridership", "--json", "-k", "3",
+    code, out, _ = run_cli("search", "synth", "bus ridership", "--json", "-k", "3",
                            "--root", root)
     hits = json.loads(out)["hits"]
     assert code == 0 and len(hits) == 3 and "title" in hits[0]["meta"]
-    code, out, _ = run_cli(monkeypatch, capsys, "info", "synth", "--json", "--root", root)
+    code, out, _ = run_cli("info", "synth", "--json", "--root", root)
     assert code == 0 and json.loads(out)["count"] == len(records)
 
 
@@ -319,11 +323,11 @@ def _old_layout(folder: Path, source: str) -> None:
     (folder / "bm25" / "ids.json").write_text('["a"]')
 
 
-def test_old_layout_index_is_one_error_line_with_the_rebuild(corpus, tmp_path, monkeypatch, capsys):
+def test_old_layout_index_is_one_error_line_with_the_rebuild(run_cli, corpus, tmp_path, monkeypatch, capsys):
     paths, _ = corpus
     root = tmp_path / "indexes"
     _old_layout(root / "old", "/data/datasets.json")
-    code, _, err = run_cli(monkeypatch, capsys, "dse", "submit", "--queries", paths["queries"], "--cases",
+    code, _, err = run_cli("dse", "submit", "--queries", paths["queries"], "--cases",
                            paths["cases"], "--out", tmp_path / "r", "--name", "old", "--root", root, "-q")
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert f"{root / 'old'}: a DSEBench index of format 1 (dse.json, no manifest.json); rebuild it: " \

@@ -6,12 +6,14 @@ import json
 
 import pytest
 
-from conftest import SHARED_DATA, run_cli
 from engine.errors import EngineError
-from engine.eval.runs import read_qrels
+from engine.io.runs import read_qrels
 from engine.tasks.dse.data import dsebench_qrels, dsebench_run, read_dsebench_judgments
 
-DSEBENCH = SHARED_DATA / "dsebench"
+
+@pytest.fixture(scope="session")
+def dsebench(shared_data):
+    return shared_data / "dsebench"
 
 
 def judgment(case: str, cand: str, q_rel: int, t_sim: int) -> dict:
@@ -63,9 +65,9 @@ DSEBENCH_ROWS = {"BM25": "BM25_results.json", "TF-IDF": "TFIDF_results.json", "B
 DSEBENCH_METRICS = ["map@5", "map@10", "ndcg@5", "ndcg@10", "recall@5", "recall@10"]  # the table's columns
 
 
-def published_dsebench() -> dict[str, list[str]]:
+def published_dsebench(dsebench) -> dict[str, list[str]]:
     """Rows of the first table (retrieval models) of Baselines/evaluation_results.md, as printed."""
-    text = (DSEBENCH / "Baselines" / "evaluation_results.md").read_text(encoding="utf-8")
+    text = (dsebench / "Baselines" / "evaluation_results.md").read_text(encoding="utf-8")
     retrieval = text.split("# Evaluation Results of Reranking Models")[0]
     rows = {}
     for line in retrieval.splitlines():
@@ -76,21 +78,22 @@ def published_dsebench() -> dict[str, list[str]]:
 
 
 @pytest.mark.shared
-@pytest.mark.skipif(not DSEBENCH.is_dir(), reason="../shared/data/dsebench is absent")
-def test_engine_eval_reproduces_dsebench_published_table(monkeypatch, capsys, tmp_path):
-    published = published_dsebench()
+def test_engine_eval_reproduces_dsebench_published_table(dsebench, run_cli, monkeypatch, capsys, tmp_path):
+    if not dsebench.is_dir():
+        pytest.skip("../shared/data/dsebench is absent")
+    published = published_dsebench(dsebench)
     assert set(published) == set(DSEBENCH_ROWS)
     qrels = tmp_path / "dsebench.qrels"
-    code, _, _ = run_cli(monkeypatch, capsys, "convert", "dsebench-qrels",
-                         DSEBENCH / "Data" / "human_annotated_judgments.json", qrels)
+    code, _, _ = run_cli("convert", "dsebench-qrels",
+                         dsebench / "Data" / "human_annotated_judgments.json", qrels)
     assert code == 0
     assert len(read_qrels(qrels)) == 141
     for row, file in DSEBENCH_ROWS.items():
         run = tmp_path / f"{row}.run"
-        code, _, _ = run_cli(monkeypatch, capsys, "convert", "dsebench-run",
-                             DSEBENCH / "Baselines" / "Retrieval" / file, run)
+        code, _, _ = run_cli("convert", "dsebench-run",
+                             dsebench / "Baselines" / "Retrieval" / file, run)
         assert code == 0
-        code, out, _ = run_cli(monkeypatch, capsys, "eval", run, qrels, "--metrics", ",".join(DSEBENCH_METRICS),
+        code, out, _ = run_cli("eval", run, qrels, "--metrics", ",".join(DSEBENCH_METRICS),
                                "--json")
         assert code == 0
         means = json.loads(out)

@@ -9,7 +9,7 @@ from engine.cli import app
 from engine.core.pipeline import Context
 from engine.core.pipeline.parse import parse_pipeline
 from engine.core.pipeline.run import run_pipeline
-from engine.eval.runs import read_run
+from engine.io.runs import read_run
 from engine.tasks.dse.data import read_cases, read_dse_queries, select_cases
 from engine.tasks.dse.index import DseIndex
 from engine.tasks.dse.rank import case_queries, prepare_cases

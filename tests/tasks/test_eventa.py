@@ -18,7 +18,6 @@ from engine.tasks.eventa.evaluate import eval_command, eval_eventa, format_stage
 from engine.tasks.eventa.fixture import coco_as_eventa, make_eventa_fixture
 from engine.tasks.eventa.rank import EventaIndex, RankParams
 from engine.tasks.eventa.submission import validate_eventa
-from conftest import run_cli, shared_path
 
 pytest.importorskip("skimage")
 
@@ -235,23 +234,23 @@ def test_eval_command_rejects_bad_sweep_and_pooling(built):
         eval_command(paths.labeled, "fix", root, RankParams(), ["median"])
 
 
-def test_messages_name_the_command_line_flags_through_the_cli(built, monkeypatch, capsys, tmp_path):
+def test_messages_name_the_command_line_flags_through_the_cli(run_cli, built, monkeypatch, capsys, tmp_path):
     paths, root, _ = built
     db = tmp_path / "database.json"
     db.write_text(json.dumps({"a1": {"headline": "Storm", "content": "Waves.", "images": ["i1"]}}))
-    code, _, err = run_cli(monkeypatch, capsys, "eventa", "build", "--database", db, "--images", paths.images,
+    code, _, err = run_cli("eventa", "build", "--database", db, "--images", paths.images,
                            "--name", "x", "--root", tmp_path / "idx")
     assert code == 2 and "no article has a 'title' field" in err and "--title-field" in err
-    code, _, err = run_cli(monkeypatch, capsys, "eventa", "build", "--database", paths.database, "--images",
+    code, _, err = run_cli("eventa", "build", "--database", paths.database, "--images",
                            paths.images, "--name", "x", "--root", tmp_path / "idx", "--passage-words", "8")
     assert code == 2 and "--passage-words must be a whole number of at least 16, not 8" in err
-    code, _, err = run_cli(monkeypatch, capsys, "eventa", "eval", "--queries", paths.labeled, "--name", "fix",
+    code, _, err = run_cli("eventa", "eval", "--queries", paths.labeled, "--name", "fix",
                            "--root", root, "--sweep", "heavy")
     assert code == 2 and "--sweep takes comma-separated article weights" in err
-    code, _, err = run_cli(monkeypatch, capsys, "eventa", "submit", "--queries", paths.queries, "--out",
+    code, _, err = run_cli("eventa", "submit", "--queries", paths.queries, "--out",
                            tmp_path / "sub.csv", "--name", "fix", "--root", root)
     assert code == 2 and "sub.csv: the submission to write is a zip" in err
-    code, _, err = run_cli(monkeypatch, capsys, "eventa", "submit", "--queries", paths.queries, "--out",
+    code, _, err = run_cli("eventa", "submit", "--queries", paths.queries, "--out",
                            tmp_path / "submission.zip", "--name", "fix", "--root", root, "--article-weight", "2")
     assert code == 2 and "--article-weight must be between 0 and 1, not 2.0" in err
 
@@ -305,7 +304,7 @@ def _make_format_1(folder, paths) -> None:
     write_json(folder / "eventa.json", {"format": 1, "article_images": {a.id: a.images for a in articles}})
 
 
-def test_format_1_index_is_one_line_error_then_rebuilt_reusing_its_image_embeddings(built, tmp_path, monkeypatch,
+def test_format_1_index_is_one_line_error_then_rebuilt_reusing_its_image_embeddings(run_cli, built, tmp_path, monkeypatch,
                                                                                      capsys):
     from engine.core.collection import Collection
     paths, root, folder = _copy_index(built, tmp_path)
@@ -313,7 +312,7 @@ def test_format_1_index_is_one_line_error_then_rebuilt_reusing_its_image_embeddi
     images_before = Collection.open("images", folder).manifest
     for command in (["submit", "--queries", paths.queries, "--out", tmp_path / "s.zip"],
                     ["eval", "--queries", paths.labeled]):
-        code, out, err = run_cli(monkeypatch, capsys, "eventa", *command, "--name", "fix", "--root", root)
+        code, out, err = run_cli("eventa", *command, "--name", "fix", "--root", root)
         assert code == 2 and out == ""
         assert err.count("error:") == 1 and "Traceback" not in err
         message = " ".join(err.split())
@@ -390,7 +389,7 @@ def test_rebuild_with_the_same_input_keeps_both_collections(built, tmp_path):
 # ---------------------------------------------------------------- coco-mini: real photos and captions
 
 @pytest.mark.shared
-def test_coco_mini_pseudo_articles(tmp_path):
+def test_coco_mini_pseudo_articles(shared_path, tmp_path):
     coco = shared_path("coco-mini")
     paths = coco_as_eventa(coco, tmp_path / "data", limit=24)
     labeled = read_labeled(paths.labeled)

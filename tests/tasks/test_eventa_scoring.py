@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 
 import pytest
-from conftest import run_cli
 
 from engine.tasks.eventa.submission import write_eventa_submission
 
@@ -20,17 +19,17 @@ def labeled(path):
     return path
 
 
-def test_eval_scores_a_submission_zip_against_the_labeled_csv(tmp_path, monkeypatch, capsys):
+def test_eval_scores_a_submission_zip_against_the_labeled_csv(run_cli, tmp_path, monkeypatch, capsys):
     gold = labeled(tmp_path / "labeled.csv")
     rankings = {"q1": ["img3", "img2"], "q2": ["img2", "img1", "img3"], "q3": ["img4"]}
     _, zip_path = write_eventa_submission(tmp_path / "sub", rankings)
-    code, out, err = run_cli(monkeypatch, capsys, "eval", zip_path, gold, "--metrics", "mrr@10,recall@10", "--json")
+    code, out, err = run_cli("eval", zip_path, gold, "--metrics", "mrr@10,recall@10", "--json")
     assert code == 0, err
     direct = out
-    code, out, err = run_cli(monkeypatch, capsys, "convert", "eventa-qrels", gold, tmp_path / "qrels.txt")
+    code, out, err = run_cli("convert", "eventa-qrels", gold, tmp_path / "qrels.txt")
     assert code == 0, err
     assert (tmp_path / "qrels.txt").read_text().splitlines() == ["q1 0 img3 1", "q2 0 img1 1", "q3 0 img9 1"]
-    code, out, err = run_cli(monkeypatch, capsys, "eval", zip_path, tmp_path / "qrels.txt", "--metrics",
+    code, out, err = run_cli("eval", zip_path, tmp_path / "qrels.txt", "--metrics",
                              "mrr@10,recall@10", "--json")
     assert code == 0 and out == direct, err
     import json

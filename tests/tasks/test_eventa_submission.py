@@ -10,7 +10,6 @@ from engine.errors import EngineError
 from engine.eval.evaluate import evaluate_files
 from engine.tasks.eventa.submission import (header, parse_eventa_submission, read_eventa_submission, slot_scores,
                                             validate_eventa, write_eventa_csv, write_eventa_submission)
-from conftest import run_cli
 
 TEMPLATE_HEADER = "query_id," + ",".join(f"article_id_{i}" for i in range(1, 11))
 
@@ -92,15 +91,15 @@ def test_slot_scores_keep_the_order():
 
 # ---------------------------------------------------------------- engine validate eventa
 
-def test_valid_eventa_submission(monkeypatch, capsys, tmp_path, ids):
+def test_valid_eventa_submission(run_cli, monkeypatch, capsys, tmp_path, ids):
     csv_path, zip_path = write_eventa_submission(tmp_path, {"q1": ["d1", "d2"], "q2": ["d3"], "q3": ["d2"]})
     for path in (csv_path, zip_path):
-        code, out, _ = run_cli(monkeypatch, capsys, "validate", "eventa", path, "--queries", ids[0], "--docs", ids[1])
+        code, out, _ = run_cli("validate", "eventa", path, "--queries", ids[0], "--docs", ids[1])
         assert code == 0
         assert len(out.strip().splitlines()) == 1 and "valid EVENTA submission (3 queries, 26 empty slots)" in out
 
 
-def test_eventa_problems_each_with_its_line(monkeypatch, capsys, tmp_path, ids):
+def test_eventa_problems_each_with_its_line(run_cli, monkeypatch, capsys, tmp_path, ids):
     sub = tmp_path / "submission.csv"
     sub.write_text("\n".join([
         TEMPLATE_HEADER,
@@ -112,7 +111,7 @@ def test_eventa_problems_each_with_its_line(monkeypatch, capsys, tmp_path, ids):
         "q3,d1,zz,#,#,#,#,#,#,#,#",     # 7 unknown image
         "q4,d1,d1,,#,#,#,#,#,#,#",      # 8 image twice, empty slot (a broken row is not checked further)
     ]) + "\n")
-    code, out, _ = run_cli(monkeypatch, capsys, "validate", "eventa", sub, "--queries", ids[0], "--docs", ids[1])
+    code, out, _ = run_cli("validate", "eventa", sub, "--queries", ids[0], "--docs", ids[1])
     assert code == 1
     assert out.strip().splitlines() == [
         f"{sub}:3: duplicate query id 'q1' (first on line 2)",
@@ -149,12 +148,12 @@ def test_eventa_wrong_header_and_empty_file(tmp_path):
 
 # ---------------------------------------------------------------- engine convert eventa-submission
 
-def test_cli_convert_run_to_eventa_submission(monkeypatch, capsys, tmp_path):
+def test_cli_convert_run_to_eventa_submission(run_cli, monkeypatch, capsys, tmp_path):
     run = tmp_path / "r.run"
     run.write_text("c2 Q0 i9 1 3.0 s\nc2 Q0 i1 2 3.0 s\nc1 Q0 i4 1 1.0 s\n")
     queries = tmp_path / "queries.csv"
     queries.write_text("query_id,caption\nc1,a dog\nc2,a cat\nc3,a bird\n")
-    code, _, _ = run_cli(monkeypatch, capsys, "convert", "eventa-submission", run, tmp_path / "out",
+    code, _, _ = run_cli("convert", "eventa-submission", run, tmp_path / "out",
                          "--queries", queries)
     assert code == 0
     assert read_eventa_submission(tmp_path / "out" / "submission.zip") == {"c1": ["i4"], "c2": ["i9", "i1"],

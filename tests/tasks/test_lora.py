@@ -10,15 +10,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REPO, SHARED_DATA
 from engine.errors import EngineError
 from engine.tasks.lora import cv, data, features, model, pipeline
 from engine.tasks.lora.features import ExtractOptions
 from engine.tasks.lora.model import LoraConfig
 
-ROOT = REPO
-SHARED = SHARED_DATA
-NTCIR_B = SHARED / "ntcir19-modelretrieval-b"
+ROOT = Path(__file__).resolve().parents[2]  # the repository (benchmarks/ holds the style-set generator)
+
+
+@pytest.fixture(scope="session")
+def ntcir_b(shared_data):
+    return shared_data / "ntcir19-modelretrieval-b"
+
+
 N_STYLES, N_PHOTOS = 8, 6
 
 
@@ -94,23 +98,23 @@ def test_style_transforms_are_deterministic_and_distinct():
 # ---------------------------------------------------------------- the real NTCIR-B metadata
 
 @pytest.mark.shared
-def test_reads_the_real_ntcir_b_files_unchanged():
-    if not NTCIR_B.is_dir():
+def test_reads_the_real_ntcir_b_files_unchanged(ntcir_b):
+    if not ntcir_b.is_dir():
         pytest.skip("../shared/data/ntcir19-modelretrieval-b not present")
-    loras = data.read_models(NTCIR_B / "models.csv")
+    loras = data.read_models(ntcir_b / "models.csv")
     assert len(loras) == 85 and loras["2"].trigger_words == "oil painting"
     assert loras["3"].prompt == "Dissolve Style, ral-dissolve"  # "[FLUX+SDXL+SD1.5]" is no style
-    rows = data.read_train(NTCIR_B / "train.csv", loras)
+    rows = data.read_train(ntcir_b / "train.csv", loras)
     assert len(rows) == 3740 and {r.lora for r in rows} == set(loras)
     assert rows[0] == data.TrainImage("train-0002-0001.png", "1", "2", 2)
     assert all(data.content_of(r.image_id) == r.content for r in rows)
-    test_ids = (NTCIR_B / "test_image_ids_from_tree.txt").read_text().split()
+    test_ids = (ntcir_b / "test_image_ids_from_tree.txt").read_text().split()
     test_contents = {data.content_of(t) for t in test_ids}
     assert None not in test_contents and not test_contents & {r.content for r in rows}
     gen_models = _generator().MODEL_COLUMNS
-    with open(NTCIR_B / "models.csv", newline="", encoding="utf-8") as fh:
+    with open(ntcir_b / "models.csv", newline="", encoding="utf-8") as fh:
         assert next(csv.reader(fh)) == gen_models
-    with open(NTCIR_B / "train.csv", newline="", encoding="utf-8") as fh:
+    with open(ntcir_b / "train.csv", newline="", encoding="utf-8") as fh:
         assert next(csv.reader(fh)) == _generator().TRAIN_COLUMNS
 
 
@@ -150,7 +154,7 @@ def test_content_removal_knn_and_blend_on_toy_vectors():
 
 def test_build_then_submit_ranks_held_out_styles(style_set, built, tmp_path):
     from engine.eval.evaluate import evaluate_files
-    from engine.eval.runs import read_run
+    from engine.io.runs import read_run
     col = model.open_adapter("fx", built)
     assert col.array("prototypes").shape[0] == N_STYLES and len(col) == N_STYLES
     assert col.array("train_embeddings").shape[0] == 4 * N_STYLES
@@ -173,7 +177,7 @@ def test_submit_accepts_a_folder_of_query_images(style_set, built, tmp_path):
         shutil.copy(p, queries / p.name)
     run = tmp_path / "folder.run"
     report = pipeline.submit_run(queries, run, "fx", built, options=pipeline.SubmitOptions(text_weight=0.5))
-    from engine.eval.runs import read_run
+    from engine.io.runs import read_run
     assert report.n_queries == 3 and set(read_run(run)) == {p.stem for p in queries.iterdir()}
 
 
@@ -301,15 +305,14 @@ def _old_layout(folder: Path) -> None:
                    "probe_c": 10.0}}))
 
 
-def test_old_layout_adapter_is_one_error_naming_folder_format_and_rebuild(style_set, tmp_path, monkeypatch, capsys):
-    from conftest import run_cli
+def test_old_layout_adapter_is_one_error_naming_folder_format_and_rebuild(run_cli, style_set, tmp_path, monkeypatch, capsys):
     _old_layout(tmp_path / "idx" / "old")
     with pytest.raises(EngineError) as info:
         pipeline.submit_run(style_set / "test_image_ids_from_tree.txt", tmp_path / "r.run", "old", tmp_path / "idx")
     message = str(info.value)
     assert "\n" not in message and str(tmp_path / "idx" / "old") in message
     assert "a LoRA adapter of format 1" in message and "engine lora build" in message and "force" in message
-    code, _, err = run_cli(monkeypatch, capsys, "lora", "submit", "--queries",
+    code, _, err = run_cli("lora", "submit", "--queries",
                              style_set / "test_image_ids_from_tree.txt", "--out", tmp_path / "r.run",
                              "--name", "old", "--root", tmp_path / "idx")
     err = " ".join(err.split())  # the console may wrap
@@ -347,7 +350,7 @@ def test_blend_z_scores_rows_like_the_former_float32_version():
     image, prior = rng.normal(size=(5, 7)).astype(np.float32), rng.normal(size=(5, 7)).astype(np.float32)
     image[2] = 0.25  # a constant row carries no ranking information: 0 (the former guard gave 0 too)
 
-    def former(s):  # the task's own z-score before it used engine.core.fusion.normalize_array
+    def former(s):  # the task's own z-score before it used engine.io.fusion.normalize_array
         sd = s.std(axis=1, keepdims=True)
         return (s - s.mean(axis=1, keepdims=True)) / np.where(sd > 1e-12, sd, 1.0)
 

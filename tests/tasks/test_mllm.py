@@ -10,17 +10,20 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from conftest import SHARED_DATA
 from engine.cli import app
 from engine.core.collection import Collection
 from engine.errors import EngineError
-from engine.eval.runs import read_run
+from engine.io.runs import read_run
 from engine.io.ids import read_id_list
 from engine.tasks.model_ranking import data, mllm
 from engine.tasks.model_ranking.mllm import MllmOptions
 from engine.tasks.model_ranking.transfer import TransferOptions
 
-SHARED = SHARED_DATA / "trec-mllm"
+
+@pytest.fixture(scope="session")
+def shared(shared_data):
+    return shared_data / "trec-mllm"
+
 
 TOPICS = [
     "stock market bank interest loan investor dividend inflation bond",
@@ -251,12 +254,12 @@ def test_stored_dev_side_of_another_task_is_not_overwritten(track, tmp_path: Pat
 
 @pytest.mark.shared
 @pytest.mark.slow
-def test_real_size(tmp_path: Path, encoder):
+def test_real_size(shared, tmp_path: Path, encoder):
     """The 342 real questions and 1,131 real LLM ids with generated qrels: every LLM ranked for every question."""
-    if not SHARED.exists():
+    if not shared.exists():
         pytest.skip("../shared/data/trec-mllm not present")
-    llms = list(read_id_list(SHARED / "llm_ids.txt", unique=True))
-    rows = [line.split("\t")[0] for line in (SHARED / "llm_dev_data.tsv").read_text().splitlines() if line]
+    llms = list(read_id_list(shared / "llm_ids.txt", unique=True))
+    rows = [line.split("\t")[0] for line in (shared / "llm_dev_data.tsv").read_text().splitlines() if line]
     rng = np.random.default_rng(0)
     qrels = tmp_path / "qrels.txt"
     with open(qrels, "w") as fh:
@@ -266,8 +269,8 @@ def test_real_size(tmp_path: Path, encoder):
                 fh.write(f"{q} 0 {llm} {1 if j == best[0] else 2 if j == best[1] else 0}\n")
     out = tmp_path / "run.txt"
     options = MllmOptions(root=tmp_path / "idx", transfer=TransferOptions(k=10, temperature=0.05, prior_weight=0.2))
-    mllm.rank_questions(SHARED / "llm_dev_data.tsv", qrels, SHARED / "llm_dev_data.tsv", out,
-                        SHARED / "llm_ids.txt", options)
+    mllm.rank_questions(shared / "llm_dev_data.tsv", qrels, shared / "llm_dev_data.tsv", out,
+                        shared / "llm_ids.txt", options)
     run = read_run(out)
     assert len(run) == 342 and all(len(v) == 1131 for v in run.values())
 
@@ -280,8 +283,6 @@ def planted_discovery(root: Path, seed: int = 0, dev_per_topic: int = 6, disc_pe
     """A planted dev set (6 topics × 30 LLMs: an expert 0.8 and a second expert 0.5 per topic, three generalists
     0.3) and a discovery file over the same topics whose confidences carry the relevance (fixtures/discovery.py).
     Returns (files, dev embeddings, discovery embeddings, discovery rows)."""
-    import sys
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from fixtures.discovery import discovery_rows, write_jsonl
     rng = np.random.default_rng(seed)
     topics, n, dim = 6, 30, 16
@@ -311,8 +312,6 @@ def planted_discovery(root: Path, seed: int = 0, dev_per_topic: int = 6, disc_pe
 
 
 def test_discovery_file_formats_and_column_map_read_alike(tmp_path: Path):
-    import sys
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from fixtures.discovery import write_parquet, write_tsv
     from engine.tasks.model_ranking.discovery import STATS, read_discovery
     files, _, _, rows = planted_discovery(tmp_path, disc_per_topic=3)

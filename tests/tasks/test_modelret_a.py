@@ -14,97 +14,22 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from conftest import REPO, SHARED_DATA, run_cli
 from engine.cli import app
 from engine.core.collection import Collection
 from engine.errors import EngineError
 from engine.eval.evaluate import evaluate
 from engine.eval.groups import read_groups
-from engine.eval.runs import read_qrels, read_run
+from engine.io.runs import read_qrels, read_run
 from engine.tasks.model_ranking import data, modelret_a
 from engine.tasks.model_ranking.data import criticality_label, ntcir_a_groups, ntcir_a_qrels
 from engine.tasks.model_ranking.modelret_a import ModelretAOptions
 from engine.tasks.model_ranking.transfer import TransferOptions
-
-SHARED = SHARED_DATA / "ntcir19-modelretrieval-a"
-
-TOPICS = {
-    "finance": "stock market bank interest loan investor dividend portfolio inflation earnings bond trading",
-    "medicine": "patient doctor hospital diagnosis symptom treatment surgery vaccine clinical disease nurse therapy",
-    "sports": "football match goal team player coach season league championship score stadium tournament",
-    "cooking": "recipe oven flour sugar bake dinner kitchen spice soup garlic sauce dessert",
-}
-LABELS = {"finance": ["bullish", "bearish"], "medicine": ["urgent", "routine", "follow-up"],
-          "sports": ["win", "loss"], "cooking": ["sweet", "savory", "spicy"]}
-N_MODELS = 8
+from fixtures.modelret_release import LABELS, N_MODELS, TOPICS, make_queries, make_release  # noqa: F401
 
 
-def _texts(topic: str, n: int, rng: np.random.Generator) -> list[str]:
-    words = TOPICS[topic].split()
-    return [" ".join(rng.choice(words, 9)) + "." for _ in range(n)]
-
-
-def _write_task(folder: Path, topic: str, rng: np.random.Generator, n: int = 40, label_key: str = "labels") -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    for split, size in (("train", n), ("val", n // 4)):
-        with open(folder / f"{split}.jsonl", "w", encoding="utf-8") as fh:
-            for text in _texts(topic, size, rng):
-                fh.write(json.dumps({"text": text, label_key: str(rng.choice(LABELS[topic]))}) + "\n")
-
-
-def _planted_f1(topic_index: int, rng: np.random.Generator) -> np.ndarray:
-    """Model `topic_index` is best on its topic's tasks; model 7 is second-best everywhere."""
-    f1 = 0.80 + 0.02 * rng.random(N_MODELS)
-    f1[7] = 0.88
-    f1[topic_index] = 0.95
-    return f1
-
-
-def make_release(root: Path, tasks_per_topic: int = 5, seed: int = 0) -> Path:
-    """A folder in the NTCIR-A layout: tasks.csv, models.csv (with a BOM), ground-truth.csv, task-data/."""
-    rng = np.random.default_rng(seed)
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / "models.csv", "w", encoding="utf-8-sig", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["model_id", "model_name", "model_hf_url"])
-        for m in range(1, N_MODELS + 1):
-            w.writerow([m, f"org/model-{m}", f"https://example.org/{m}"])
-    task_rows, gt_rows = [], []
-    tid = 1000
-    crit = ["High Criticalness", "Medium Criticalness", "Low Criticalness"]
-    for t, topic in enumerate(TOPICS):
-        for _ in range(tasks_per_topic):
-            tid += 1
-            _write_task(root / "task-data" / "train-tasks" / str(tid), topic, rng)
-            task_rows.append([tid, f"synthetic/{topic}", "train", "", "",
-                              f"Classify {topic} texts as {', '.join(LABELS[topic])}.", crit[tid % 3]])
-            f1 = _planted_f1(t, rng)
-            order = np.argsort(-f1)
-            ranks = np.empty(N_MODELS, int)
-            ranks[order] = np.arange(1, N_MODELS + 1)
-            for m in range(N_MODELS):
-                nf1 = f1[m] / f1.max()
-                gt_rows.append([tid, m + 1, f"{f1[m]:.6f}", float(ranks[m]), nf1, data.relevance_grade(nf1)])
-    for t, topic in enumerate(TOPICS):  # one test task per topic, instruction given
-        task_rows.append([2000 + t, f"synthetic/test-{topic}", "test", "text", "labels",
-                          f"Classify {topic} texts as {', '.join(LABELS[topic])}.", crit[t % 3]])
-    with open(root / "tasks.csv", "w", encoding="utf-8", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["task_id", "task_name", "task_type", "text_col", "label_col", "task_instruction",
-                    "task_criticalness"])
-        w.writerows(task_rows)
-    with open(root / "ground-truth.csv", "w", encoding="utf-8", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["task_id", "model_id", "f1", "model_rank", "normalized_f1", "relevance_score"])
-        w.writerows(gt_rows)
-    return root
-
-
-def make_queries(root: Path, seed: int = 1) -> Path:
-    rng = np.random.default_rng(seed)
-    for t, topic in enumerate(TOPICS):
-        _write_task(root / str(2000 + t), topic, rng)
-    return root
+@pytest.fixture(scope="session")
+def shared(shared_data):
+    return shared_data / "ntcir19-modelretrieval-a"
 
 
 @pytest.fixture(scope="session")
@@ -244,14 +169,14 @@ def test_changed_inputs_or_settings_embed_again(release: Path, tmp_path: Path, e
     assert Collection.open("modelret-a", root).manifest["generation"] == generation + 2
 
 
-def test_a_folder_that_is_not_a_stored_training_set_is_one_error(release: Path, tmp_path: Path, monkeypatch,
+def test_a_folder_that_is_not_a_stored_training_set_is_one_error(run_cli, release: Path, tmp_path: Path, monkeypatch,
                                                                    capsys):
     root = tmp_path / "idx"
     (root / "modelret-a").mkdir(parents=True)
     (root / "modelret-a" / "notes.txt").write_text("mine")
     Collection.from_vectors("other", ["a", "b"], np.eye(2, dtype=np.float32), None, "text", root=root)
     for name, holds in (("modelret-a", "no collection"), ("other", "collection 'other' (vectors only)")):
-        code, out, err = run_cli(monkeypatch, capsys, "modelret-a", "--train", str(release), "--cv", "--root",
+        code, out, err = run_cli("modelret-a", "--train", str(release), "--cv", "--root",
                                  str(root), "--name", name, "-q")
         assert code == 2 and out == ""
         assert err.strip().count("\n") == 0, err
@@ -261,7 +186,7 @@ def test_a_folder_that_is_not_a_stored_training_set_is_one_error(release: Path, 
     assert Collection.open("other", root).ids == ["a", "b"]
 
 
-def test_unknown_model_in_ground_truth_is_one_red_line(release: Path, tmp_path: Path):
+def test_unknown_model_in_ground_truth_is_one_red_line(repo, release: Path, tmp_path: Path):
     import shutil
     bad = tmp_path / "bad"
     shutil.copytree(release, bad)
@@ -272,23 +197,23 @@ def test_unknown_model_in_ground_truth_is_one_red_line(release: Path, tmp_path: 
     (bad / "ground-truth.csv").write_text("\n".join(lines) + "\n")
     proc = subprocess.run([sys.executable, "-c", "from engine.cli import main; main()", "modelret-a", "--train", str(bad),
                            "--cv", "--root", str(tmp_path / "idx"), "--quiet"], capture_output=True, text=True,
-                          cwd=REPO)
+                          cwd=repo)
     assert proc.returncode == 2
     assert "ground-truth.csv:4: unknown model id '99'" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
-def test_needs_queries_and_out_or_cv(release: Path, monkeypatch, capsys):
-    code, _, err = run_cli(monkeypatch, capsys, "modelret-a", "--train", str(release))
+def test_needs_queries_and_out_or_cv(run_cli, release: Path, monkeypatch, capsys):
+    code, _, err = run_cli("modelret-a", "--train", str(release))
     assert code == 2
     assert "give --queries DIR and --out RUN to rank models, or --cv to cross-validate" in err
 
 
 @pytest.mark.shared
-def test_real_release_reads_79_tasks_and_grades_follow_the_rule():
-    if not SHARED.exists():
+def test_real_release_reads_79_tasks_and_grades_follow_the_rule(shared):
+    if not shared.exists():
         pytest.skip("../shared/data/ntcir19-modelretrieval-a not present")
-    training = data.read_training(SHARED)
+    training = data.read_training(shared)
     assert len(training.tasks) == 79 and len(training.model_ids) == 20
     assert training.model_ids[0] == "1"  # the BOM of models.csv is not part of the id
     expected = np.vectorize(data.relevance_grade)(training.normalized_f1)
@@ -300,10 +225,10 @@ def test_real_release_reads_79_tasks_and_grades_follow_the_rule():
 
 @pytest.mark.shared
 @pytest.mark.slow
-def test_real_release_cv(tmp_path: Path, encoder):
-    if not SHARED.exists():
+def test_real_release_cv(shared, tmp_path: Path, encoder):
+    if not shared.exists():
         pytest.skip("../shared/data/ntcir19-modelretrieval-a not present")
-    study = modelret_a.cross_validate_tasks(SHARED, options=ModelretAOptions(root=tmp_path), repeats=1)
+    study = modelret_a.cross_validate_tasks(shared, options=ModelretAOptions(root=tmp_path), repeats=1)
     assert {len(rows) for rows in study.groups.values()} == {18, 30, 31}
     summary = study.summary()
     assert set(summary) >= {"average rank (baseline)", "transfer: text", "LTR (LambdaRank)"}
@@ -336,11 +261,11 @@ def test_ntcir_a_converters(tmp_path):
 
 
 @pytest.mark.shared
-def test_ntcir_a_ground_truth_and_criticality_groups(tmp_path):
-    if not SHARED.exists():
+def test_ntcir_a_ground_truth_and_criticality_groups(shared, tmp_path):
+    if not shared.exists():
         pytest.skip("../shared/data/ntcir19-modelretrieval-a not present")
-    assert ntcir_a_qrels(SHARED / "ground-truth.csv", tmp_path / "a.qrels") == 1580
-    assert ntcir_a_groups(SHARED / "tasks.csv", tmp_path / "a.groups") == 127
+    assert ntcir_a_qrels(shared / "ground-truth.csv", tmp_path / "a.qrels") == 1580
+    assert ntcir_a_groups(shared / "tasks.csv", tmp_path / "a.groups") == 127
     qrels = read_qrels(tmp_path / "a.qrels")
     groups = read_groups(tmp_path / "a.groups")
     assert len(qrels) == 79 and all(len(models) == 20 for models in qrels.values())

@@ -9,7 +9,6 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import REPO, run_cli
 from engine.core.collection import Collection
 
 
@@ -22,15 +21,14 @@ def eventa_data(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def dse_data(tmp_path_factory):
-    sys.path.insert(0, str(REPO / "tests"))
     from fixtures.dse_synthetic import generate, write_corpus
     return write_corpus(generate(n_records=40, n_cases=4, n_train_cases=1, seed=3), tmp_path_factory.mktemp("dse"))
 
 
 @pytest.fixture(scope="module")
-def lora_data(tmp_path_factory):
+def lora_data(repo, tmp_path_factory):
     pytest.importorskip("skimage")
-    spec = importlib.util.spec_from_file_location("make_style_set_t", REPO / "benchmarks" / "make_style_set.py")
+    spec = importlib.util.spec_from_file_location("make_style_set_t", repo / "benchmarks" / "make_style_set.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules["make_style_set_t"] = module
     spec.loader.exec_module(module)
@@ -54,26 +52,26 @@ def _lora(folder, root, *extra):
 
 
 @pytest.mark.parametrize("command", ["eventa", "dse", "lora"])
-def test_bad_device_is_one_line_before_any_model(command, eventa_data, dse_data, tmp_path, monkeypatch, capsys,
+def test_bad_device_is_one_line_before_any_model(run_cli, command, eventa_data, dse_data, tmp_path, monkeypatch, capsys,
                                                   request):
     args = {"eventa": lambda: _eventa(eventa_data, tmp_path),
             "dse": lambda: _dse(dse_data, tmp_path),
             "lora": lambda: _lora(request.getfixturevalue("lora_data"), tmp_path)}[command]()
-    code, _, err = run_cli(monkeypatch, capsys, *args, "--device", "tpu")
+    code, _, err = run_cli(*args, "--device", "tpu")
     assert code != 0 and "--device must be one of auto|cpu|cuda|cuda:N|mps, not 'tpu'" in err, err
     assert len(err.strip().splitlines()) == 1
 
 
-def test_eventa_build_on_cpu(eventa_data, tmp_path, monkeypatch, capsys):
-    code, _, err = run_cli(monkeypatch, capsys, *_eventa(eventa_data, tmp_path, "--device", "cpu"))
+def test_eventa_build_on_cpu(run_cli, eventa_data, tmp_path, monkeypatch, capsys):
+    code, _, err = run_cli(*_eventa(eventa_data, tmp_path, "--device", "cpu"))
     assert code == 0, err
     images = Collection.open("images", tmp_path / "ev")
     assert len(images) == 8
 
 
-def test_dse_build_on_cpu(dse_data, tmp_path, monkeypatch, capsys, text_encoder):
+def test_dse_build_on_cpu(run_cli, dse_data, tmp_path, monkeypatch, capsys, text_encoder):
     from engine.tasks.dse.data import read_datasets, record_text
-    code, _, err = run_cli(monkeypatch, capsys, *_dse(dse_data, tmp_path, "--device", "cpu"))
+    code, _, err = run_cli(*_dse(dse_data, tmp_path, "--device", "cpu"))
     assert code == 0, err
     col = Collection.open("ds", tmp_path)
     records = read_datasets(dse_data["datasets"])
@@ -82,22 +80,22 @@ def test_dse_build_on_cpu(dse_data, tmp_path, monkeypatch, capsys, text_encoder)
     assert not (tmp_path / "ds" / ".partial").exists()
 
 
-def test_lora_build_on_cpu(lora_data, tmp_path, monkeypatch, capsys):
-    code, _, err = run_cli(monkeypatch, capsys, *_lora(lora_data, tmp_path, "--device", "cpu"))
+def test_lora_build_on_cpu(run_cli, lora_data, tmp_path, monkeypatch, capsys):
+    code, _, err = run_cli(*_lora(lora_data, tmp_path, "--device", "cpu"))
     assert code == 0, err
     assert Collection.open("lo", tmp_path).extra["n_images"] > 0
 
 
 @pytest.mark.slow
-def test_task_builds_on_ray_equal_cpu(ray_local, eventa_data, dse_data, lora_data, tmp_path, monkeypatch, capsys):
+def test_task_builds_on_ray_equal_cpu(run_cli, ray_local, eventa_data, dse_data, lora_data, tmp_path, monkeypatch, capsys):
     for make, check in ((_eventa, lambda root: np.asarray(Collection.open("images", root / "ev").embeddings)),
                         (_dse, lambda root: Collection.open("ds", root).array("emb_all").astype(np.float32)),
                         (_lora, lambda root: Collection.open("lo", root).array("train_embeddings"))):
         data = {_eventa: eventa_data, _dse: dse_data, _lora: lora_data}[make]
         here, there = tmp_path / f"{make.__name__}-cpu", tmp_path / f"{make.__name__}-ray"
-        code, _, err = run_cli(monkeypatch, capsys, *make(data, here, "--device", "cpu"))
+        code, _, err = run_cli(*make(data, here, "--device", "cpu"))
         assert code == 0, err
-        code, _, err = run_cli(monkeypatch, capsys, *make(data, there, "--device", "cpu", "--ray", "local"))
+        code, _, err = run_cli(*make(data, there, "--device", "cpu", "--ray", "local"))
         assert code == 0, err
         np.testing.assert_allclose(check(there), check(here), atol=2e-3)
     assert ray_local.is_initialized()  # the running Ray was used, not shut down

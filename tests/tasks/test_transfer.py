@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 from engine.errors import EngineError
+from engine.core.folds import fold_assignment
 from engine.tasks.model_ranking.transfer import (QueryCollection, TransferParams, blend_views, column_prior, cross_validate,
-                             fold_assignment, leave_one_out, param_grid, rank_targets, rankings, transfer)
+                             leave_one_out, param_grid, rank_targets, rankings, transfer)
 
 
 def planted(n_clusters: int = 4, per_cluster: int = 12, n_candidates: int = 15, dim: int = 16, seed: int = 0):

@@ -11,13 +11,12 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from conftest import run_cli
 from engine.cli import app
 from engine.errors import EngineError
-from engine.eval.runs import read_run
+from engine.io.runs import read_run
 from engine.tasks.model_ranking import transferability as tr
 from engine.tasks.model_ranking.candidate_features import FeatureOptions
-from engine.tasks.model_ranking.transfer import fold_assignment
+from engine.core.folds import fold_assignment
 
 
 def _planted(n: int = 60, d: int = 12, c: int = 3, signal: float = 1.0, seed: int = 0):
@@ -123,7 +122,7 @@ def checkpoints(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def feature_release(tmp_path_factory) -> Path:
     """The planted release of test_modelret_a with candidates 1 and 2 of its models available as tiny BERTs."""
-    from test_modelret_a import make_release
+    from fixtures.modelret_release import make_release
 
     return make_release(tmp_path_factory.mktemp("release"))
 
@@ -138,7 +137,7 @@ def _candidates(path: Path) -> Path:
 
 def test_feature_methods_rank_from_cached_features(feature_release: Path, checkpoints: Path, tmp_path: Path,
                                                    monkeypatch):
-    from test_modelret_a import make_queries
+    from fixtures.modelret_release import make_queries
 
     queries = make_queries(tmp_path / "queries")
     cands = _candidates(tmp_path / "cands.csv")
@@ -232,7 +231,7 @@ def test_ltr_and_cv_with_candidate_features(feature_release: Path, checkpoints: 
         assert name in rows and 0 <= rows[name]["ndcg_exp@3"]["mean"] <= 1, name
 
 
-def test_bad_feature_options_fail_before_any_model_loads(feature_release: Path, tmp_path: Path, monkeypatch, capsys):
+def test_bad_feature_options_fail_before_any_model_loads(run_cli, feature_release: Path, tmp_path: Path, monkeypatch, capsys):
     cands = _candidates(tmp_path / "cands.csv")
     base = ["modelret-a", "--train", str(feature_release), "--cv", "--root", str(tmp_path / "idx")]
     cases = [(["--method", "logme"], "give --candidates models.csv"),
@@ -243,7 +242,7 @@ def test_bad_feature_options_fail_before_any_model_loads(feature_release: Path, 
              (["--candidates", str(cands), "--checkpoints", str(tmp_path)], "no folder"),
              (["--candidates", str(cands), "--checkpoints", str(tmp_path / "nope")], "no such folder")]
     for extra, message in cases:
-        code, out, err = run_cli(monkeypatch, capsys, *base, *extra)
+        code, out, err = run_cli(*base, *extra)
         assert code != 0 and message in err and len(err.strip().splitlines()) == 1, (extra, err)
         assert not (tmp_path / "idx").exists()  # nothing embedded or stored
     with pytest.raises(EngineError, match="max_texts must be within"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.core.encoders.base import l2_normalize
+from engine.core.folds import fold_assignment, splits
 from engine.core.encoders.neighbours import FORM, Neighbours
 
 ALPHAS = (0.0, 0.1, 0.2, 0.3)
@@ -40,7 +41,8 @@ def fit_neighbours(caps: np.ndarray, owner: np.ndarray, conse: np.ndarray, poole
     """Knobs by 5-fold cross-validation by photo (each fold's captions ranked against every photo, the fold's
     own photos unseen and the others encoded as fitted), then the form fitted on all pairs."""
     n = len(conse)
-    folds = np.array_split(np.random.default_rng(seed).permutation(n), min(FOLDS, n))
+    fold_of = fold_assignment(n, min(FOLDS, n), seed)
+    folds = [test for _, test in splits(fold_of)]
     points = grid()
     hits = np.zeros((len(points), len(caps)))
     base = np.zeros(len(caps))

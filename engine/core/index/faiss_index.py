@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.core.ranking import merge_top_k
+from engine.io.ranking import merge_top_k
 from engine.errors import EngineError, opt
 
 EXACT = "Flat"
@@ -215,7 +215,7 @@ class FlatFile:
 
     def write(self, path) -> None:
         """FAISS's own layout: the header of an empty IndexFlatIP with ntotal and the code count filled in, then
-        the float32 rows (tests/core/test_fast.py checks it byte for byte against faiss.write_index)."""
+        the float32 rows (tests/core/test_query_path_and_stores.py checks it byte for byte against faiss.write_index)."""
         from engine.core.encoders.base import l2_normalize
         faiss = faiss_module()
         n, dim = self.vectors.shape

@@ -162,7 +162,7 @@ class OnDiskIVF:
         measures its recall so over an on-disk index far larger than its memory (mapped pages count as the
         process's own until released)."""
         import faiss
-        from engine.core.ranking import merge_top_k
+        from engine.io.ranking import merge_top_k
         queries = np.ascontiguousarray(queries, dtype=np.float32)
         if not isinstance(faiss.downcast_index(self.index), faiss.IndexIVF):  # a transform first: batches
             parts = []

@@ -22,7 +22,7 @@ import numpy as np
 
 from engine.core.index.faiss_index import build_index, read_index_file
 from engine.core.index.ondisk import LAYOUT_FILE, OnDiskIVF, build_ivf_on_disk, fill_shards, is_ivf, trained_empty
-from engine.core.ranking import merge_top_k
+from engine.io.ranking import merge_top_k
 from engine.core.store.generations import FileWriter
 from engine.core.store.npy_rows import NpyRows
 from engine.errors import EngineError, opt

@@ -1,7 +1,7 @@
 """Pipelines: rankers composed of stages (PyTerrier's idea, without pandas).
 
 A stage takes queries and, unless it is a first stage, the ranking each query has so far, and returns a
-ranking per query (`engine.core.ranking.Ranking`). Stages compose with operators — `a >> b` (then), `a % k`
+ranking per query (`engine.io.ranking.Ranking`). Stages compose with operators — `a >> b` (then), `a % k`
 (keep the top k), `a | b` (reciprocal rank fusion), `a ^ b` (a, then b's items a lacks) — in Python, or as
 the same expression in a pipeline file (`engine.core.pipeline.parse`). `run_pipeline` runs one on a query
 set, caching each costly stage's output on disk (`engine.core.pipeline.cache`).

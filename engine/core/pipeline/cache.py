@@ -11,7 +11,7 @@ import json
 import os
 from pathlib import Path
 
-from engine.core.ranking import Ranking
+from engine.io.ranking import Ranking
 from engine.errors import EngineError
 
 Run = dict[str, Ranking]

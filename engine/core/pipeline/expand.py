@@ -6,11 +6,11 @@ from typing import Sequence
 
 import numpy as np
 
-from engine.core import fusion
+from engine.io import fusion
 from engine.core.pipeline.query import Query
 from engine.core.pipeline.retrieve import POOLINGS, _vectors, item_fields
 from engine.core.pipeline.stage import Context, Run, Stage, check_choice, check_range, input_of, keep_args
-from engine.core.ranking import Ranking
+from engine.io.ranking import Ranking
 from engine.errors import EngineError
 
 

@@ -1,13 +1,13 @@
 """`fuse(a, b, …)`: several stages' rankings of each query fused into one, by the core's fusion
-(`engine.core.fusion`, the code behind `engine fuse`); `a | b` is `fuse(a, b)` with its defaults."""
+(`engine.io.fusion`, the code behind `engine fuse`); `a | b` is `fuse(a, b)` with its defaults."""
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-from engine.core import fusion
+from engine.io import fusion
 from engine.core.pipeline.query import Query
 from engine.core.pipeline.stage import PRECEDENCE, Context, Run, Stage, check_choice, check_range, keep_args, operand
-from engine.core.ranking import Ranking
+from engine.io.ranking import Ranking
 from engine.errors import EngineError
 
 METHODS = ("rrf", "weighted", "combsum", "combmnz", "wsum")

@@ -75,7 +75,7 @@ class Concat(Stage):
         from engine.core.pipeline.run import evaluate
         a = evaluate(self.first, queries, run, ctx)
         b = evaluate(self.second, queries, run, ctx)
-        from engine.core.ranking import Ranking
+        from engine.io.ranking import Ranking
         return {q.qid: a.get(q.qid, Ranking()).then(b.get(q.qid, Ranking())) for q in queries}
 
 

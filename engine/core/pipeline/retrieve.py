@@ -8,7 +8,7 @@ import numpy as np
 
 from engine.core.pipeline.query import Query
 from engine.core.pipeline.stage import Context, Run, Stage, check_choice, check_range, keep_args
-from engine.core.ranking import Ranking, top_k
+from engine.io.ranking import Ranking, top_k
 from engine.errors import EngineError
 
 MODES = ("dense", "bm25", "hybrid")

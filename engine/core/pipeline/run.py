@@ -9,7 +9,7 @@ from typing import Sequence
 from engine.core.pipeline.cache import stage_key
 from engine.core.pipeline.query import Query, queries_digest
 from engine.core.pipeline.stage import Context, Run, Stage
-from engine.core.ranking import Ranking
+from engine.io.ranking import Ranking
 from engine.errors import EngineError
 
 
@@ -105,5 +105,5 @@ def _prepare(stage: Stage, upstream: str | None, ctx: Context) -> str:
 
 def write_pipeline_run(run: Run, out: str | os.PathLike, run_id: str, k: int | None = None) -> int:
     """The rankings as a TREC run (top k of each), written atomically; returns the lines written."""
-    from engine.eval.runs import write_run
+    from engine.io.runs import write_run
     return write_run(out, {q: (r.cut(k) if k else r) for q, r in run.items()}, run_id)

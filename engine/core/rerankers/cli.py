@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 from typer.core import TyperGroup
 
-from engine.core.cli import RerankInstruction, RerankRounds, RerankTemplate
+from engine.core.rerankers.flags import RerankInstruction, RerankRounds, RerankTemplate
 from engine.core.rerankers.registry import DEFAULT_DEPTH, reranker_help
 from engine.core.rerankers.train import PATIENCE, TrainOptions
 
@@ -53,7 +53,7 @@ def rerank_run_cmd(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No status lines.")] = False,
 ) -> None:
     """Rerank a TREC run against a text source; scores written strictly decreasing."""
-    from engine.core.cli import split_list
+    from engine.io.options import split_list
     from engine.core.encoders.device import set_device
     from engine.core.rerankers.runs import rerank_run_file
     from engine.progress import info, set_quiet

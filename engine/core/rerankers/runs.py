@@ -12,7 +12,7 @@ def check_coverage(run: Mapping[str, Mapping[str, float]], run_path: Path, queri
                    queries_path: Path, docs: Mapping[str, str], docs_path: Path, depth: int) -> None:
     """Every query of the run has a text and every document it reranks one too: the first that lacks one is
     named, before any model loads."""
-    from engine.core.fusion import ranked
+    from engine.io.fusion import ranked
     for qid, ranking in run.items():
         if qid not in queries:
             raise EngineError(f"{run_path}: query {qid!r} has no text in {queries_path}")
@@ -31,7 +31,7 @@ def rerank_run_file(run_path: Path, queries_path: Path, docs_path: Path, spec: s
     from engine.core.rerankers.registry import check_depth, check_reranker, load_reranker
     from engine.core.rerankers.stage import check_candidates
     from engine.core.sources import text_items
-    from engine.eval.runs import read_run, write_run
+    from engine.io.runs import read_run, write_run
     from engine.io.tables import read_queries
     _, _, clean = check_reranker(spec, **(options or {}))
     check_candidates(spec, "text", str(docs_path))

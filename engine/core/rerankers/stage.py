@@ -16,7 +16,7 @@ from engine.core.rerankers.base import IMAGE, TEXT, Reranker
 from engine.errors import EngineError
 
 if TYPE_CHECKING:
-    from engine.core.ranking import Ranking, RankingLike
+    from engine.io.ranking import Ranking, RankingLike
 
 
 def as_reranker(rerank: "str | Reranker", **options: Any) -> Reranker:
@@ -76,7 +76,7 @@ def distinct_scores(scores: np.ndarray) -> list[float]:
     tie or an inversion nudged to the next float below the previous score), so two candidates never share a
     score and the order the stage chose is the order of the scores. A non-finite score (an unreadable image's
     -inf) becomes one below the lowest finite one: still last, and a number every writer can print."""
-    from engine.core.ranking import Ranking
+    from engine.io.ranking import Ranking
     scores = np.asarray(scores, dtype=np.float64)
     finite = np.isfinite(scores)
     floor = (float(scores[finite].min()) if finite.any() else 0.0) - 1.0
@@ -99,7 +99,7 @@ def rerank_ranking(reranker: Reranker, query: str, ranking: "RankingLike", docs:
                    depth: int, kind: str = TEXT) -> "Ranking":
     """One query's ranking: its top `depth` by the reranker's scores (`docs`: id → text, or image file for kind
     "image"; a missing one reads as ""), ties in the given order, then the rest in their order below them."""
-    from engine.core.ranking import Ranking
+    from engine.io.ranking import Ranking
     ranked = Ranking.of(ranking)
     head = ranked.cut(depth)
     scores = reranker.score(query, [docs.get(d, "") for d in head.ids], kind)

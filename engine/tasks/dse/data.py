@@ -12,7 +12,7 @@ from typing import Mapping
 
 from engine.errors import EngineError, opt, preview, where
 from engine.eval.metrics import trec_order
-from engine.eval.runs import Qrels, Run, load_run, parse_grade, write_qrels, write_run
+from engine.io.runs import Qrels, Run, load_run, parse_grade, write_qrels, write_run
 from engine.io.ids import read_id_list, trec_safe_ids
 from engine.io.tables import id_text, read_json, read_queries, read_text_lines
 from engine.progress import warn

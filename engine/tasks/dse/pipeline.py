@@ -20,7 +20,7 @@ from engine.display import format_table
 from engine.errors import EngineError, opt, preview
 from engine.eval.evaluate import evaluate
 from engine.eval.profiles import PROFILES
-from engine.eval.runs import Qrels, Run, strictly_decreasing, write_run
+from engine.io.runs import Qrels, Run, strictly_decreasing, write_run
 from engine.eval.validate import check_written
 from engine.io.atomic import write_json
 from engine.progress import info, warn
@@ -159,7 +159,7 @@ def _run_cases(index: DseIndex, cs, qs, case_ids, cases_path, name: str, root, s
     """A pipeline (or, with `given` rankings, a reordering stage) run on the cases."""
     from engine.core.pipeline import Context
     from engine.core.pipeline.run import run_pipeline
-    from engine.core.ranking import Ranking
+    from engine.io.ranking import Ranking
     from engine.tasks.dse.rank import case_queries
     queries = case_queries(index.pos, cs, qs, case_ids, cases_path)
     ctx = Context(root=root, opened={name: index.collection})

@@ -7,9 +7,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from engine.core.fusion import weighted_arrays
+from engine.io.fusion import weighted_arrays
 from engine.core.pipeline.query import Query
-from engine.core.ranking import top_k
+from engine.io.ranking import top_k
 from engine.errors import preview, where
 from engine.progress import track, warn
 from engine.tasks.dse.data import Case

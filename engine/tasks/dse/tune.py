@@ -8,11 +8,11 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from engine.core.fusion import WEIGHT_GRID, coordinate_ascent, normalize_array
-from engine.core.ranking import top_k
+from engine.io.fusion import WEIGHT_GRID, coordinate_ascent, normalize_array
+from engine.io.ranking import top_k
 from engine.errors import EngineError, preview
 from engine.eval.evaluate import evaluate
-from engine.eval.runs import Qrels, Run
+from engine.io.runs import Qrels, Run
 from engine.io.tables import read_json
 from engine.progress import info, warn
 from engine.tasks.dse.data import Case, Fold

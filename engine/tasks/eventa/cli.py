@@ -6,7 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from engine.core.cli import Device, Quiet, RayAddress, Root, split_list
+from engine.core.cli import Device, Quiet, RayAddress, Root
+from engine.io.options import split_list
 from engine.core.collection import DEFAULT_ROOT
 from engine.eval.cli import DocsOpt, QueriesOpt
 from engine.progress import set_quiet
@@ -210,7 +211,7 @@ def convert_eventa_qrels_cmd(labeled: Annotated[Path, typer.Argument(help="Label
                              out: Annotated[Path, typer.Argument(help="TREC qrels to write.")]) -> None:
     """EVENTA labeled CSV → TREC qrels (each caption's correct image, grade 1), for `engine eval` and
     `engine compare` (`engine eval submission.zip labeled.csv` reads the CSV itself)."""
-    from engine.eval.runs import write_qrels
+    from engine.io.runs import write_qrels
     from engine.progress import info
     from engine.tasks.eventa.data import labeled_qrels
     n = write_qrels(out, labeled_qrels(labeled))

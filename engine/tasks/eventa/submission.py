@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence, Union
 
-from engine.core.ranking import RankingLike
+from engine.io.ranking import RankingLike
 from engine.errors import EngineError
 from engine.eval.metrics import trec_order
-from engine.eval.runs import Run, read_run
+from engine.io.runs import Run, read_run
 from engine.eval.validate import Report, missing_queries, sort_problems
 from engine.io.archive import open_zip, read_member
 from engine.io.atomic import atomic_open, atomic_path

@@ -6,7 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from engine.core.cli import Device, Quiet, RayAddress, Root, split_list
+from engine.core.cli import Device, Quiet, RayAddress, Root
+from engine.io.options import split_list
 from engine.core.collection import DEFAULT_ROOT
 from engine.progress import set_quiet
 from engine.tasks.lora.cv import EvalOptions

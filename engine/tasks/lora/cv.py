@@ -1,6 +1,6 @@
 """`engine lora eval`: cross-validation grouped by content image, every configuration from one embedding pass.
 
-GroupKFold by content image (never random: the same portrait in train and test would let the content,
+Folds by content image (`engine.core.folds`, as GroupKFold assigns them; never random: the same portrait in train and test would let the content,
 not the style, find the LoRA); MRR (the NTCIR-B measure), R@1 and R@5 by the project's evaluator.
 """
 from __future__ import annotations
@@ -11,6 +11,8 @@ from typing import Sequence
 
 import numpy as np
 
+from engine.core.folds import fold_assignment
+from engine.core.folds import splits as fold_splits
 from engine.display import format_table
 from engine.errors import EngineError, opt
 from engine.eval.evaluate import evaluate
@@ -18,8 +20,7 @@ from engine.eval.profiles import PROFILES
 from engine.io.atomic import write_json
 from engine.progress import track
 from engine.tasks.lora.features import ExtractOptions, make_extractor
-from engine.tasks.lora.model import (REPRESENTATIONS, SCORERS, LoraConfig, LoraModel, blend, representation_parts,
-                                     sklearn)
+from engine.tasks.lora.model import (REPRESENTATIONS, SCORERS, LoraConfig, LoraModel, blend, representation_parts)
 from engine.tasks.lora.pipeline import load_training_set, text_vectors
 
 PRIMARY_METRIC = PROFILES["ntcir-b"].metrics  # MRR of the one relevant LoRA
@@ -113,7 +114,7 @@ def cross_validate(train: str | Path, images: str | Path, models: str | Path | N
     configs = [(rep, scorer, removal) for rep in reps for removal in removals for scorer in scorers]
     collected: dict[tuple, np.ndarray] = {}
     prior_all = np.zeros((n, len(lora_ids)))
-    splits = list(sklearn("model_selection").GroupKFold(n_splits=folds).split(np.zeros(n), groups=groups))
+    splits = list(fold_splits(fold_assignment(n, folds, groups=groups)))
     steps = [(f, cfg) for f in range(len(splits)) for cfg in configs]
     for f, (rep, scorer, removal) in track(steps, len(steps), "cross-validating"):
         tr, te = splits[f]

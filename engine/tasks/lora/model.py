@@ -31,7 +31,7 @@ import numpy as np
 
 from engine.core.collection import MANIFEST, Collection, collection_path
 from engine.core.encoders.base import l2_normalize
-from engine.core.fusion import normalize_array
+from engine.io.fusion import normalize_array
 from engine.errors import EngineError, missing_extra, opt
 from engine.tasks.lora.features import FEATURES, image_text_specs
 

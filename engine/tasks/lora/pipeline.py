@@ -19,7 +19,7 @@ import numpy as np
 
 from engine.core.collection import DEFAULT_ROOT, MANIFEST, Collection, collection_path
 from engine.core.store.replaced import announce_replacement, replaced_kind
-from engine.core.ranking import top_k_rows
+from engine.io.ranking import top_k_rows
 from engine.errors import EngineError, opt, where
 from engine.progress import info, warn
 from engine.tasks.lora.data import (Lora, TrainImage, check_image_folder, content_of, find_query_images, loras_of,
@@ -157,7 +157,7 @@ class SubmitReport:
 def submit_run(queries: str | Path, out: str | Path, name: str = DEFAULT_NAME, root: str | Path = DEFAULT_ROOT,
                images: str | Path | None = None, options: SubmitOptions = SubmitOptions()) -> SubmitReport:
     """Rank every LoRA for every query image and write a TREC run (`image_id Q0 lora_id rank score runid`)."""
-    from engine.eval.runs import write_run
+    from engine.io.runs import write_run
     from engine.eval.validate import check_written
     w = options.text_weight
     if w is not None and not (math.isfinite(w) and w >= 0):

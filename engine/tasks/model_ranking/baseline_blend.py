@@ -35,7 +35,8 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from engine.tasks.model_ranking.study import FoldPredictor, out_of_fold
-from engine.tasks.model_ranking.transfer import fold_assignment, rank_targets
+from engine.core.folds import fold_assignment
+from engine.tasks.model_ranking.transfer import rank_targets
 
 WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
 """Weight of the method's ranking; 0 = the baseline alone."""

@@ -16,7 +16,7 @@ import numpy as np
 
 from engine.errors import EngineError, opt, where
 from engine.eval.groups import write_groups
-from engine.eval.runs import Qrels, parse_grade, read_qrels, write_qrels
+from engine.io.runs import Qrels, parse_grade, read_qrels, write_qrels
 from engine.io.ids import read_id_list, trec_safe_ids
 from engine.io.tables import Row, pick_column, read_queries, read_rows
 from engine.progress import warn

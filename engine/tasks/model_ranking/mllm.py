@@ -18,11 +18,11 @@ import numpy as np
 from engine.core.collection import DEFAULT_ROOT
 from engine.core.encoders.base import l2_normalize
 from engine.core.encoders.registry import DEFAULT_TEXT_SPEC
-from engine.core.ranking import top_k_rows
+from engine.io.ranking import top_k_rows
 from engine.errors import EngineError
 from engine.eval.metrics import Metric, ndcg, parse_metrics, reciprocal_rank
 from engine.eval.profiles import PROFILES
-from engine.eval.runs import write_run
+from engine.io.runs import write_run
 from engine.eval.validate import check_written
 from engine.io.tables import read_queries
 from engine.progress import info

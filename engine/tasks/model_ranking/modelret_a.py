@@ -19,12 +19,12 @@ import numpy as np
 from engine.core.collection import DEFAULT_ROOT
 from engine.core.encoders.base import l2_normalize
 from engine.core.encoders.registry import DEFAULT_TEXT_SPEC
-from engine.core.ranking import top_k_rows
+from engine.io.ranking import top_k_rows
 from engine.errors import EngineError, opt
 from engine.eval.evaluate import evaluate
 from engine.eval.metrics import Judged, parse_metrics
 from engine.eval.profiles import PROFILES
-from engine.eval.runs import write_run
+from engine.io.runs import write_run
 from engine.eval.validate import check_written
 from engine.progress import info
 from engine.tasks.model_ranking import baseline_blend, candidate_features, ltr, training_store, transferability

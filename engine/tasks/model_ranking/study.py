@@ -3,7 +3,7 @@
 With ~80 training queries one 10-fold split moves a mean by a few hundredths, so every variant is scored on
 the same R splits (seeds 0..R−1) and reported as mean ± std over the repeats; its gain over the baseline is
 tested paired over queries (each query's value averaged over the repeats) with a sign-flip randomization
-test (`scipy.stats.permutation_test`), so the p-value says whether the gain outlives the choice of queries.
+test (`engine.eval.significance.randomization`), so the p-value says whether the gain outlives the choice of queries.
 """
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ import numpy as np
 
 from engine.display import format_table
 from engine.errors import EngineError
+from engine.eval.significance import randomization
 from engine.progress import track
-from engine.tasks.model_ranking.transfer import fold_assignment
+from engine.core.folds import fold_assignment
 
 FoldPredictor = Callable[[np.ndarray, np.ndarray], np.ndarray]
 """(training rows, held-out rows) → predictions (held-out rows × candidates) from the training rows only."""
 PerQuery = Callable[[np.ndarray], Mapping[str, np.ndarray]]
 """predictions (queries × candidates) → metric name → one value per query."""
-RESAMPLES = 9999
 
 
 def memoized(predictor: FoldPredictor) -> FoldPredictor:
@@ -69,15 +69,9 @@ def run_variant(name: str, predictor: FoldPredictor, per_query: PerQuery, n: int
 
 
 def paired_p(a: np.ndarray, b: np.ndarray) -> float:
-    """Two-sided p of mean(a − b) ≠ 0, paired over queries (sign-flip randomization test, fixed seed)."""
-    from scipy.stats import permutation_test
-
-    d = np.asarray(a, np.float64) - np.asarray(b, np.float64)
-    if not np.any(np.abs(d) > 1e-12):
-        return 1.0
-    res = permutation_test((d,), np.mean, permutation_type="samples", n_resamples=RESAMPLES,
-                           alternative="two-sided", random_state=0)
-    return float(res.pvalue)
+    """Two-sided p of mean(a − b) ≠ 0, paired over queries: the project's randomization test
+    (`engine.eval.significance`)."""
+    return randomization(b, a)
 
 
 @dataclass

@@ -17,7 +17,8 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from engine.core.encoders.base import l2_normalize
-from engine.core.ranking import top_k_rows
+from engine.core.folds import fold_assignment
+from engine.io.ranking import top_k_rows
 from engine.errors import EngineError
 from engine.io.ids import first_duplicate
 from engine.progress import track
@@ -279,7 +280,7 @@ class QueryCollection:
 
     def rank(self, query_ids: Sequence[str], embeddings: np.ndarray, params: TransferParams
              ) -> dict[str, list[tuple[str, float]]]:
-        """Every candidate for every query, best first: the input of `engine.eval.runs.write_run`."""
+        """Every candidate for every query, best first: the input of `engine.io.runs.write_run`."""
         if len(query_ids) != len(np.atleast_2d(embeddings)):
             raise EngineError(f"{len(query_ids)} query ids but {len(np.atleast_2d(embeddings))} embeddings")
         return rankings(query_ids, self.candidate_ids, self.predict(embeddings, params))
@@ -351,18 +352,6 @@ class CVResult:
             counts[(name, params)] = counts.get((name, params), 0) + 1
         (name, params), n = max(counts.items(), key=lambda kv: kv[1])
         return f"{name}: {params} ({n}/{len(self.chosen)} folds)"
-
-
-def fold_assignment(n: int, folds: int, seed: int = 0) -> np.ndarray:
-    """Fold number per query; folds=0 or folds >= n means leave-one-out."""
-    if folds < 0 or folds == 1:
-        raise EngineError(f"folds must be 0 (leave-one-out) or at least 2, not {folds}")
-    if folds == 0 or folds >= n:
-        return np.arange(n)
-    order = np.random.default_rng(seed).permutation(n)
-    out = np.empty(n, dtype=int)
-    out[order] = np.arange(n) % folds
-    return out
 
 
 def cross_validate(representations: np.ndarray | Mapping[str, np.ndarray], scores: np.ndarray,

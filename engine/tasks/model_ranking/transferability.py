@@ -12,7 +12,7 @@ from typing import Callable
 import numpy as np
 
 from engine.core.encoders.base import l2_normalize
-from engine.tasks.model_ranking.transfer import fold_assignment
+from engine.core.folds import fold_assignment
 
 KNN_K = 5
 """Neighbours of the kNN probe."""

@@ -9,7 +9,6 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import REPO, run_cli
 
 from engine.core.store import generations
 from engine.core.collection import MANIFEST, Collection
@@ -30,7 +29,7 @@ def _exact_top(x: np.ndarray, q: np.ndarray, k: int) -> np.ndarray:
     return np.argsort(-(qn @ xn.T), axis=1, kind="stable")[:, :k]
 
 
-def test_verify_catches_a_changed_byte_that_open_does_not_read(tmp_path, monkeypatch, capsys):
+def test_verify_catches_a_changed_byte_that_open_does_not_read(run_cli, tmp_path, monkeypatch, capsys):
     x = _clustered(50)
     col = Collection.from_vectors("c", [f"d{i}" for i in range(50)], x, None, "text", root=tmp_path)
     emb = col.file("embeddings")
@@ -38,10 +37,10 @@ def test_verify_catches_a_changed_byte_that_open_does_not_read(tmp_path, monkeyp
     data[-3] ^= 0x01  # one bit of one float: same size
     emb.write_bytes(bytes(data))
     Collection.open("c", tmp_path)  # sizes only
-    code, _, err = run_cli(monkeypatch, capsys, "verify", "c", "--root", tmp_path)
+    code, _, err = run_cli("verify", "c", "--root", tmp_path)
     assert code == 2 and "embeddings-000001.npy does not match its checksum" in err and "Traceback" not in err
     col = Collection.from_vectors("ok", ["a", "b"], x[:2], None, "text", root=tmp_path)
-    code, _, err = run_cli(monkeypatch, capsys, "verify", "ok", "--root", tmp_path)
+    code, _, err = run_cli("verify", "ok", "--root", tmp_path)
     assert code == 0 and "every byte matches" in err
 
 
@@ -181,7 +180,7 @@ def test_onnx_query_embeddings_equal_torch(text_encoder):
     assert a.shape == b.shape and np.abs(a - b).max() < 1e-4
 
 
-def test_a_text_query_imports_neither_torch_nor_sentence_transformers(tmp_path, text_encoder):
+def test_a_text_query_imports_neither_torch_nor_sentence_transformers(repo, tmp_path, text_encoder):
     Collection.from_vectors("t", ["a", "b"], text_encoder.encode_texts(["a dog on a beach", "a red car"]),
                             text_encoder.spec, "text", root=tmp_path)
     from engine.core.encoders.onnx_text import text_encoder as onnx_encoder
@@ -190,30 +189,29 @@ def test_a_text_query_imports_neither_torch_nor_sentence_transformers(tmp_path, 
             f"c = Collection.open('t', {str(tmp_path)!r})\nprint(c.search(text='puppy at the seaside', k=1)[0].id)\n"
             "print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ, "PYTHONPATH": str(REPO)}).stdout.split("\n")
+                         env={**os.environ, "PYTHONPATH": str(repo)}).stdout.split("\n")
     assert out[0] == "a" and out[1] == "[]"
 
 
 @pytest.mark.parametrize("entry", ["engine.cli", "engine"])
-def test_engine_search_starts_without_build_or_write_modules(tmp_path, text_encoder, entry):
+def test_engine_search_starts_without_build_or_write_modules(repo, tmp_path, text_encoder, entry):
     """`engine search` from the shell: a query's start-up imports what reads and searches a collection, not
-    what builds, shards, locks or checksums it (each costs milliseconds of every cold query); from the
-    console script (`engine`, the second time: the first caches the command's shape), not typer either."""
+    what builds, shards, locks or checksums it (each costs milliseconds of every cold query), nor the tasks,
+    the evaluation or the service, from the module and from the console script alike."""
     Collection.from_vectors("t", ["a", "b"], text_encoder.encode_texts(["a dog on a beach", "a red car"]),
                             text_encoder.spec, "text", root=tmp_path)
     from engine.core.encoders.onnx_text import text_encoder as onnx_encoder
     assert onnx_encoder("all-MiniLM-L6-v2") is not None
     build_only = ("engine.core.index.shards", "engine.core.index.ondisk", "engine.core.index.auto",
                   "engine.core.store.lock", "engine.core.filters", "engine.io.tables", "torch", "transformers",
-                  "concurrent.futures", "socket") + (("typer", "rich") if entry == "engine" else ())
+                  "concurrent.futures", "socket", "rich", "engine.eval", "engine.serve", "engine.tasks")
     code = ("import sys, runpy\nsys.argv = ['engine', 'search', 't', 'puppy at the seaside', '-k', '1', '--json',"
             f" '--root', {str(tmp_path)!r}, '-q']\n"
             f"try:\n    runpy.run_module({entry!r}, run_name='__main__')\nexcept SystemExit:\n    pass\n"
             f"print(sorted(m for m in {build_only!r} if m in sys.modules))")
-    env = {**os.environ, "PYTHONPATH": str(REPO), "ENGINE_CACHE": str(tmp_path / "cache")}
-    for _ in range(2):
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
-        assert json.loads(out[:out.rindex("}") + 1])["hits"][0]["id"] == "a"
+    env = {**os.environ, "PYTHONPATH": str(repo)}  # the session cache, where the ONNX export above is
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
+    assert json.loads(out[:out.rindex("}") + 1])["hits"][0]["id"] == "a"
     assert out.strip().splitlines()[-1] == "[]"
 
 

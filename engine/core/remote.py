@@ -1,15 +1,15 @@
-"""The client side of `engine search --server URL`: the standard library only, so it needs no extra."""
+"""The client side of `engine search --server URL`: the standard library only, so it needs no extra. It sits in
+the core, below the service it talks to, which reads the API key from the same variable."""
 from __future__ import annotations
 
 import json
-import mimetypes
-import uuid
 from pathlib import Path
-from urllib.error import HTTPError, URLError
-from urllib.request import Request, urlopen
 
 from engine.core.collection import Hit
 from engine.errors import EngineError
+
+API_KEY_ENV = "ENGINE_API_KEY"
+"""Environment variable that holds the API key when it is not given on the command line."""
 
 
 def remote_search(url: str, collection: str, text: str | None = None, image: str | Path | None = None,
@@ -17,6 +17,8 @@ def remote_search(url: str, collection: str, text: str | None = None, image: str
                   rerank_depth: int | None = None, **options: str | None) -> list[Hit]:
     """The hits a running `engine serve` returns for one text or image query, as `Collection.search` would;
     `options` (mode, fusion, where) go into a text query's request as given."""
+    from urllib.error import HTTPError, URLError  # here, not at the top: `engine search` imports this module
+    from urllib.request import Request, urlopen   # for API_KEY_ENV, and a local query needs no sockets
     endpoint = url.rstrip("/") + "/search"
     headers = {"X-API-Key": api_key} if api_key else {}
     if image is not None:
@@ -49,6 +51,8 @@ def remote_search(url: str, collection: str, text: str | None = None, image: str
 
 
 def _multipart(fields: dict[str, str], file_field: str, filename: str, data: bytes) -> tuple[bytes, str]:
+    import mimetypes
+    import uuid
     boundary = uuid.uuid4().hex
     parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode()
              for name, value in fields.items()]

@@ -1,5 +1,5 @@
-"""Each defect issue 16 lists, as a test that failed before the fix: the input a hostile user gave and the
-one-line error (or the right result) it must get. The fake encoder keeps them fast; a test that needs the
+"""Hostile inputs a user may give (bad images, ids, queries, options, files) and the one-line error (or the
+right result) each must get. The fake encoder keeps them fast; a test that needs the
 model to stay unloaded says so through `fake_encoder["loads"]`."""
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import zipfile
 
 import numpy as np
 import pytest
-from conftest import run_cli
 from PIL import Image
 
 from engine.core.collection import MANIFEST, Collection
@@ -17,7 +16,7 @@ from engine.core.images import ImageReadError, load_image
 from engine.errors import EngineError
 from engine.eval.evaluate import evaluate_files
 from engine.io.tables import read_queries, read_rows
-from hardening.test_hostile_images import png_claiming
+from fixtures.hostile_images import png_claiming
 
 GOOD_ROW = "ab,cd,ef,gh,ij,kl,mn,op,qr,st"
 
@@ -86,12 +85,12 @@ def test_deeply_nested_json_is_one_line(tmp_path, suffix):
     one_line(exc)
 
 
-def test_deep_json_in_task_commands(tmp_path, monkeypatch, capsys):
+def test_deep_json_in_task_commands(run_cli, tmp_path, monkeypatch, capsys):
     deep = tmp_path / "judgments.json"
     deep.write_text("[" * 50_000 + "]" * 50_000)
     for args in (["convert", "dsebench-qrels", deep, tmp_path / "q.txt"], ["convert", "dsebench-run", deep,
                  tmp_path / "r.txt"]):
-        code, _, err = run_cli(monkeypatch, capsys, *args)
+        code, _, err = run_cli(*args)
         assert code == 2 and "max_json_depth" in err and "Traceback" not in err
 
 
@@ -103,7 +102,7 @@ def test_5001_digit_number_is_one_line(tmp_path):
     one_line(exc)
 
 
-def test_huge_grades_are_one_line_errors(tmp_path, monkeypatch, capsys):
+def test_huge_grades_are_one_line_errors(run_cli, tmp_path, monkeypatch, capsys):
     from engine.tasks.dse.data import read_dsebench_judgments
     judg = tmp_path / "j.json"
     judg.write_text(json.dumps([{"case_id": "1", "candidate_dataset_id": "d", "query_rel": 2000, "target_sim": 2}]))
@@ -111,7 +110,7 @@ def test_huge_grades_are_one_line_errors(tmp_path, monkeypatch, capsys):
         read_dsebench_judgments(judg)
     (tmp_path / "q.txt").write_text("q1 0 d1 2000\n")
     (tmp_path / "r.txt").write_text("q1 Q0 d1 1 1.0 r\n")
-    code, _, err = run_cli(monkeypatch, capsys, "eval", tmp_path / "r.txt", tmp_path / "q.txt", "--metrics",
+    code, _, err = run_cli("eval", tmp_path / "r.txt", tmp_path / "q.txt", "--metrics",
                            "ndcg_exp@5")
     assert code == 2 and "relevance 2000 is beyond" in err and "Traceback" not in err
 
@@ -128,11 +127,11 @@ def _corrupt_zip(path):
     return path
 
 
-def test_corrupt_zip_member_is_one_line(tmp_path, monkeypatch, capsys):
+def test_corrupt_zip_member_is_one_line(run_cli, tmp_path, monkeypatch, capsys):
     sub = _corrupt_zip(tmp_path / "submission.zip")
     (tmp_path / "q.txt").write_text("q1 0 ab 1\n")
     for args in (["validate", "eventa", sub], ["eval", sub, tmp_path / "q.txt"]):
-        code, out, err = run_cli(monkeypatch, capsys, *args)
+        code, out, err = run_cli(*args)
         assert code in (1, 2) and "damaged zip member" in out + err and "Traceback" not in out + err
 
 
@@ -214,10 +213,10 @@ def test_huge_single_token_text_warns_and_past_the_line_limit_errs(tmp_path, fak
         read_rows(path)
 
 
-def test_empty_metrics_option_is_an_error(tmp_path, monkeypatch, capsys):
+def test_empty_metrics_option_is_an_error(run_cli, tmp_path, monkeypatch, capsys):
     (tmp_path / "q.txt").write_text("q1 0 d1 1\n")
     (tmp_path / "r.txt").write_text("q1 Q0 d1 1 1.0 r\n")
-    code, _, err = run_cli(monkeypatch, capsys, "eval", tmp_path / "r.txt", tmp_path / "q.txt", "--metrics", "")
+    code, _, err = run_cli("eval", tmp_path / "r.txt", tmp_path / "q.txt", "--metrics", "")
     assert code == 2 and "no metrics given" in err
 
 
@@ -230,8 +229,8 @@ def test_duplicate_keys_in_a_json_run_are_an_error(tmp_path):
 
 
 @pytest.mark.parametrize("k", ["0", "-1"])
-def test_k_below_one_is_refused_before_anything_loads(tmp_path, monkeypatch, capsys, k, fake_encoder):
-    code, _, err = run_cli(monkeypatch, capsys, "search", "nothing", "query", "-k", k, "--root", tmp_path)
+def test_k_below_one_is_refused_before_anything_loads(run_cli, tmp_path, monkeypatch, capsys, k, fake_encoder):
+    code, _, err = run_cli("search", "nothing", "query", "-k", k, "--root", tmp_path)
     assert code == 2 and "--top-k must be a whole number of at least 1" in err
     col = _vectors_collection(tmp_path)
     with pytest.raises(EngineError, match="at least 1"):
@@ -239,8 +238,8 @@ def test_k_below_one_is_refused_before_anything_loads(tmp_path, monkeypatch, cap
 
 
 @pytest.mark.parametrize("text", ["", "   "])
-def test_empty_or_blank_query_is_refused(tmp_path, monkeypatch, capsys, text, fake_encoder):
-    code, _, err = run_cli(monkeypatch, capsys, "search", "nothing", text, "--root", tmp_path)
+def test_empty_or_blank_query_is_refused(run_cli, tmp_path, monkeypatch, capsys, text, fake_encoder):
+    code, _, err = run_cli("search", "nothing", text, "--root", tmp_path)
     assert code == 2 and "the text query is empty" in err
     Collection.build("c", texts=texts_csv(tmp_path / "t.csv"), root=tmp_path)
     with pytest.raises(EngineError, match="the text query is empty"):
@@ -264,20 +263,20 @@ def test_manifest_without_files_or_with_a_wrong_count(tmp_path):
 
 # ---------------------------------------------------------------- late or missing checks
 
-def test_invalid_index_factory_fails_before_the_model_loads(tmp_path, fake_encoder, monkeypatch, capsys):
-    code, _, err = run_cli(monkeypatch, capsys, "build", "c", "--texts", texts_csv(tmp_path / "t.csv"),
+def test_invalid_index_factory_fails_before_the_model_loads(run_cli, tmp_path, fake_encoder, monkeypatch, capsys):
+    code, _, err = run_cli("build", "c", "--texts", texts_csv(tmp_path / "t.csv"),
                            "--index", "IVF,Bogus", "--root", tmp_path)
     assert code == 2 and "FAISS cannot make index 'IVF,Bogus'" in err
     assert fake_encoder["loads"] == 0 and fake_encoder["text"] == 0
 
 
-def test_ids_with_white_space_fail_at_build_or_are_replaced(tmp_path, fake_encoder, monkeypatch, capsys):
+def test_ids_with_white_space_fail_at_build_or_are_replaced(run_cli, tmp_path, fake_encoder, monkeypatch, capsys):
     path = tmp_path / "t.csv"
     path.write_text("id,text\nIMG 001.jpg,a photo\nIMG_002,another\n")
-    code, _, err = run_cli(monkeypatch, capsys, "build", "c", "--texts", path, "--root", tmp_path)
+    code, _, err = run_cli("build", "c", "--texts", path, "--root", tmp_path)
     assert code == 2 and "'IMG 001.jpg'" in err and "--id-policy replace" in err
     assert fake_encoder["loads"] == 0
-    code, _, err = run_cli(monkeypatch, capsys, "build", "c", "--texts", path, "--root", tmp_path,
+    code, _, err = run_cli("build", "c", "--texts", path, "--root", tmp_path,
                            "--id-policy", "replace")
     assert code == 0 and Collection.open("c", tmp_path).ids == ["IMG_001.jpg", "IMG_002"]
     clash = tmp_path / "clash.csv"
@@ -286,27 +285,27 @@ def test_ids_with_white_space_fail_at_build_or_are_replaced(tmp_path, fake_encod
         Collection.build("d", texts=clash, root=tmp_path, id_policy="replace")
 
 
-def test_query_ids_with_white_space_fail_before_the_model_loads(tmp_path, fake_encoder, monkeypatch, capsys):
+def test_query_ids_with_white_space_fail_before_the_model_loads(run_cli, tmp_path, fake_encoder, monkeypatch, capsys):
     Collection.build("c", texts=texts_csv(tmp_path / "t.csv"), root=tmp_path)
     fake_encoder["loads"] = 0
     queries = tmp_path / "q.tsv"
     queries.write_text("q 1\tsome words\n")
-    code, _, err = run_cli(monkeypatch, capsys, "search", "c", "--queries", queries, "--out", tmp_path / "r.txt",
+    code, _, err = run_cli("search", "c", "--queries", queries, "--out", tmp_path / "r.txt",
                            "--root", tmp_path)
     assert code == 2 and "'q 1'" in err and fake_encoder["loads"] == 0
 
 
-def test_eval_warns_with_counts_when_qrels_queries_are_missing(tmp_path, monkeypatch, capsys):
+def test_eval_warns_with_counts_when_qrels_queries_are_missing(run_cli, tmp_path, monkeypatch, capsys):
     (tmp_path / "q.txt").write_text("".join(f"q{i} 0 d1 1\n" for i in range(79)))
     (tmp_path / "r.txt").write_text("".join(f"q{i} Q0 d1 1 1.0 r\n" for i in range(5)))
-    code, _, err = run_cli(monkeypatch, capsys, "eval", tmp_path / "r.txt", tmp_path / "q.txt")
+    code, _, err = run_cli("eval", tmp_path / "r.txt", tmp_path / "q.txt")
     assert code == 0 and "74 of 79 qrels queries are missing from the run" in " ".join(err.split())
 
 
-def test_version_and_flags_in_help(monkeypatch, capsys):
+def test_version_and_flags_in_help(run_cli, monkeypatch, capsys):
     from engine import __version__
-    code, out, _ = run_cli(monkeypatch, capsys, "--version")
+    code, out, _ = run_cli("--version")
     assert code == 0 and out.strip() == f"engine {__version__}"
-    code, out, _ = run_cli(monkeypatch, capsys, "build", "--help")
+    code, out, _ = run_cli("build", "--help")
     line = next(ln for ln in out.splitlines() if "--force" in ln)
     assert "<bool>" not in line and "BOOLEAN" not in line

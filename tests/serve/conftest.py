@@ -1,6 +1,8 @@
-"""What the serve tests share, built once per session however many modules import it: the demo photos
-(conse) and a few texts (MiniLM) under one root. (A module, not a conftest: tests/conftest.py owns that name.)"""
+"""What the serve tests share, built once per session: the demo photos (conse) and a few texts (MiniLM) under
+one root, a client of the service over it, and the texts themselves (`docs_table`)."""
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import pytest
 
@@ -14,7 +16,6 @@ d6,Backpropagation and gradient descent for deep learning,ml
 d7,Castles and fortresses of medieval Europe,history
 """
 DOCS = [tuple(line.split(",")) for line in ROWS.splitlines()]
-_BUILT: dict = {}
 
 
 def write_docs(path, rows=DOCS):
@@ -22,17 +23,29 @@ def write_docs(path, rows=DOCS):
     return path
 
 
+@dataclass(frozen=True)
+class DocsTable:
+    """The texts of the `docs` collection: (id, text, topic) rows, and a CSV writer for any of them."""
+    rows: list
+
+    def write(self, path, rows=None):
+        return write_docs(path, self.rows if rows is None else rows)
+
+
+@pytest.fixture(scope="session")
+def docs_table() -> DocsTable:
+    return DocsTable(DOCS)
+
+
 @pytest.fixture(scope="session")
 def served_root(tmp_path_factory):
     """A root with `demo` (16 photos, image) and `docs` (7 texts)."""
-    if "root" not in _BUILT:
-        from engine.core.collection import Collection
-        from engine.core.demo import build_demo
-        root = tmp_path_factory.mktemp("serve-root")
-        build_demo(root=root)
-        Collection.build("docs", texts=write_docs(root.parent / "docs.csv"), root=root)
-        _BUILT["root"] = root
-    return _BUILT["root"]
+    from engine.core.collection import Collection
+    from engine.core.demo import build_demo
+    root = tmp_path_factory.mktemp("serve-root")
+    build_demo(root=root)
+    Collection.build("docs", texts=write_docs(root.parent / "docs.csv"), root=root)
+    return root
 
 
 @pytest.fixture(scope="module")

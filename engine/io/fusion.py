@@ -11,7 +11,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from engine.core.ranking import RankingLike, as_pairs
+from engine.io.ranking import RankingLike, as_pairs
 from engine.errors import EngineError, opt
 
 NORMALIZERS = ("minmax", "zscore", "sum", "none")

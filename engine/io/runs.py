@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from engine.core.ranking import RankingLike, as_pairs
+from engine.io.ranking import RankingLike, as_pairs
 from engine.errors import EngineError
 from engine.io.atomic import atomic_open
 from engine.io.limits import limit

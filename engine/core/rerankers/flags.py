@@ -1,0 +1,17 @@
+"""The command-line declarations of the options every reranking command shares (`engine search`, `engine
+rerank`): declared once here, below both commands' modules."""
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+RerankTemplate = Annotated[Optional[str], typer.Option("--rerank-template", help="llm: prompt: qwen3-reranker "
+                           "(Qwen3-Reranker's published format; the default for its names), chat (the model's chat "
+                           "template; the default otherwise) or a FILE with {instruction}, {query}, {document}.",
+                           show_default=False)]
+RerankInstruction = Annotated[Optional[str], typer.Option("--rerank-instruction", help="The task told to an llm:, "
+                              "llm-list: or vlm: reranker (default: \"Given a web search query, retrieve relevant "
+                              "passages that answer the query\").", show_default=False)]
+RerankRounds = Annotated[Optional[int], typer.Option("--rerank-rounds", help="llm-list: grouped voting with R "
+                         "shuffled rounds instead of the sliding window (1-100).", show_default=False)]
