@@ -2,6 +2,8 @@
 rare-token / paraphrase set; the BM25 half equals bm25s over the same texts; the CLI in every mode."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from engine.core.bm25 import BM25Index

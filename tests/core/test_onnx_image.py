@@ -3,7 +3,6 @@ preprocessing pixels as torchvision, and an image query that imports no torch, t
 sentence-transformers or transformers."""
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import pytest

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -247,7 +248,7 @@ def test_a_cpu_text_build_runs_on_the_onnx_session_and_equals_torch(tmp_path, te
             f"Collection.build('again', texts={str(csv)!r}, root={str(tmp_path)!r}, doc_prompt='passage: ')\n"
             "print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ, "PYTHONPATH": str(REPO)}).stdout.strip().splitlines()
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}).stdout.strip().splitlines()
     assert out[-1] == "[]"
     again = Collection.open("again", tmp_path)
     assert np.abs(np.asarray(again.embeddings) - np.asarray(torch_built.embeddings)).max() < 1e-4

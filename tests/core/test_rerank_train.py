@@ -2,7 +2,6 @@
 a held-out gain on a planted pairs file (never fitted on), every bad input one line before any model loads."""
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 

@@ -2,7 +2,6 @@
 and the real release when ../shared/data is present."""
 from __future__ import annotations
 
-import csv
 import json
 import shutil
 import subprocess
