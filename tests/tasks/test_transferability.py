@@ -227,7 +227,8 @@ def test_ltr_and_cv_with_candidate_features(feature_release: Path, checkpoints: 
     rows = json.loads(report.read_text())["all"]
     for name in ["logme (candidate features)", "hscore (candidate features)", "knn (candidate features)",
                  "linear (candidate features)", "LTR (LambdaRank) + candidate features",
-                 "guarded: LTR over the candidate features ⊕ average rank (default)"]:
+                 "guarded: LTR over the candidate features ⊕ average rank per position (default)",
+                 "guarded: LTR over the candidate features ⊕ average rank, one weight"]:
         assert name in rows and 0 <= rows[name]["ndcg_exp@3"]["mean"] <= 1, name
 
 
