@@ -1,6 +1,6 @@
 """Hostile inputs through every command, as a user would type them, and the tally of what each got.
 
-Each input runs `engine …` (the fake encoder of tests/hardening, so no model is needed) in a process of its
+Each input runs `engine …` (the fake encoder of tests/conftest.py, so no model is needed) in a process of its
 own, capped at --memory GiB of address space and --timeout seconds, and is classed as
 
     clear error   exit 2 (or 1 from `validate`) with one `error:` line or a list of problems, no traceback
@@ -9,7 +9,7 @@ own, capped at --memory GiB of address space and --timeout seconds, and is class
     silent        exit 0 on an input that is wrong (a result where an error was due)
     blow-up       killed by the memory cap, or past the time limit
 
-and its peak resident memory (ru_maxrss) is kept: the worst hostile image's is quoted in the closing note.
+and its peak resident memory (ru_maxrss) is kept, so the worst hostile image's can be read off the JSON.
 
     python benchmarks/hostile_inputs.py [--out benchmarks/results/hostile_inputs.json] [--memory 3] [--timeout 60]
 """
@@ -225,10 +225,10 @@ def corpus(work: Path) -> list[tuple[str, str, str, list]]:
         cases.append(("convert ntcir-a-qrels", name, ERROR,
                       ["convert", "ntcir-a-qrels", file(f"gt-{len(cases)}.csv", content), w / "out.txt"]))
     cases.append(("cli", "--version", OK, ["--version"]))
-    return cases + issue21_cases(w, file) + surface_cases(w, file)
+    return cases + task_file_cases(w, file) + surface_cases(w, file)
 
 
-def issue21_cases(w: Path, file) -> list[tuple[str, str, str, list]]:
+def task_file_cases(w: Path, file) -> list[tuple[str, str, str, list]]:
     """Task files and output paths (the option values run in-process: `option_cases`)."""
     cases: list[tuple[str, str, str, list]] = []
     good_run = w / "run.txt"
@@ -286,13 +286,12 @@ def npy_bytes(shape: tuple, data: bytes, descr: str = "<f4") -> bytes:
 
 def surface_cases(w: Path, file) -> list[tuple[str, str, str, list]]:
     """The last wave's surfaces (output targets, --vectors/--ids/--meta, --where, delete/--add/--sync, text
-    that is not UTF-8, modes and rerankers on the wrong collection, EVENTA scoring), the case ids of the
-    campaign's closing note."""
-    from hardening import fake
+    that is not UTF-8, modes and rerankers on the wrong collection, EVENTA scoring)."""
+    from conftest import install_fake_encoder  # tests/conftest.py: the children's fake encoder
     from PIL import Image
 
     from engine.core.collection import Collection
-    fake.install()
+    install_fake_encoder()
     cases: list[tuple[str, str, str, list]] = []
     idx = w / "idx33"
     texts = file("s33.csv", "id,text,year\n" + "".join(f"d{i},text {i} about bread,{2015 + i}\n" for i in range(8)))
