@@ -58,7 +58,9 @@ class Expand(Stage):
         key = ("children", self.collection, self.via, self.parent)
         if key not in ctx.memo:
             col = ctx.collection(self.collection)
-            known = ctx.memo.setdefault(("id-set", self.collection), {col.ids[r] for r in col.live_rows()})
+            if ("id-set", self.collection) not in ctx.memo:
+                ctx.memo[("id-set", self.collection)] = {col.ids[r] for r in col.live_rows()}
+            known = ctx.memo[("id-set", self.collection)]
             if self.via:
                 name, _, doc = self.via.rpartition(":")
                 lists = ctx.collection(name).document(doc)
@@ -120,7 +122,7 @@ class Similarity(Stage):
         if not todo:
             return out
         col = ctx.collection(self.collection)
-        row = ctx.memo.setdefault(("positions", self.collection), {d: i for i, d in enumerate(col.ids)})
+        row = ctx.positions(self.collection)
         emb = ctx.memo.get(("vectors", self.collection))
         if emb is None:
             emb = ctx.memo[("vectors", self.collection)] = np.asarray(col.embeddings, dtype=np.float32)

@@ -202,7 +202,7 @@ class Score(Stage):
     def transform(self, queries: Sequence[Query], run: Run | None, ctx: Context) -> Run:
         col = ctx.collection(self.collection)
         ids = col.ids
-        pos = ctx.memo.setdefault(("positions", self.collection), {d: i for i, d in enumerate(ids)})
+        pos = ctx.positions(self.collection)
         out: Run = {}
         vecs: dict[str, np.ndarray] = {}
         if self.by == "query" and self.mode == "dense":

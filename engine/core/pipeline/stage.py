@@ -46,6 +46,14 @@ class Context:
             self.opened[name] = Collection.open(leaf, root / parent if parent else root)
         return self.opened[name]
 
+    def positions(self, name: str) -> dict[str, int]:
+        """Item id → row of the collection `name`, built once per run (every stage that maps ids to rows
+        shares it)."""
+        key = ("positions", name)
+        if key not in self.memo:
+            self.memo[key] = {d: i for i, d in enumerate(self.collection(name).ids)}
+        return self.memo[key]
+
     def generation(self, name: str) -> str:
         """What identifies the collection's current contents (a rebuilt collection has another)."""
         m = self.collection(name).manifest
