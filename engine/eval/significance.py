@@ -35,7 +35,8 @@ def randomization(baseline: Sequence[float], other: Sequence[float], resamples: 
     a, b = np.asarray(baseline, float), np.asarray(other, float)
     if a.shape != b.shape or a.size < 1:
         raise EngineError(f"a paired test needs the same queries in both runs, got {a.size} and {b.size}")
-    if not np.any(a != b):
+    if a.size < 2 or not np.any(a != b):
+        # one query: its only swap gives the same |difference|, so the exact p-value is 1 (scipy refuses n = 1)
         return 1.0
     from scipy.stats import permutation_test
 

@@ -40,6 +40,11 @@ def test_randomization_is_exact_on_a_tiny_case():
     assert mc == randomization(a, b, resamples=100) and abs(mc - exact) < 0.15
 
 
+def test_one_shared_query_has_no_evidence_either_way():
+    # one query: both sign assignments give the same |difference|, so the exact p-value is 1 (scipy refuses n = 1)
+    assert randomization([0.2], [0.9]) == _exact_randomization([0.2], [0.9]) == 1.0
+
+
 def test_randomization_monte_carlo_within_tolerance_of_the_exact_value():
     rng = np.random.default_rng(7)
     a = rng.random(16)
@@ -136,6 +141,11 @@ def test_compare_cli(run_cli, monkeypatch, capsys, tmp_path):
     bad.write_text("q1 Q0 a 1\n")
     code, _, err = run_cli("compare", qrels, paths[0], bad)
     assert code == 2 and f"{bad}:1: expected 6 fields" in err
+    one = tmp_path / "one.qrels"
+    one.write_text("q1 0 a 1\n")
+    code, out, err = run_cli("compare", one, *paths, "-m", "mrr", "--format", "json")
+    assert code == 0 and "Traceback" not in err
+    assert json.loads(out)["runs"]["better"]["mrr"]["randomization_p"] == 1.0
 
 
 @pytest.fixture(scope="session")
