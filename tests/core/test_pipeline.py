@@ -79,6 +79,9 @@ def test_expression_round_trips_through_its_text():
     ('lambda: 1', "Lambda is not allowed"),
     ('rerank("nope:x")', "unknown reranker spec"),
     ('fuse(retrieve("a"))', "two or more stages"),
+    ('retrieve("docs", kk=3)', r"line 1, column 1: retrieve\(\): no argument 'kk'; it takes collection, mode, k"),
+    ('retrieve()', r"retrieve\(\): missing 'collection'"),
+    ('retrieve("a", collection="b")', r"retrieve\(\): argument 'collection' given twice"),
 ])
 def test_parser_refuses_what_is_not_a_stage_with_its_position(text, message):
     with pytest.raises(EngineError, match=message):
@@ -245,6 +248,12 @@ def test_pipeline_commands_list_and_refuse_in_one_line(run_cli, docs, monkeypatc
     code, _, err = run_cli("pipeline", "run", bad, "--queries", docs / "q.tsv", "--root",
                            docs / "idx", "--out", tmp_path / "x.run", "--no-cache")
     assert code != 0 and "missing" in err and "Traceback" not in err and not (tmp_path / "x.run").exists()
+    (tmp_path / "outside").mkdir()   # a pipeline file reaches only the collections under --root
+    for name in ("../outside", "/etc", "a/../../outside", "./docs"):
+        bad.write_text(f"pipeline = 'retrieve(\"{name}\")'\n")
+        code, _, err = run_cli("pipeline", "run", bad, "--queries", docs / "q.tsv", "--root",
+                               docs / "idx", "--out", tmp_path / "x.run", "--no-cache")
+        assert code != 0 and f"collection {name!r}: a name under the collections' root" in err, err
 
 
 def test_search_by_example_from_a_jsonl_query_file(run_cli, docs, monkeypatch, capsys, tmp_path):

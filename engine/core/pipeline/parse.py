@@ -86,6 +86,7 @@ def _build(node: ast.AST, origin: str) -> Any:
                 raise PipelineSyntaxError(f"{_where(kw.value, origin)}: write each argument out (no **kwargs)")
             kwargs[kw.arg] = _literal(kw.value, origin)
         cls = stage_class(node.func.id)
+        _check_arguments(node.func.id, cls, args, kwargs, node, origin)
         return _call(lambda: cls(*args, **kwargs), node, origin)
     if isinstance(node, ast.Name):
         raise PipelineSyntaxError(f"{_where(node, origin)}: {node.id!r} is a name, not a value; quote text "
@@ -95,6 +96,27 @@ def _build(node: ast.AST, origin: str) -> Any:
     kind = type(node).__name__
     raise PipelineSyntaxError(f"{_where(node, origin)}: {kind} is not allowed in a pipeline; use stage calls, "
                               "literal arguments and >>, %, |, ^")
+
+
+def _check_arguments(name: str, cls: type, args: list, kwargs: dict, node: ast.AST, origin: str) -> None:
+    """Arguments the stage does not take, named in the file's words (not Python's `__init__()` wording)."""
+    import inspect
+    params = [p for p in inspect.signature(cls).parameters.values()
+              if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    takes = ", ".join(p.name for p in params)
+    try:
+        inspect.signature(cls).bind(*args, **kwargs)
+    except TypeError as e:
+        unknown = [k for k in kwargs if k not in {p.name for p in params}]
+        if unknown and not any(p.kind == p.VAR_KEYWORD for p in inspect.signature(cls).parameters.values()):
+            problem = f"no argument {unknown[0]!r}"
+        elif "multiple values" in str(e):
+            problem = f"argument {str(e).rsplit(' ', 1)[-1]} given twice"
+        elif "missing" in str(e):
+            problem = "missing " + str(e).split("missing ", 1)[1].split(": ", 1)[-1]
+        else:
+            problem = f"too many arguments ({len(args)} without names)"
+        raise PipelineSyntaxError(f"{_where(node, origin)}: {name}(): {problem}; it takes {takes}") from None
 
 
 def _call(make, node: ast.AST, origin: str) -> Any:

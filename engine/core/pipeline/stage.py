@@ -42,6 +42,11 @@ class Context:
         if name not in self.opened:
             from engine.core.collection import DEFAULT_ROOT, Collection
             root = Path(self.root if self.root is not None else DEFAULT_ROOT)
+            parts = name.rstrip("/").split("/")
+            if name.startswith(("/", "\\")) or any(p in ("", ".", "..") or "\\" in p or ":" in p for p in parts):
+                # a pipeline file (perhaps one a service was handed) names collections under the root only
+                raise EngineError(f"collection {name!r}: a name under the collections' root (name or "
+                                  "folder/name), without '..', '.', drive or absolute parts")
             parent, _, leaf = name.rstrip("/").rpartition("/")
             self.opened[name] = Collection.open(leaf, root / parent if parent else root)
         return self.opened[name]
