@@ -5,7 +5,8 @@ Dev questions are embedded with a sentence model; their qrels grades (0 not rele
 gives the nDCG gains; `transfer` does the rest. The dev side (embeddings, targets, grades, LLM ids) is stored
 as a collection (`training_store`) and reused while the dev files, the model and the grade map are unchanged.
 The discovery set (`discovery.py`), when given, is stored with it and feeds LambdaRank. The default blends
-LambdaRank with the popularity prior per rank position (`guarded_positions`).
+an ensemble of LambdaRank and transfer at two scales (`ensemble`) with the popularity prior per rank position
+(`guarded_positions`).
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from engine.tasks.model_ranking.data import DEFAULT_TARGETS, DevSet, grade_gains
 from engine.tasks.model_ranking.study import Study, memoized, run_variant
 from engine.tasks.model_ranking.training_store import TrainingSide
 from engine.tasks.model_ranking.transfer import (DEFAULT_RUN_ID, run_tag, QueryCollection, TransferOptions, TransferParams,
-                                                 column_prior, rankings, transfer, tune)
+                                                 column_prior, rank_targets, rankings, transfer, tune)
 
 TASK = "mllm"
 METRICS = parse_metrics(PROFILES["mllm"].metrics)
@@ -40,9 +41,13 @@ TUNED = next(m for m in METRICS if m.family == "ndcg")
 """What tuning maximizes: nDCG@10."""
 LABELS = {"ndcg": "nDCG", "mrr": "MRR"}
 EMBEDDING = "question"
-METHODS = ("guarded", "guarded-ranking", "ltr", "transfer", "tuned")
+METHODS = ("guarded", "guarded-ranking", "ensemble", "ltr", "transfer", "tuned")
 FIXED = TransferParams(k=10, temperature=0.1, prior_weight=0.5)
 """Transfer's params, fixed before the repeated-CV study (docs/model-ranking.md): never re-tuned per run."""
+BROAD = TransferParams(k=30, temperature=1.0, prior_weight=0.0)
+"""The ensemble's second transfer scale: the 30 nearest dev questions weighed almost alike. Where a topic's
+questions are many and noisy it averages the noise out; where they are few, the fixed scale keeps the nearest.
+Chosen on planted sets of other seeds than the ones reported (docs/model-ranking.md)."""
 REPEATS = 5
 BASELINE = "prior (mean target)"
 
@@ -54,10 +59,12 @@ class MllmOptions:
     """grade → target map; also the nDCG gains."""
     model: str = DEFAULT_TEXT_SPEC
     method: str = "guarded"
-    """guarded: LTR blended with the prior per rank position: the first place by a weight that must raise MRR, the
+    """guarded: the ensemble (LambdaRank and transfer at two scales, `ensemble`) blended with the prior per rank
+    position: the first place by a weight that must raise MRR, the
     rest by one that must raise nDCG@10, each by CV inside the dev questions and 0 unless its gain is shown
     (`baseline_blend.guarded_positions`); guarded-ranking: one weight for the whole ranking, 0 unless nDCG@10 and
-    MRR both gain (the previous default); ltr: LambdaRank over transfer features; transfer: FIXED params; tuned:
+    MRR both gain; ensemble: the mean rank position of LambdaRank, transfer at FIXED and at BROAD params; ltr:
+    LambdaRank over transfer features; transfer: FIXED params; tuned:
     params by leave-one-out nDCG@10 (the first version's default)."""
     discovery: Path | None = None
     """The discovery set (`discovery.py`): per-LLM statistics and, per question, the confidences of the LLMs
@@ -226,6 +233,18 @@ def ltr_predict(train_emb: np.ndarray, query_emb: np.ndarray, scores: np.ndarray
                        label_gain(gain), params, descriptors, train_extra=train_extra, query_extra=query_extra)
 
 
+def ensemble(ltr_predictions: np.ndarray, sim: np.ndarray, scores: np.ndarray, params: TransferParams
+             ) -> np.ndarray:
+    """The mean rank position (1 best … 0 worst per question) of LambdaRank's predictions and of transfer at
+    `params` and at BROAD from the training questions (`sim`: questions × training questions, their `scores`).
+    LambdaRank learns the LLMs' base rates and the neighbours' evidence together but varies with ~100 training
+    questions; transfer is steadier; averaging the three rankings holds up better than any one on the planted
+    sets (docs/model-ranking.md)."""
+    prior = column_prior(scores)
+    parts = [ltr_predictions, transfer(sim, scores, prior, params), transfer(sim, scores, prior, BROAD)]
+    return np.mean([rank_targets(p) for p in parts], axis=0)
+
+
 def dev_side(dev_queries: str | Path, qrels: str | Path, llm_ids: str | Path | None, options: MllmOptions,
              embeddings: np.ndarray | None = None, discovery_embeddings: np.ndarray | None = None) -> TrainingSide:
     """The stored dev side, embedded (and stored) first when the files or settings changed."""
@@ -259,8 +278,13 @@ def cross_validate_dev(dev_queries: str | Path, qrels: str | Path, llm_ids: str 
     def ltr_fold(tr, te):
         return ltr_predict(emb[tr], emb[te], scores[tr], grades[tr], gain, side.candidate_ids, params, side.arrays)
 
+    @memoized
+    def ensemble_fold(tr, te):
+        return ensemble(ltr_fold(tr, te), emb[te] @ emb[tr].T, scores[tr], params)
+
     chosen: list[float] = []
     per_position: list[tuple[float, ...]] = []
+    ltr_positions: list[tuple[float, ...]] = []
 
     variants: list[tuple[str, Callable, str]] = [
         (BASELINE, lambda tr, te: np.tile(column_prior(scores[tr]), (len(te), 1)), "mean target per LLM"),
@@ -270,21 +294,27 @@ def cross_validate_dev(dev_queries: str | Path, qrels: str | Path, llm_ids: str 
          "k/T/w by inner leave-one-out nDCG@10 (the first version's default)"),
         ("LTR (LambdaRank)" + (" (default)" if options.method == "ltr" else ""), ltr_fold,
          f"LightGBM {ltr.LTRParams()}; transfer features at {params}"),
-        ("guarded: LTR ⊕ prior, one weight" + (" (default)" if options.method == "guarded-ranking" else ""),
-         guarded(ltr_fold, scores, grades, gain, m, chosen),
-         f"weight of LTR: {baseline_blend.RULE} (nested)"),
-        ("guarded: LTR ⊕ prior per position" + (" (default)" if options.method == "guarded" else ""),
-         guarded_positions(ltr_fold, scores, grades, gain, m, per_position),
-         f"weights of LTR (first place by MRR, the rest by nDCG@10): {baseline_blend.RULE} per metric (nested)")]
+        ("ensemble" + (" (default)" if options.method == "ensemble" else ""), ensemble_fold,
+         f"mean rank position of LTR, transfer at {params} and at {BROAD}"),
+        ("guarded: LTR ⊕ prior per position", guarded_positions(ltr_fold, scores, grades, gain, m, ltr_positions),
+         "the blend per position over LTR alone (the previous default)"),
+        ("guarded: ensemble ⊕ prior, one weight" + (" (default)" if options.method == "guarded-ranking" else ""),
+         guarded(ensemble_fold, scores, grades, gain, m, chosen),
+         f"weight of the ensemble: {baseline_blend.RULE} (nested)"),
+        ("guarded: ensemble ⊕ prior per position" + (" (default)" if options.method == "guarded" else ""),
+         guarded_positions(ensemble_fold, scores, grades, gain, m, per_position),
+         f"weights of the ensemble (first place by MRR, the rest by nDCG@10): {baseline_blend.RULE} per metric "
+         "(nested)")]
     if not options.full_cv:
         variants = [v for v in variants if "per fold" not in v[0] or "(default)" in v[0]]
     scored = [run_variant(name, fn, lambda p: per_query_scores(grades, gain, p), n, m, folds, repeats, note)
               for name, fn, note in variants]
     values, counts = np.unique(np.asarray(chosen), return_counts=True)
     scored[-2].note += "; weights chosen: " + ", ".join(f"{v:g} ×{c}" for v, c in zip(values, counts))
-    pairs = [f"{a:g}/{b:g}" for a, b in per_position]
-    scored[-1].note += "; weights chosen (first/rest): " + ", ".join(f"{v} ×{pairs.count(v)}"
-                                                                      for v in sorted(set(pairs)))
+    for variant, positions in ((scored[-3], ltr_positions), (scored[-1], per_position)):
+        pairs = [f"{a:g}/{b:g}" for a, b in positions]
+        variant.note += "; weights chosen (first/rest): " + ", ".join(f"{v} ×{pairs.count(v)}"
+                                                                       for v in sorted(set(pairs)))
     return Study(scored, [metric.name for metric in METRICS], BASELINE, folds, repeats)
 
 
@@ -316,8 +346,8 @@ def rank_questions(dev_queries: str | Path, qrels: str | Path, queries: str | Pa
                    embeddings: Mapping[str, np.ndarray] | None = None) -> str:
     """`engine mllm --queries`: rank every LLM for every question and write a TREC run.
 
-    `guarded` (default) blends LambdaRank with the prior per rank position, `guarded-ranking` with one weight,
-    `ltr` trains LambdaRank on the dev questions' transfer features, `transfer` uses FIXED params (or
+    `guarded` (default) blends the ensemble (LambdaRank and transfer at two scales) with the prior per rank
+    position, `guarded-ranking` with one weight, `ensemble` is that ensemble alone, `ltr` trains LambdaRank on the dev questions' transfer features, `transfer` uses FIXED params (or
     those the user sets), `tuned` chooses them by leave-one-out nDCG@10 over the dev questions. `embeddings`
     ({"dev": ..., "queries": ..., "discovery": ...}) replace the sentence model, e.g. in tests.
     """
@@ -332,20 +362,25 @@ def rank_questions(dev_queries: str | Path, qrels: str | Path, queries: str | Pa
     new_emb = embeddings["queries"] if embeddings is not None else embed([t for _, t in new], options.model)
     gain = grade_gains(options.targets)
     params = options.transfer.fixed(FIXED)
-    if options.method in ("guarded", "guarded-ranking"):
-        emb = np.concatenate([side.embeddings[EMBEDDING], new_emb])
+    if options.method in ("guarded", "guarded-ranking", "ensemble"):
+        emb = l2_normalize(np.concatenate([side.embeddings[EMBEDDING], new_emb]))
         n, m, chosen = len(side.query_ids), len(side.candidate_ids), []
-        fold = lambda tr, te: ltr_predict(emb[tr], emb[te], side.scores[tr], side.grades[tr], gain,  # noqa: E731
-                                          side.candidate_ids, params, side.arrays)
+        fold = lambda tr, te: ensemble(  # noqa: E731
+            ltr_predict(emb[tr], emb[te], side.scores[tr], side.grades[tr], gain, side.candidate_ids, params,
+                        side.arrays), emb[te] @ emb[tr].T, side.scores[tr], params)
+        what = f"the ensemble (LambdaRank, transfer at {params} and at {BROAD})"
         if options.method == "guarded":
             predictions = guarded_positions(fold, side.scores, side.grades, gain, m, chosen)(
                 np.arange(n), np.arange(n, len(emb)))
-            how = (f"weights {chosen[0][0]:g} (first place) and {chosen[0][1]:g} (the rest) on LambdaRank at "
-                   f"{params}, the remainder on the prior ({baseline_blend.RULE}, per metric)")
-        else:
+            how = (f"weights {chosen[0][0]:g} (first place) and {chosen[0][1]:g} (the rest) on {what}, the "
+                   f"remainder on the prior ({baseline_blend.RULE}, per metric)")
+        elif options.method == "guarded-ranking":
             predictions = guarded(fold, side.scores, side.grades, gain, m, chosen)(
                 np.arange(n), np.arange(n, len(emb)))
-            how = f"weight {chosen[0]:g} on LambdaRank at {params}, the rest on the prior ({baseline_blend.RULE})"
+            how = f"weight {chosen[0]:g} on {what}, the rest on the prior ({baseline_blend.RULE})"
+        else:
+            predictions = fold(np.arange(n), np.arange(n, len(emb)))
+            how = what
     elif options.method == "ltr":
         predictions = ltr_predict(side.embeddings[EMBEDDING], new_emb, side.scores, side.grades, gain,
                                   side.candidate_ids, params, side.arrays)
