@@ -90,13 +90,13 @@ def test_cv_transfer_and_ltr_beat_the_prior(track, tmp_path: Path, encoder):
                                       "--llm-ids", str(track["ids"]), "--cv", "--folds", "4", "--repeats", "2", "--full",
                                       "--report", str(report), "--root", str(tmp_path / "idx"), "--quiet"])
     assert result.exit_code == 0, result.output
-    assert "| guarded: LTR ⊕ prior per position (default) |" in result.output and "| nDCG@10 | p nDCG@10 | MRR | p MRR |" in result.output
+    assert "| guarded: ensemble ⊕ prior per position (default) |" in result.output and "| nDCG@10 | p nDCG@10 | MRR | p MRR |" in result.output
     cv = json.loads(report.read_text())
     assert cv["repeats"] == 2 and cv["baseline"] == "prior (mean target)"
     rows = cv["all"]
     prior = rows["prior (mean target)"]
-    for variant in ("transfer", "transfer, params tuned per fold", "LTR (LambdaRank)",
-                    "guarded: LTR ⊕ prior per position (default)"):
+    for variant in ("transfer", "transfer, params tuned per fold", "LTR (LambdaRank)", "ensemble",
+                    "guarded: ensemble ⊕ prior per position (default)"):
         assert rows[variant]["ndcg@10"]["mean"] > prior["ndcg@10"]["mean"] + 0.3, variant
         assert rows[variant]["mrr"]["mean"] > 0.9 > prior["mrr"]["mean"], variant
         assert rows[variant]["ndcg@10"]["p"] < 0.01
@@ -380,7 +380,7 @@ def test_discovery_confidences_raise_ltr_above_the_same_method_without(tmp_path:
 
     def fold(arrays):
         return lambda tr, te: mllm.ltr_predict(emb[tr], emb[te], side.scores[tr], side.grades[tr], gain,
-                                               side.candidate_ids, params, arrays)
+                                               side.candidate_ids, params, arrays, pseudo=False)
     means = {}
     for label, arrays in (("with", side.arrays), ("without", {})):
         values = [mllm.scores_of(side.grades, gain, out_of_fold(fold(arrays), len(emb), 30, 4, seed))
@@ -388,6 +388,35 @@ def test_discovery_confidences_raise_ltr_above_the_same_method_without(tmp_path:
         means[label] = {k: np.mean([v[k] for v in values]) for k in values[0]}
     assert means["with"]["ndcg@10"] > means["without"]["ndcg@10"] + 0.05, means
     assert means["with"]["mrr"] > means["without"]["mrr"], means
+
+
+def test_pseudo_grades_are_the_two_most_confident_answers():
+    soft = np.array([[0.1, 2.0, np.nan, 1.0], [np.nan, np.nan, np.nan, 0.5], [np.nan] * 4])
+    assert mllm.pseudo_grades(soft).tolist() == [[0, 1, 0, 2], [0, 0, 0, 1], [0, 0, 0, 0]]
+
+
+def test_discovery_questions_as_training_queries_raise_ltr_with_few_dev_questions(tmp_path: Path):
+    """Three dev questions per topic, many discovery questions: LambdaRank that also trains on the discovery
+    questions (labelled by the answers' confidences) ranks better out of fold than the same LambdaRank with the
+    discovery features alone; the pseudo-queries are the discovery questions evenly spread, at most as many as
+    the training questions, and none sees itself among its discovery neighbours."""
+    from engine.tasks.model_ranking.study import out_of_fold
+    files, emb, disc_emb, _ = planted_discovery(tmp_path, dev_per_topic=3)
+    options = MllmOptions(root=tmp_path / "idx", discovery=files["discovery"])
+    side = mllm.dev_side(files["dev"], files["qrels"], files["ids"], options, embeddings=emb,
+                         discovery_embeddings=disc_emb)
+    gain, params = data.grade_gains(options.targets), options.transfer.fixed(mllm.FIXED)
+    more = mllm.pseudo_queries(emb[:12], side.arrays, params)
+    assert more.labels.shape == (12, 30) and (more.labels == 1).sum() == 12 and (more.labels == 2).sum() == 12
+    assert more.extra.shape == (12, 30, 2) and np.isfinite(more.extra).all()
+    means = {}
+    for pseudo in (False, True):
+        fold = lambda tr, te: mllm.ltr_predict(emb[tr], emb[te], side.scores[tr], side.grades[tr], gain,  # noqa: E731
+                                               side.candidate_ids, params, side.arrays, pseudo=pseudo)
+        values = [mllm.scores_of(side.grades, gain, out_of_fold(fold, len(emb), 30, 4, seed)) for seed in range(2)]
+        means[pseudo] = {k: np.mean([v[k] for v in values]) for k in values[0]}
+    assert means[True]["ndcg@10"] > means[False]["ndcg@10"] + 0.04, means
+    assert means[True]["mrr"] >= means[False]["mrr"] - 0.01, means
 
 
 def test_run_with_the_discovery_set_ranks_every_llm(tmp_path: Path):

@@ -141,13 +141,14 @@ def mllm_cmd(
     out: Annotated[Optional[Path], typer.Option("--out", help="TREC run to write (every LLM for every question).")]
     = None,
     cv: Annotated[bool, typer.Option("--cv", help="Cross-validate on the dev questions: nDCG@10 and MRR of the "
-                                     "prior, transfer (fixed and tuned per fold), LTR and the guarded blend, mean ± std over --repeats, "
+                                     "prior, transfer (fixed and tuned per fold), LTR, the ensemble and the guarded blends, mean ± std over --repeats, "
                                      "paired p against the prior.")] = False,
-    method: Annotated[str, typer.Option("--method", help="guarded: LTR blended with the popularity prior per rank "
-                      "position, the first place by a weight that must raise MRR, the rest by one that must raise "
+    method: Annotated[str, typer.Option("--method", help="guarded: the ensemble blended with the popularity prior per "
+                      "rank position, the first place by a weight that must raise MRR, the rest by one that must raise "
                       "nDCG@10 (each by CV inside the dev questions, 0 unless its gain is significant); "
                       "guarded-ranking: one weight for the whole ranking, 0 unless nDCG@10 and MRR both gain "
-                      "significantly; ltr: LightGBM LambdaRank "
+                      "significantly; ensemble: the mean rank position of LambdaRank and of transfer at the fixed "
+                      f"params and at k={mllm.BROAD.k} T={mllm.BROAD.temperature:g}; ltr: LightGBM LambdaRank "
                       "over transfer features; transfer: "
                       f"fixed k={mllm.FIXED.k} T={mllm.FIXED.temperature:g} prior weight "
                       f"{mllm.FIXED.prior_weight:g}; tuned: params by leave-one-out nDCG@10 on the dev questions (the "

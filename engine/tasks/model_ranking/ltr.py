@@ -149,11 +149,28 @@ def predict(train_sims: Mapping[str, np.ndarray], query_sims: Mapping[str, np.nd
             labels: np.ndarray, label_gain: Sequence[float], transfer_params: TransferParams,
             descriptors: np.ndarray, train_stats: np.ndarray | None = None, query_stats: np.ndarray | None = None,
             params: LTRParams | None = None, train_extra: np.ndarray | None = None,
-            query_extra: np.ndarray | None = None) -> np.ndarray:
+            query_extra: np.ndarray | None = None, pseudo: "PseudoQueries | None" = None) -> np.ndarray:
     """LTR predictions (queries × candidates) for new queries from the training queries (square `train_sims`,
-    their `scores` and integer `labels`, -1 = unknown → label 0) and the new queries' `query_sims` to them."""
+    their `scores` and integer `labels`, -1 = unknown → label 0) and the new queries' `query_sims` to them.
+    `pseudo`: further training queries with labels of another source, their features made like a new query's."""
     n = scores.shape[0]
     train_x = features(train_sims, scores, transfer_params, train_stats, descriptors, loo=True, extra=train_extra)
+    train_labels = np.maximum(labels, 0).reshape(-1)
+    if pseudo is not None:
+        more = features(pseudo.sims, scores, transfer_params, None, descriptors, loo=False, extra=pseudo.extra)
+        train_x = np.concatenate([train_x, more])
+        train_labels = np.concatenate([train_labels, np.maximum(pseudo.labels, 0).reshape(-1)])
+        n += len(pseudo.labels)
     test_x = features(query_sims, scores, transfer_params, query_stats, descriptors, loo=False, extra=query_extra)
     q = next(iter(query_sims.values())).shape[0]
-    return fit_predict(train_x, np.maximum(labels, 0).reshape(-1), n, test_x, q, label_gain, params)
+    return fit_predict(train_x, train_labels, n, test_x, q, label_gain, params)
+
+
+@dataclass(frozen=True)
+class PseudoQueries:
+    """Extra LambdaRank training queries (e.g. Million LLMs discovery questions labelled by the LLMs' confidence):
+    their similarities to the training queries (name → pseudo × training queries), integer labels (pseudo ×
+    candidates) and extra features (pseudo × candidates × E, as the training rows' `extra`)."""
+    sims: Mapping[str, np.ndarray]
+    labels: np.ndarray
+    extra: np.ndarray | None = None

@@ -204,33 +204,70 @@ DISCOVERY_EMB, DISCOVERY_SOFT, LLM_STATS = "discovery_emb", "discovery_soft", "l
 """The discovery set's arrays in the stored dev side."""
 
 
-def discovery_block(emb: np.ndarray, arrays: Mapping[str, np.ndarray], params: TransferParams) -> np.ndarray | None:
+def discovery_block(emb: np.ndarray, arrays: Mapping[str, np.ndarray], params: TransferParams,
+                    own: np.ndarray | None = None) -> np.ndarray | None:
     """(questions × LLMs × 2) LambdaRank features from the discovery set: the confidences (z-scored within each
     discovery question) of each LLM on the k discovery questions nearest to the question, softmax-weighted as
-    transfer weighs neighbours, as a z-score and a rank position within the question. None without one."""
+    transfer weighs neighbours, as a z-score and a rank position within the question. None without one.
+    `own`: the questions ARE these discovery questions (their indices), each one's neighbours the others only."""
     if DISCOVERY_EMB not in arrays:
         return None
     disc = l2_normalize(np.asarray(arrays[DISCOVERY_EMB], np.float32))
     soft = np.asarray(arrays[DISCOVERY_SOFT], np.float64)
     sim = l2_normalize(np.asarray(emb, np.float32)) @ disc.T
+    if own is not None:
+        sim[np.arange(len(own)), own] = -np.inf
     prior = np.nan_to_num(column_prior(soft))
     pred = transfer(sim, soft, prior, TransferParams(params.k, params.temperature, 0.0))
     return ltr.query_candidate_block([pred])
 
 
+def pseudo_grades(soft: np.ndarray) -> np.ndarray:
+    """Integer labels of discovery questions from their soft labels, shaped like the dev qrels: the LLM with the
+    highest confidence grade 1 (most relevant), the next grade 2, the rest 0 (an LLM that did not answer: 0)."""
+    soft = np.where(np.isfinite(soft), soft, -np.inf)
+    order = np.argsort(-soft, axis=1, kind="stable")
+    out = np.zeros(soft.shape, dtype=np.int64)
+    rows = np.arange(len(soft))
+    for grade, col in ((1, 0), (2, 1)):
+        if soft.shape[1] > col:
+            pick = order[:, col]
+            ok = np.isfinite(soft[rows, pick])
+            out[rows[ok], pick[ok]] = grade
+    return out
+
+
+def pseudo_queries(train_emb: np.ndarray, arrays: Mapping[str, np.ndarray], params: TransferParams
+                   ) -> ltr.PseudoQueries | None:
+    """Discovery questions as further LambdaRank training queries (None without a discovery set): as many as
+    there are training questions at most (evenly spread over the discovery set, so the fit costs at most twice
+    as much), labelled by `pseudo_grades`, their features made as a new question's (transfer from the training
+    questions; the discovery confidences of the other discovery questions near it)."""
+    if DISCOVERY_EMB not in arrays:
+        return None
+    disc = l2_normalize(np.asarray(arrays[DISCOVERY_EMB], np.float32))
+    pick = np.unique(np.linspace(0, len(disc) - 1, min(len(disc), len(train_emb))).round().astype(np.int64))
+    soft = np.asarray(arrays[DISCOVERY_SOFT], np.float64)[pick]
+    return ltr.PseudoQueries({EMBEDDING: disc[pick] @ l2_normalize(train_emb).T}, pseudo_grades(soft),
+                             discovery_block(disc[pick], arrays, params, own=pick))
+
+
 def ltr_predict(train_emb: np.ndarray, query_emb: np.ndarray, scores: np.ndarray, grades: np.ndarray,
                 gain: Mapping[int, float], candidate_ids: Sequence[str], params: TransferParams,
-                arrays: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+                arrays: Mapping[str, np.ndarray] | None = None, pseudo: bool = True) -> np.ndarray:
     """LambdaRank over the transfer features and descriptors parsed from the LLM ids; with a discovery set
-    (`arrays` of the stored dev side), its per-LLM statistics and the discovery confidences near each question."""
+    (`arrays` of the stored dev side), its per-LLM statistics and the discovery confidences near each question
+    as features and (`pseudo`) its questions as further training queries (`pseudo_queries`)."""
     arrays = arrays or {}
     descriptors = ltr.candidate_descriptors(candidate_ids)
     if LLM_STATS in arrays:
         descriptors = np.concatenate([descriptors, np.asarray(arrays[LLM_STATS], np.float64)], axis=1)
     train_extra, query_extra = discovery_block(train_emb, arrays, params), discovery_block(query_emb, arrays, params)
+    more = pseudo_queries(train_emb, arrays, params) if pseudo else None
     train_emb, query_emb = l2_normalize(train_emb), l2_normalize(query_emb)
     return ltr.predict({EMBEDDING: train_emb @ train_emb.T}, {EMBEDDING: query_emb @ train_emb.T}, scores, grades,
-                       label_gain(gain), params, descriptors, train_extra=train_extra, query_extra=query_extra)
+                       label_gain(gain), params, descriptors, train_extra=train_extra, query_extra=query_extra,
+                       pseudo=more)
 
 
 def ensemble(ltr_predictions: np.ndarray, sim: np.ndarray, scores: np.ndarray, params: TransferParams
