@@ -145,11 +145,21 @@ def fit_predict(train_x: np.ndarray, train_labels: np.ndarray, n_train: int, tes
     return model.predict(test_x, num_threads=params.threads).reshape(n_test, m)
 
 
+@dataclass(frozen=True)
+class PseudoQueries:
+    """Extra LambdaRank training queries (e.g. Million LLMs discovery questions labelled by the LLMs' confidence):
+    their similarities to the training queries (name → pseudo × training queries), integer labels (pseudo ×
+    candidates) and extra features (pseudo × candidates × E, as the training rows' `extra`)."""
+    sims: Mapping[str, np.ndarray]
+    labels: np.ndarray
+    extra: np.ndarray | None = None
+
+
 def predict(train_sims: Mapping[str, np.ndarray], query_sims: Mapping[str, np.ndarray], scores: np.ndarray,
             labels: np.ndarray, label_gain: Sequence[float], transfer_params: TransferParams,
             descriptors: np.ndarray, train_stats: np.ndarray | None = None, query_stats: np.ndarray | None = None,
             params: LTRParams | None = None, train_extra: np.ndarray | None = None,
-            query_extra: np.ndarray | None = None, pseudo: "PseudoQueries | None" = None) -> np.ndarray:
+            query_extra: np.ndarray | None = None, pseudo: PseudoQueries | None = None) -> np.ndarray:
     """LTR predictions (queries × candidates) for new queries from the training queries (square `train_sims`,
     their `scores` and integer `labels`, -1 = unknown → label 0) and the new queries' `query_sims` to them.
     `pseudo`: further training queries with labels of another source, their features made like a new query's."""
@@ -165,12 +175,3 @@ def predict(train_sims: Mapping[str, np.ndarray], query_sims: Mapping[str, np.nd
     q = next(iter(query_sims.values())).shape[0]
     return fit_predict(train_x, train_labels, n, test_x, q, label_gain, params)
 
-
-@dataclass(frozen=True)
-class PseudoQueries:
-    """Extra LambdaRank training queries (e.g. Million LLMs discovery questions labelled by the LLMs' confidence):
-    their similarities to the training queries (name → pseudo × training queries), integer labels (pseudo ×
-    candidates) and extra features (pseudo × candidates × E, as the training rows' `extra`)."""
-    sims: Mapping[str, np.ndarray]
-    labels: np.ndarray
-    extra: np.ndarray | None = None
