@@ -158,7 +158,8 @@ def mllm_cmd(
     discovery: Annotated[Optional[Path], typer.Option("--discovery", help="The discovery set (JSONL, TSV or parquet; "
                          "one row per question and LLM answer: query_id, query_text, llm_id, answer, logprobs): "
                          "per-LLM statistics and the answers' confidences near each question become LambdaRank "
-                         "features; stored with the dev side, so a rerun reads it no more.", show_default=False)]
+                         "features and its questions further LambdaRank training queries (labelled by the answers' "
+                         "confidence); stored with the dev side, so a rerun reads it no more.", show_default=False)]
     = None,
     discovery_columns: Annotated[Optional[str], typer.Option("--discovery-columns", help="Map the discovery file's "
                                  "column names: field=column pairs, e.g. query_id=qid,logprobs=token_logprobs.",
