@@ -105,14 +105,14 @@ def line_offsets(path: Path) -> np.ndarray:
     return np.append(starts[keep], size).astype(np.int64)
 
 
-def read_lines(path: Path, offsets: np.ndarray, rows: Iterable[int]) -> list[dict]:
-    """Rows of a JSON-lines file by position, reading only their bytes."""
+def raw_lines(path: Path, offsets: np.ndarray, rows: Iterable[int]) -> list[bytes]:
+    """The bytes of some lines of a file by position (`offsets`: each line's start and the file's end)."""
     out = []
     with open(path, "rb") as fh:
         for r in rows:
             lo, hi = int(offsets[r]), int(offsets[r + 1])
             fh.seek(lo)
-            out.append(json.loads(fh.read(hi - lo)))
+            out.append(fh.read(hi - lo))
     return out
 
 
