@@ -129,11 +129,12 @@ def delete_ids(name: str, ids: Sequence[str], root: str | Path | None = None, wa
         check_deletable(old)
         gone = set(map(str, ids))
         earlier = old.deleted_rows
-        rows = rows_of(old, gone)
-        rows = rows[~np.isin(rows, earlier, assume_unique=True)]  # an id deleted before is not there any more
+        rows, found = rows_of(old, gone)
+        live = ~np.isin(rows, earlier, assume_unique=True)  # an id deleted before is not there any more
+        rows = rows[live]
         missing = len(gone) - len(rows)
         if missing:
-            known = {r["id"] for r in old.items_at(rows)}
+            known = {i for i, alive in zip(found, live) if alive}
             some = [i for i in ids if i not in known][:5]
             warn(f"{missing} of {len(gone)} ids are not in {name!r} (already deleted?): {', '.join(some)}"
                  + (" …" if missing > 5 else ""))

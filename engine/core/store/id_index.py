@@ -71,18 +71,15 @@ def _renumbered(index: np.ndarray, keep: np.ndarray, n: int) -> FileWriter:
     return npy(np.stack([np.asarray(index[0])[alive], rows[alive]]))
 
 
-def stored_id_prefix(i: str) -> bytes:
-    """How an items row with this id begins as the store writes it (`{"id": "…"` through json.dumps)."""
-    return b'{"id": ' + json.dumps(i, ensure_ascii=False).encode("utf-8")
-
-
-def rows_of(col: "StoredCollection", ids: Iterable[str]) -> np.ndarray:
-    """The rows holding these ids, sorted (an id not stored has none; deleted rows included): through the id
-    index where the generation has one (reads only the candidates' rows), else by scanning every stored id."""
+def rows_of(col: "StoredCollection", ids: Iterable[str]) -> tuple[np.ndarray, list[str]]:
+    """The rows holding these ids, sorted, and each row's id (an id not stored has none; deleted rows
+    included): through the id index where the generation has one (reads only the candidates' rows), else by
+    scanning every stored id."""
     ids = set(map(str, ids))
     if ROLE in (col.manifest.get("roles") or {}):
         return find_rows(col, ids)
-    return np.flatnonzero(_scanned_rows(col, ids))
+    rows = np.flatnonzero(_scanned_rows(col, ids))
+    return rows, [r["id"] for r in col.items_at(rows)]
 
 
 def kept_ids_writer(col: "StoredCollection", keep: np.ndarray) -> FileWriter:
@@ -94,41 +91,35 @@ def kept_ids_writer(col: "StoredCollection", keep: np.ndarray) -> FileWriter:
     return npy(sorted_index(id_hashes(ids[int(r)] for r in keep)))
 
 
-def find_rows(col: "StoredCollection", ids: Iterable[str]) -> np.ndarray:
-    """The rows holding these ids (sorted; an id not stored has none), read from the id index: the wanted ids
-    hashed, their candidates found by binary search, and each candidate's stored id compared (a hash shared
-    by two ids is told apart; only the candidates' rows are read)."""
+def find_rows(col: "StoredCollection", ids: Iterable[str]) -> tuple[np.ndarray, list[str]]:
+    """The rows holding these ids (sorted; an id not stored has none) and their ids, read from the id index:
+    the wanted ids hashed, their candidates found by binary search, and each candidate's stored id compared
+    (a hash shared by two ids is told apart; only the candidates' rows are read)."""
     index = col.array(ROLE)
-    wanted = sorted(set(map(str, ids)))
-    hashed = id_hashes(wanted)
-    by_hash: dict[int, list[str]] = {}
-    for h, i in zip(hashed.tolist(), wanted):
-        by_hash.setdefault(h, []).append(i)
-    keys = np.unique(hashed)
+    wanted = set(map(str, ids))
+    keys = np.unique(id_hashes(wanted))
     lo, hi = np.searchsorted(index[0], keys, "left"), np.searchsorted(index[0], keys, "right")
     counts = hi - lo
     total = int(counts.sum())
     if not total:
-        return np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=np.int64), []
     at = np.repeat(lo, counts) + np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
-    order = np.argsort(index[1][at])  # rows in file order: the items file read forwards
-    rows, hashes = np.asarray(index[1][at])[order], np.asarray(index[0][at])[order]
-    found = [r for r, h, line in zip(rows.tolist(), hashes.tolist(), col.item_lines(rows))
-             if _holds(line, by_hash[h])]
-    return np.asarray(found, dtype=np.int64)
+    rows = np.sort(np.asarray(index[1][at]))  # in file order: the items file read forwards
+    found = [(r, i) for r, i in zip(rows.tolist(), map(_line_id, col.item_lines(rows))) if i in wanted]
+    return np.asarray([r for r, _ in found], dtype=np.int64), [i for _, i in found]
 
 
-def _holds(line: bytes, ids: list[str]) -> bool:
-    """Whether an items row's id is one of `ids` (those of its hash): its stored bytes compared, the row parsed
-    only when it is in another form."""
-    for i in ids:
-        prefix = stored_id_prefix(i)
-        if line.startswith(prefix) and line[len(prefix):len(prefix) + 1] in (b",", b"}"):
-            return True
+def _line_id(line: bytes) -> str | None:
+    """An items row's id: the bytes between its quotes as the store writes it (`{"id": "…", …}`, no escape),
+    else the row parsed."""
+    if line.startswith(b'{"id": "'):
+        end = line.find(b'"', 8)
+        if end > 0 and b"\\" not in line[8:end]:
+            return line[8:end].decode("utf-8", "replace")
     try:
-        return str(json.loads(line)["id"]) in ids
+        return str(json.loads(line)["id"])
     except (ValueError, KeyError, TypeError):
-        return False
+        return None
 
 
 def check_index(col: "StoredCollection", ids: Sequence[str] | None = None) -> None:
