@@ -304,7 +304,7 @@ def vectors_vs_lancedb(n: int, nq: int, repeat: int, tmp: Path, env: dict) -> di
     def worker(side: str, what: str, where: Path) -> dict:
         la = loadavg()
         out = subprocess.run([sys.executable, str(HERE / "peers_vectors.py"), side, what, str(where), str(nq)],
-                             env=env, capture_output=True, text=True)
+                             env={**env, "RUST_LOG": "error"}, capture_output=True, text=True)  # no per-query notices
         if out.returncode:
             raise SystemExit(f"{side} {what} failed:\n{out.stderr[-3000:]}")
         res = json.loads(out.stdout.strip().splitlines()[-1])

@@ -14,17 +14,28 @@ import hashlib
 import json
 import re
 from array import array
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping, Protocol, Sequence
 
 import numpy as np
 
 from engine.core.store.generations import FileWriter, npy
 from engine.errors import EngineError
 
-if TYPE_CHECKING:
-    from engine.core.store.stored import StoredCollection
-
 ROLE = "id_index"
+
+
+class StoredRows(Protocol):
+    """What this module reads of an opened generation (`engine.core.store.stored.StoredCollection`, which
+    imports this module: the type is named here, not imported)."""
+    name: str
+    manifest: dict
+
+    def __len__(self) -> int: ...
+    def array(self, name: str) -> np.ndarray: ...
+    def file(self, role: str) -> Path: ...
+    def item_lines(self, rows: Sequence[int]) -> list[bytes]: ...
+    def items_at(self, rows: Sequence[int]) -> list[dict]: ...
 
 
 def id_hashes(ids: Iterable[str]) -> np.ndarray:
@@ -71,7 +82,7 @@ def _renumbered(index: np.ndarray, keep: np.ndarray, n: int) -> FileWriter:
     return npy(np.stack([np.asarray(index[0])[alive], rows[alive]]))
 
 
-def rows_of(col: "StoredCollection", ids: Iterable[str]) -> tuple[np.ndarray, list[str]]:
+def rows_of(col: StoredRows, ids: Iterable[str]) -> tuple[np.ndarray, list[str]]:
     """The rows holding these ids, sorted, and each row's id (an id not stored has none; deleted rows
     included): through the id index where the generation has one (reads only the candidates' rows), else by
     scanning every stored id."""
@@ -82,7 +93,7 @@ def rows_of(col: "StoredCollection", ids: Iterable[str]) -> tuple[np.ndarray, li
     return rows, [r["id"] for r in col.items_at(rows)]
 
 
-def kept_ids_writer(col: "StoredCollection", keep: np.ndarray) -> FileWriter:
+def kept_ids_writer(col: StoredRows, keep: np.ndarray) -> FileWriter:
     """The id index of `col` restricted to the sorted rows `keep` (what a compaction writes): carried over
     from its own index, or made from the stored ids of a collection written before the role."""
     if ROLE in (col.manifest.get("roles") or {}):
@@ -91,7 +102,7 @@ def kept_ids_writer(col: "StoredCollection", keep: np.ndarray) -> FileWriter:
     return npy(sorted_index(id_hashes(ids[int(r)] for r in keep)))
 
 
-def find_rows(col: "StoredCollection", ids: Iterable[str]) -> tuple[np.ndarray, list[str]]:
+def find_rows(col: StoredRows, ids: Iterable[str]) -> tuple[np.ndarray, list[str]]:
     """The rows holding these ids (sorted; an id not stored has none) and their ids, read from the id index:
     the wanted ids hashed, their candidates found by binary search, and each candidate's stored id compared
     (a hash shared by two ids is told apart; only the candidates' rows are read)."""
@@ -122,7 +133,7 @@ def _line_id(line: bytes) -> str | None:
         return None
 
 
-def check_index(col: "StoredCollection", ids: Sequence[str] | None = None) -> None:
+def check_index(col: StoredRows, ids: Sequence[str] | None = None) -> None:
     """The role's shape and order against the row count; with `ids` (every stored id, in row order: what
     `engine verify` reads anyway), each entry's hash against its row's id."""
     index = col.array(ROLE)
@@ -145,7 +156,7 @@ def check_index(col: "StoredCollection", ids: Sequence[str] | None = None) -> No
 _ID_AT_LINE_START = re.compile(rb'^\{"id": "((?:[^"\\\n]|\\.)*)"', re.M)
 
 
-def _raw_ids(old: "StoredCollection") -> list[bytes] | None:
+def _raw_ids(old: StoredRows) -> list[bytes] | None:
     """Every row's id as the bytes between its quotes: items rows are written `{"id": "…", …}`, so one regular
     expression over the mapped file finds them; None when some row has another form."""
     import mmap
@@ -162,7 +173,7 @@ def _decoded(raw: bytes) -> str:
     return json.loads(b'"' + raw + b'"') if b"\\" in raw else raw.decode("utf-8")
 
 
-def _scanned_rows(old: "StoredCollection", ids: set[str]) -> np.ndarray:
+def _scanned_rows(old: StoredRows, ids: set[str]) -> np.ndarray:
     """A mask of the rows whose id is in `ids`, comparing stored bytes (an id with an escape decoded first)."""
     raw = _raw_ids(old)
     if raw is None:
@@ -177,7 +188,7 @@ def _scanned_rows(old: "StoredCollection", ids: set[str]) -> np.ndarray:
     return mask
 
 
-def stored_ids(old: "StoredCollection") -> list[str]:
+def stored_ids(old: StoredRows) -> list[str]:
     """Every row's id without parsing the rows (`_raw_ids`; a row of another form: every row read line by
     line, and any other row parsed whole)."""
     raw = _raw_ids(old)
