@@ -4,8 +4,9 @@
 rclip does).
 
 A delete marks rows, as Lucene and LanceDB do: the next generation keeps every file and adds the role
-`tombstones` (the sorted deleted rows), so its cost follows the number deleted, not the collection's size.
-Every search skips those rows (dense, filtered, BM25, hybrid, the service); BM25's corpus statistics still
+`tombstones` (the sorted deleted rows), so its cost follows the number deleted, not the collection's size:
+it finds its rows through the generation's id index (`engine.core.store.id_index`: hashes of the ids,
+binary search, only the candidates' rows read; collections written before the index scan the ids). Every search skips those rows (dense, filtered, BM25, hybrid, the service); BM25's corpus statistics still
 count them until a compaction. When the deleted rows pass `COMPACT_AT` of the collection (or on `engine
 compact`), the remaining rows are written as the next generation in one commit: the embeddings and the items
 rows copied as bytes (no row parsed), the metadata columns sliced, the index made without retraining (Flat:
