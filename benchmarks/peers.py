@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -248,7 +249,8 @@ def vector_texts(n: int, seed: int = 2) -> tuple[list[str], list[str]]:
 def vector_stores(folder: Path, n: int, nq: int) -> np.ndarray:
     """The same n × 384 vectors, metadata (`g`: 1 % of rows per value, `h`: 50 %) and texts in both stores:
     the engine's collections `v` (with BM25) and `d` (for the delete), LanceDB's tables `v` (with its
-    full-text index) and `d`; the queries beside them. Returns the vectors (unit length)."""
+    full-text index and bitmap indexes on `g` and `h`) and `d`; the queries beside them. Exact search on
+    both sides (a Flat index; LanceDB without a vector index). Returns the vectors (unit length)."""
     import lancedb
     import pyarrow as pa
     from bench_core import synthetic
@@ -271,7 +273,11 @@ def vector_stores(folder: Path, n: int, nq: int) -> np.ndarray:
     cols = {"id": pa.array(ids), "vector": vec, "g": pa.array([m["g"] for m in meta], pa.int64()),
             "h": pa.array([m["h"] for m in meta], pa.int64())}
     table = db.create_table("v", pa.table({**cols, "text": pa.array(docs)}))
-    table.create_fts_index("text")
+    with warnings.catch_warnings():  # the older spellings of create_index(config=…): the same indexes
+        warnings.simplefilter("ignore")
+        table.create_fts_index("text")
+        for field in ("g", "h"):  # what LanceDB advises for filtered search: its prefilter reads these
+            table.create_scalar_index(field, index_type="BITMAP")
     db.create_table("d", pa.table(cols))
     return x
 
