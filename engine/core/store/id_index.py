@@ -39,12 +39,14 @@ class StoredRows(Protocol):
 
 
 def id_hashes(ids: Iterable[str]) -> np.ndarray:
-    """The 64-bit hash of each id (BLAKE2b of its UTF-8 bytes): the same in every process and version."""
-    out = array("q")
-    for i in ids:
-        out.append(int.from_bytes(hashlib.blake2b(str(i).encode("utf-8"), digest_size=8).digest(), "little",
-                                  signed=True))
+    """The 64-bit hash of each id (BLAKE2b of its UTF-8 bytes, as a signed int64): the same in every process
+    and version (Python's own `hash` of a string changes from process to process)."""
+    out = array("q", map(_id_hash, ids))
     return np.frombuffer(out, dtype=np.int64) if len(out) else np.zeros(0, dtype=np.int64)
+
+
+def _id_hash(i: str) -> int:
+    return int.from_bytes(hashlib.blake2b(str(i).encode("utf-8"), digest_size=8).digest(), "little", signed=True)
 
 
 def sorted_index(hashes: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
@@ -62,7 +64,7 @@ class IdCollector:
 
     def rows(self, rows: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
         for row in rows:
-            self.hashes.extend(id_hashes([row["id"]]).tolist())
+            self.hashes.append(_id_hash(row["id"]))
             yield row
 
     def writer(self) -> FileWriter:
