@@ -114,6 +114,7 @@ def test_filtered_search_on_an_ivf_index_returns_k(tmp_path, monkeypatch):
     """An approximate index restricted by a selector: k results whenever k items match, the exact ones at
     nprobe = nlist."""
     from engine.core.hybrid import search_rows
+    rng = np.random.default_rng(1)
     n = 2000
     col = Collection.from_vectors("ivf", [f"d{i}" for i in range(n)], rng.normal(size=(n, 8)).astype(np.float32),
                                   None, "text", root=tmp_path, index="IVF16,Flat",
