@@ -11,7 +11,8 @@ machine is shared: read the paired ratios).
              the query reads), then Q unfiltered; p50 wall ms and CPU ms per query; the filtered top-10
              checked against brute-force filtering of exact scores
     bench    `engine bench` of a 16-photo EfficientNet collection with its defaults, wall seconds of the command
-    delete   10 % of the N items deleted (`engine delete`'s function) on a fresh copy of the collection: wall
+    delete   10 % of the N items deleted (`engine delete`'s function) on a fresh copy of the collection (each side's
+             own build of it): wall
              and CPU seconds, then Q queries right after (p50 ms) against the same queries before the delete;
              the results checked against a search of the kept rows alone
 
@@ -134,16 +135,22 @@ def prepare_bench(work: Path) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------- driver
-def prepare(work: Path, n: int, dim: int, q: int) -> tuple[Path, np.ndarray, np.ndarray]:
-    src = work / "source"
+def prepare(work: Path, n: int, dim: int, q: int, name: str, side: Path) -> tuple[Path, np.ndarray, np.ndarray]:
+    """The collection each side measures, built by that side's own code (a checkout writes the roles it
+    knows: an older one could not delete from a collection carrying a newer role), once per side."""
+    src = work / f"source-{name}"  # built again when --work is new: give a fresh --work per baseline
     x = vectors(n, dim)
     queries = vectors(q, dim, seed=1)
     if not (src / "c" / "manifest.json").is_file():
-        sys.path.insert(0, str(REPO))
-        from engine.core.collection import Collection
         shutil.rmtree(src, ignore_errors=True)
-        Collection.from_vectors("c", [f"d{i}" for i in range(n)], x, None, "text", root=src,
-                                meta=[{"g": i % 100} for i in range(n)])
+        src.mkdir(parents=True)
+        np.save(src / "x.npy", x)
+        code = ("import numpy as np, sys; from engine.core.collection import Collection; "
+                f"n = {n}; x = np.load({str(src / 'x.npy')!r}); "
+                "Collection.from_vectors('c', [f'd{i}' for i in range(n)], x, None, 'text', "
+                f"root={str(src)!r}, meta=[{{'g': i % 100}} for i in range(n)])")
+        subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": str(side)})
+        (src / "x.npy").unlink()
         np.save(src / "queries.npy", queries)
     return src, x / np.linalg.norm(x, axis=1, keepdims=True), queries / np.linalg.norm(queries, axis=1, keepdims=True)
 
@@ -186,18 +193,20 @@ def main() -> None:
     a = ap.parse_args()
     a.work.mkdir(parents=True, exist_ok=True)
     sides = {"baseline": a.baseline.resolve(), "head": REPO}
-    src, x, queries = prepare(a.work, a.n, a.dim, a.queries)
+    sources = {}
+    for name, side in sides.items():
+        sources[name], x, queries = prepare(a.work, a.n, a.dim, a.queries, name, side)
     result: dict = {"n": a.n, "dim": a.dim, "queries": a.queries, "repeat": a.repeat, "baseline": str(a.baseline),
                     "load_before": os.getloadavg(), "sections": {}}
     for section in a.sections.split(","):
         runs: dict[str, list[dict]] = {"baseline": [], "head": []}
         for r in range(a.repeat):
             for name in (("baseline", "head") if r % 2 == 0 else ("head", "baseline")):
-                root = prepare_bench(a.work) if section == "bench" else src
+                root = prepare_bench(a.work) if section == "bench" else sources[name]
                 if section == "delete":  # each delete on its own copy of the collection
                     root = a.work / f"copy-{name}"
                     shutil.rmtree(root, ignore_errors=True)
-                    shutil.copytree(src, root)
+                    shutil.copytree(sources[name], root)
                     os.sync()  # the copy's dirty pages on disk first: the delete's own fsyncs wait for no one
                 res = run_worker(sides[name], section, root, a.queries)
                 if section == "bench":

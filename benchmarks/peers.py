@@ -11,9 +11,15 @@ it saw (other processes share the CPUs; ratios of alternated runs are what to re
                        1 / 8 / 32 loopback clients, rounds alternated
     text build         Collection.build over the texts vs one SentenceTransformer.encode over the same texts,
                        in one process, alternated
+    vectors            the engine vs LanceDB over the same --vectors-n × 384 vectors, metadata and texts
+                       (peers_vectors.py; a fresh process per side and run, sides alternated): p50 and CPU ms
+                       per query of a 1 % and a 50 % metadata filter, dense, BM25 and hybrid (RRF) queries, the
+                       first filtered query; then deleting every 10th item of a fresh copy and the dense queries
+                       right after. Every filtered and dense top-10 checked against brute force; BM25 and hybrid
+                       (each side's own scoring) compared with each other. Needs `pip install lancedb`.
 
-    python benchmarks/peers.py [--n 20000] [--build-n 20000] [--repeat 5] [--only cold,image,serve,build]
-                               [--peers-python PATH/TO/PEERS-VENV/bin/python]
+    python benchmarks/peers.py [--n 20000] [--build-n 20000] [--repeat 5] [--only cold,image,serve,build,vectors]
+                               [--peers-python PATH/TO/PEERS-VENV/bin/python] [--vectors-n 200000]
 """
 from __future__ import annotations
 
@@ -26,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -220,6 +227,164 @@ def build(n: int, repeat: int, tmp: Path) -> dict:
                 "texts_per_cpu_s": statistics.median(r[2] for r in v), "runs": v} for k, v in runs.items()}
 
 
+# ---------------------------------------------------------------------------------------------- vectors vs LanceDB
+VOCABULARY = 5000
+
+
+def vector_texts(n: int, seed: int = 2) -> tuple[list[str], list[str]]:
+    """n documents of 8–60 words drawn from a Zipf law over VOCABULARY made-up words (so BM25's idf spreads as
+    on real text), and 200 queries of 2–3 words of middling frequency."""
+    rng = np.random.default_rng(seed)
+    syllables = [c + v for c in "bdgklmnprstvz" for v in "aeiou"]  # 65: ≈ 270,000 words of 2–3
+    words = sorted({"".join(rng.choice(syllables, int(rng.integers(2, 4)))) for _ in range(3 * VOCABULARY)})
+    words = [words[i] for i in rng.permutation(len(words))[:VOCABULARY]]
+    ranks = np.minimum(rng.zipf(1.3, size=n * 60), VOCABULARY) - 1
+    lengths = rng.integers(8, 61, n)
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    docs = [" ".join(words[j] for j in ranks[starts[i]:starts[i + 1]]) for i in range(n)]
+    queries = [" ".join(words[j] for j in rng.integers(20, 500, int(rng.integers(2, 4)))) for _ in range(200)]
+    return docs, queries
+
+
+def vector_stores(folder: Path, n: int, nq: int) -> np.ndarray:
+    """The same n × 384 vectors, metadata (`g`: 1 % of rows per value, `h`: 50 %) and texts in both stores:
+    the engine's collections `v` (with BM25) and `d` (for the delete), LanceDB's tables `v` (with its
+    full-text index and bitmap indexes on `g` and `h`) and `d`; the queries beside them. Exact search on
+    both sides (a Flat index; LanceDB without a vector index). Returns the vectors (unit length)."""
+    import lancedb
+    import pyarrow as pa
+    from bench_core import synthetic
+
+    from engine.core.build.lexical import bm25_files, lexical_analyzer
+    from engine.core.collection import Collection
+    x, q = synthetic(n, nq, 384)
+    docs, texts = vector_texts(n)
+    ids = [f"d{i}" for i in range(n)]
+    meta = [{"g": i % 100, "h": i % 2, "text": t} for i, t in enumerate(docs)]
+    np.save(folder / "queries.npy", q)
+    (folder / "query_texts.json").write_text(json.dumps(texts[:nq]))
+    (folder / "sizes.json").write_text(json.dumps({"n": n}))
+    root = folder / "engine"
+    Collection.from_vectors("v", ids, x, None, "text", root=root, meta=meta,
+                            files=bm25_files(ids, docs, lexical_analyzer(None, None)))
+    Collection.from_vectors("d", ids, x, None, "text", root=root, meta=[{"g": m["g"], "h": m["h"]} for m in meta])
+    db = lancedb.connect(str(folder / "lancedb"))
+    vec = pa.FixedSizeListArray.from_arrays(pa.array(x.ravel()), 384)
+    cols = {"id": pa.array(ids), "vector": vec, "g": pa.array([m["g"] for m in meta], pa.int64()),
+            "h": pa.array([m["h"] for m in meta], pa.int64())}
+    table = db.create_table("v", pa.table({**cols, "text": pa.array(docs)}))
+    with warnings.catch_warnings():  # the older spellings of create_index(config=…): the same indexes
+        warnings.simplefilter("ignore")
+        table.create_fts_index("text")
+        for field in ("g", "h"):  # what LanceDB advises for filtered search: its prefilter reads these
+            table.create_scalar_index(field, index_type="BITMAP")
+    db.create_table("d", pa.table(cols))
+    return x
+
+
+def brute(x: np.ndarray, q: np.ndarray, rows: np.ndarray) -> list[set[str]]:
+    """The exact top-10 ids among `rows` of each query (inner product on unit vectors)."""
+    scores = q @ x[rows].T
+    return [{f"d{rows[j]}" for j in np.argsort(-s, kind="stable")[:10]} for s in scores]
+
+
+def agreement(got: list[list[str]], want: list[set[str]]) -> float:
+    """Mean share of the exact top-10 each query found (recall@10 against brute force)."""
+    return float(np.mean([len(set(g) & w) / max(1, len(w)) for g, w in zip(got, want)]))
+
+
+def vectors_vs_lancedb(n: int, nq: int, repeat: int, tmp: Path, env: dict) -> dict:
+    folder = tmp / "vectors"
+    folder.mkdir()
+    t = time.perf_counter()
+    x = vector_stores(folder, n, nq)
+    print(f"  both stores written in {time.perf_counter() - t:.0f} s", flush=True)
+    q = np.load(folder / "queries.npy")
+    every = np.arange(n)
+    want = {"filter_1pct": brute(x, q, every[every % 100 == 7]), "filter_50pct": brute(x, q, every[every % 2 == 1]),
+            "dense": brute(x, q, every)}
+    kept = brute(x, q, every[every % 10 != 0])
+    sides = ("engine", "lancedb")
+    runs: dict = {"queries": {s: [] for s in sides}, "delete": {s: [] for s in sides}}
+
+    def worker(side: str, what: str, where: Path) -> dict:
+        la = loadavg()
+        out = subprocess.run([sys.executable, str(HERE / "peers_vectors.py"), side, what, str(where), str(nq)],
+                             env={**env, "RUST_LOG": "error"}, capture_output=True, text=True)  # no per-query notices
+        if out.returncode:
+            raise SystemExit(f"{side} {what} failed:\n{out.stderr[-3000:]}")
+        res = json.loads(out.stdout.strip().splitlines()[-1])
+        res["load"] = [la, loadavg()]
+        return res
+
+    for r in range(repeat):
+        for side in (sides if r % 2 == 0 else sides[::-1]):
+            res = worker(side, "queries", folder)
+            for label, want_ids in want.items():
+                res[label]["recall_vs_brute"] = agreement(res[label]["ids"], want_ids)
+            runs["queries"][side].append(res)
+            print(f"  queries {side}: " + ", ".join(f"{k} {v['p50_ms']:.1f} ms / {v['cpu_ms']:.1f} CPU ms"
+                                                    for k, v in res.items() if isinstance(v, dict))
+                  + f" (load {res['load'][0]})", flush=True)
+    for r in range(repeat):
+        for side in (sides if r % 2 == 0 else sides[::-1]):
+            copy = tmp / f"delete-{side}"
+            shutil.rmtree(copy, ignore_errors=True)
+            copy.mkdir()
+            for f in ("queries.npy", "query_texts.json", "sizes.json"):
+                shutil.copy(folder / f, copy / f)
+            store = "engine/d" if side == "engine" else "lancedb/d.lance"
+            shutil.copytree(folder / store, copy / store)
+            os.sync()  # the copy's pages on disk first: the delete's own writes wait for no one
+            res = worker(side, "delete", copy)
+            res["before"]["recall_vs_brute"] = agreement(res["before"]["ids"], want["dense"])
+            res["after"]["recall_vs_brute"] = agreement(res["after"]["ids"], kept)
+            runs["delete"][side].append(res)
+            print(f"  delete {side}: {res['delete_s']:.2f} s ({res['delete_cpu_s']:.2f} CPU s), dense before "
+                  f"{res['before']['p50_ms']:.1f} ms, after {res['after']['p50_ms']:.1f} ms (load {res['load'][0]})",
+                  flush=True)
+    e, lq = runs["queries"]["engine"][0], runs["queries"]["lancedb"][0]
+    overlap = {label: agreement(e[label]["ids"], [set(i) for i in lq[label]["ids"]]) for label in ("bm25", "hybrid")}
+    return {"n": n, "queries": nq, "repeat": repeat, "runs": runs, "engine_lancedb_overlap_at_10": overlap}
+
+
+def vectors_rows(v: dict) -> list[list[str]]:
+    """Table rows: each measure's medians per side, the median of per-run ratios (engine / LanceDB)."""
+    med = statistics.median
+    rows = []
+    q = v["runs"]["queries"]
+    for label in ("filter_1pct", "filter_50pct", "dense", "bm25", "hybrid"):
+        for key, unit in (("p50_ms", "ms p50"), ("cpu_ms", "CPU ms per query")):
+            e = [r[label][key] for r in q["engine"]]
+            lq = [r[label][key] for r in q["lancedb"]]
+            ratio = med(a / b for a, b in zip(e, lq))
+            check = ""
+            if "recall_vs_brute" in q["engine"][0][label]:
+                check = (f"; recall@10 vs brute force {med(r[label]['recall_vs_brute'] for r in q['engine']):.3f}"
+                         f" / {med(r[label]['recall_vs_brute'] for r in q['lancedb']):.3f}")
+            elif key == "p50_ms":
+                check = f"; top-10 overlap {v['engine_lancedb_overlap_at_10'][label]:.2f}"
+            rows.append([f"{v['n']:,} × 384, {label}, {unit}", f"{med(e):.2f} ({min(e):.2f}–{max(e):.2f})",
+                         f"LanceDB {med(lq):.2f} ({min(lq):.2f}–{max(lq):.2f})", f"{ratio:.2f}{check}"])
+    first_e = [r["first_filtered_ms"] for r in q["engine"]]
+    first_l = [r["first_filtered_ms"] for r in q["lancedb"]]
+    rows.append([f"{v['n']:,} × 384, first 1 % filtered query of a fresh process, ms", f"{med(first_e):.1f}",
+                 f"LanceDB {med(first_l):.1f}", f"{med(a / b for a, b in zip(first_e, first_l)):.2f}"])
+    d = v["runs"]["delete"]
+    for key, label in (("delete_s", "delete 10 %, wall s"), ("delete_cpu_s", "delete 10 %, CPU s")):
+        e, lq = [r[key] for r in d["engine"]], [r[key] for r in d["lancedb"]]
+        rows.append([f"{v['n']:,} × 384, {label}", f"{med(e):.3f} ({min(e):.3f}–{max(e):.3f})",
+                     f"LanceDB {med(lq):.3f} ({min(lq):.3f}–{max(lq):.3f})",
+                     f"{med(a / b for a, b in zip(e, lq)):.2f} (goal ≤ 2)"])
+    for side in ("engine", "lancedb"):
+        runs = d[side]
+        rows.append([f"{v['n']:,} × 384, {side}: dense before → right after the delete, ms p50 / CPU ms",
+                     f"{med(r['before']['p50_ms'] for r in runs):.1f} / {med(r['before']['cpu_ms'] for r in runs):.1f}"
+                     f" → {med(r['after']['p50_ms'] for r in runs):.1f} / {med(r['after']['cpu_ms'] for r in runs):.1f}",
+                     f"first after {med(r['after_first_ms'] for r in runs):.1f} ms",
+                     f"recall@10 vs brute force after {med(r['after']['recall_vs_brute'] for r in runs):.3f}"])
+    return rows
+
 
 def report(result: dict) -> list[list[str]]:
     rows = []
@@ -270,6 +435,8 @@ def report(result: dict) -> list[list[str]]:
                      f"{paired_ratio(result['build'], 'engine build --texts', 'SentenceTransformer.encode'):.2f}; goal ≥ 0.95)"])
         rows.append([f"text build, {result['build_n']:,} texts, texts per CPU second", f"{b['texts_per_cpu_s']:.1f}",
                      f"raw encode {r['texts_per_cpu_s']:.1f}", f"{b['texts_per_cpu_s'] / r['texts_per_cpu_s']:.2f}"])
+    if "vectors" in result:
+        rows.extend(vectors_rows(result["vectors"]))
     return rows
 
 
@@ -282,16 +449,19 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3, help="alternated rounds of each service load level")
     ap.add_argument("--requests", default="1:200,8:600,32:1200", help="clients:requests per round")
     ap.add_argument("--budget-s", type=float, default=600, help="wall-clock bound of the service phase")
-    ap.add_argument("--only", default="cold,image,serve,build")
+    ap.add_argument("--only", default="cold,image,serve,build", help="sections: cold,image,serve,build,vectors")
+    ap.add_argument("--vectors-n", type=int, default=200_000, help="stored vectors in the LanceDB comparison")
+    ap.add_argument("--vectors-queries", type=int, default=40, help="queries per measure in the LanceDB comparison")
     ap.add_argument("--encode-docs", action="store_true", help="encode the searched documents with MiniLM "
                     "(default: random vectors under MiniLM's spec, the same work per query)")
     ap.add_argument("--peers-python", help="a Python with txtai and lancedb (a separate venv) for their cold query")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "peers.json")
     args = ap.parse_args()
     only = set(args.only.split(","))
-    counts = (args.n, args.build_n, args.repeat, args.build_repeat, args.rounds)
-    if not only <= {"cold", "image", "serve", "build"} or min(counts) < 1:
-        raise SystemExit("--only takes cold,image,serve,build; --n, --build-n, --repeat, --build-repeat, --rounds must be ≥ 1")
+    counts = (args.n, args.build_n, args.repeat, args.build_repeat, args.rounds, args.vectors_n, args.vectors_queries)
+    if not only <= {"cold", "image", "serve", "build", "vectors"} or min(counts) < 1:
+        raise SystemExit("--only takes cold,image,serve,build,vectors; --n, --build-n, --repeat, --build-repeat, "
+                         "--rounds, --vectors-n, --vectors-queries must be ≥ 1")
     from engine.display import format_table
     result: dict = {"n": args.n, "build_n": args.build_n, "cores": os.cpu_count(), "load_before": os.getloadavg()}
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -328,6 +498,9 @@ def main() -> None:
         if "build" in only:
             print("text build", flush=True)
             result["build"] = build(args.build_n, args.build_repeat, tmp)
+        if "vectors" in only:
+            print(f"vectors: the engine vs LanceDB, {args.vectors_n:,} × 384", flush=True)
+            result["vectors"] = vectors_vs_lancedb(args.vectors_n, args.vectors_queries, args.repeat, tmp, env)
     result["load_after"] = os.getloadavg()
     print(f"\nengine vs floors and peers ({os.cpu_count()} cores, load {result['load_before'][0]:.1f} → "
           f"{result['load_after'][0]:.1f}; each run's load in the JSON)\n")

@@ -135,7 +135,7 @@ def section_store(work: Path, nq: int = 256) -> list[dict]:
     rows = []
     for store, factory in STORES.items():
         index = col.index if factory == "Flat" else build_index(emb, factory)
-        use_blas_for(index)
+        use_blas_for(index, 64)
         index.search(q[:64], 10)
         t = time.perf_counter()
         for lo in range(0, nq, 64):

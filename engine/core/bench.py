@@ -115,14 +115,13 @@ def bench_collection(col, queries: Sequence[str] | None = None, n: int = 200, ba
         qvec = np.ascontiguousarray(qvec, dtype=np.float32)
         qvec = qvec[np.arange(max(n, len(qvec))) % len(qvec)]  # n queries, the encoded ones in turn
         index = col.index
-        from engine.core.index.faiss_index import use_blas_for
-        use_blas_for(index)  # as Collection.search does
+        from engine.core.index.faiss_index import search_index  # as Collection.search: BLAS and threads per batch
         result["search_single"] = latency_stats(measure("searching one query at a time",
-                                                        lambda i: index.search(qvec[i:i + 1], k), len(qvec)))
+                                                        lambda i: search_index(index, qvec[i:i + 1], k), len(qvec)))
         nb = max(1, len(qvec) // batch)
         qb = [qvec[i * batch:(i + 1) * batch] for i in range(nb)]
         result["search_batch"] = latency_stats(measure(f"searching batches of {len(qb[0])}",
-                                                       lambda i: index.search(qb[i], k), nb, 1),
+                                                       lambda i: search_index(index, qb[i], k), nb, 1),
                                                per_call_items=len(qb[0]))
     result["index_bytes"] = int(col.file("index").stat().st_size)
     result["embeddings_bytes"] = int(len(col) * col.dim * 4)

@@ -167,7 +167,14 @@ class Collection(StoredCollection):
             return search_index(self.index, queries, max(1, min(k, len(self))), self.search_params, params)
         from engine.core.index.filtered import search_live
         return search_live(lambda: self.index, self.embeddings, queries, max(1, min(k, self.live_count)), live,
-                           self.search_params, params)
+                           self.search_params, params, self.exact_index)
+
+    @property
+    def exact_index(self) -> bool:
+        """Whether the index is one exact FAISS index (Flat, in one file): searched with a row selector, it
+        returns what an exact scan of those rows would."""
+        from engine.core.index.faiss_index import is_exact
+        return is_exact(self.manifest.get("index_factory", "Flat")) and int(self.manifest.get("shards", 1)) == 1
 
     def hits(self, scores: np.ndarray, rows: np.ndarray) -> list[list[Hit]]:
         """Hits with their items rows; only the rows hit are read from the items file."""

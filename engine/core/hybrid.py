@@ -151,7 +151,7 @@ def _dense(col, vectors: np.ndarray, depth: int, mask: np.ndarray | None, knobs)
     from engine.core.index.filtered import search_masked
     params = {**col.search_params, **col.check_search(depth, knobs)}
     queries = np.ascontiguousarray(np.atleast_2d(vectors), dtype=np.float32)
-    return search_masked(lambda: col.index, col.embeddings, queries, depth, mask, params)
+    return search_masked(lambda: col.index, col.embeddings, queries, depth, mask, params, col.exact_index)
 
 
 def _bm25_scores(col, text: str, mask: np.ndarray | None) -> np.ndarray:

@@ -65,7 +65,8 @@ def test_existing_collection_needs_add_or_force(tmp_path, docs_csv):
     col = Collection.build("docs", texts=docs_csv, root=tmp_path, force=True)
     assert col.manifest["generation"] == 2
     assert sorted(p.name for p in col.path.iterdir()) == [
-        "columns-000002", "embeddings-000002.npy", "index-000002.faiss", "item_offsets-000002.npy", "items-000002.jsonl", MANIFEST]
+        "columns-000002", "embeddings-000002.npy", "id_index-000002.npy", "index-000002.faiss", "item_offsets-000002.npy",
+        "items-000002.jsonl", MANIFEST]
 
 
 def _counting(monkeypatch, fail_after: int | None = None):

@@ -157,3 +157,25 @@ def test_a_selective_filter_maps_the_vectors_once_and_never_loads_the_index(filt
     assert fresh._index is None
     fresh.hits(*search_rows(fresh, 5, vectors=q))  # an unfiltered query does load it
     assert fresh._index is not None
+
+
+def test_a_wide_filter_on_an_exact_index_searches_the_index_and_stays_exact(filtered, tmp_path, monkeypatch):
+    """A filter keeping more than GATHER_SHARE of a Flat collection's rows searches the index with a selector
+    (no gather of the rows) and returns the brute-force top-k; a narrow one gathers its rows; an approximate
+    index gathers even a wide filter's rows (exact results)."""
+    from engine.core.index import filtered as module
+    col, _ = filtered
+    q = np.asarray(col.embeddings[11], dtype=np.float32)[None]
+    gathered = []
+    real = module.exact_rows
+    monkeypatch.setattr(module, "exact_rows", lambda *a: gathered.append(len(a[1])) or real(*a))
+    for expr, gathers in (('split == "a"', False), ('tag == "rare"', True)):
+        gathered.clear()
+        hits = col.hits(*search_rows(col, 10, vectors=q, where=expr))[0]
+        assert [h.id for h in hits] == _brute(col, q[0], filter_mask(col, expr), 10)
+        assert bool(gathered) == gathers, expr
+    ivf = Collection.from_vectors("ivf", col.ids, np.asarray(col.embeddings), None, "text", root=tmp_path,
+                                  index="IVF4,Flat", meta=[{"split": "ab"[i % 2]} for i in range(len(col))])
+    gathered.clear()
+    hits = ivf.hits(*search_rows(ivf, 10, vectors=q, where='split == "a"'))[0]
+    assert gathered and [h.id for h in hits] == _brute(ivf, q[0], filter_mask(ivf, 'split == "a"'), 10)

@@ -252,3 +252,30 @@ def test_a_cpu_text_build_runs_on_the_onnx_session_and_equals_torch(tmp_path, te
     assert out[-1] == "[]"
     again = Collection.open("again", tmp_path)
     assert np.abs(np.asarray(again.embeddings) - np.asarray(torch_built.embeddings)).max() < 1e-4
+
+
+def test_a_single_query_scans_on_faiss_and_a_batch_on_blas():
+    """A big exact index: one query stays on FAISS's own one-thread scan (BLAS would wake its threads for a
+    matrix-vector product), any batch goes through BLAS (the vectors read once per block of queries); small
+    indexes keep FAISS's default. Results equal either way."""
+    from types import SimpleNamespace
+
+    import faiss
+
+    from engine.core.index.faiss_index import BLAS_MIN_BYTES, faiss_module, search_index, use_blas_for
+    faiss_module()
+    default = faiss.cvar.distance_compute_blas_threshold
+    big = SimpleNamespace(ntotal=BLAS_MIN_BYTES // (4 * 64), d=64)
+    use_blas_for(big, 8)
+    assert faiss.cvar.distance_compute_blas_threshold == 1
+    use_blas_for(big, 1)
+    assert faiss.cvar.distance_compute_blas_threshold == default
+    use_blas_for(SimpleNamespace(ntotal=100, d=64), 8)
+    assert faiss.cvar.distance_compute_blas_threshold == default
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(BLAS_MIN_BYTES // (4 * 64), 64)).astype(np.float32)
+    index = faiss.IndexFlatIP(64)
+    index.add(x)
+    q = rng.normal(size=(3, 64)).astype(np.float32)
+    one = [search_index(index, q[i:i + 1], 5)[1][0].tolist() for i in range(3)]
+    assert search_index(index, q, 5)[1].tolist() == one == np.argsort(-(q @ x.T), axis=1)[:, :5].tolist()

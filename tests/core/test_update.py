@@ -265,3 +265,79 @@ def test_add_after_a_delete_writes_the_live_rows_and_may_bring_an_id_back(tmp_pa
     assert col.ids == ["d0", "d2", "d3", "d1", "d9"] and col.live_mask() is None and "deleted" not in col.manifest
     hits = col.search(text="document 1 is back", k=5, mode="dense")
     assert hits[0].id == "d1" and len(hits) == 5
+
+
+def test_a_delete_reads_only_the_rows_it_deletes_through_the_id_index(tmp_path, monkeypatch):
+    """Every commit writes the id → row index; a delete then reads the items rows of its own ids and no other
+    (no scan of the stored ids), and an id that shares its hash with another is told apart by its row."""
+    from engine.core.store import generations, id_index
+    n = 300
+    ids = [f"d{i}" for i in range(n)] + ['q"uote', "日本"]
+    Collection.from_vectors("c", ids, _vectors(len(ids)), None, "text", root=tmp_path,
+                            meta=[{"g": i % 7} for i in range(len(ids))])
+    col = Collection.open("c", tmp_path, verify=True)
+    index = np.asarray(col.array(id_index.ROLE))
+    assert sorted(index[1].tolist()) == list(range(len(ids)))
+    assert index[0].tolist() == sorted(index[0].tolist())
+    assert index[0][np.argsort(index[1])].tolist() == id_hashes_of(ids)
+
+    read: list[int] = []
+    real = generations.raw_lines
+    gone = ["d3", "d150", 'q"uote', "日本", "absent"]
+    with monkeypatch.context() as m:
+        m.setattr(generations, "raw_lines", lambda path, offsets, rows: read.extend(rows) or real(path, offsets, rows))
+        m.setattr(id_index, "_raw_ids", lambda old: pytest.fail("the ids were scanned"))
+        assert delete_ids("c", gone, root=tmp_path) == 4
+    assert sorted(read) == [3, 150, n, n + 1]
+    col = Collection.open("c", tmp_path, verify=True)
+    assert [col.ids[r] for r in col.deleted_rows] == ["d3", "d150", 'q"uote', "日本"]
+
+    # every id on one of four hashes: each lookup reads the candidates and keeps only its own rows
+    monkeypatch.setattr(id_index, "_id_hash", lambda i: len(str(i)) % 4)
+    Collection.from_vectors("k", ids, _vectors(len(ids)), None, "text", root=tmp_path)
+    assert delete_ids("k", ["d7", "d42", "nope"], root=tmp_path) == 2
+    col = Collection.open("k", tmp_path, verify=True)
+    assert [col.ids[r] for r in col.deleted_rows] == ["d7", "d42"]
+    compact("k", root=tmp_path)
+    col = Collection.open("k", tmp_path, verify=True)
+    assert "d7" not in col.ids and len(col) == len(ids) - 2
+    rows, found = id_index.find_rows(col, ["d43", "d8"])
+    assert rows.tolist() == [col.ids.index("d8"), col.ids.index("d43")] and found == ["d8", "d43"]
+
+
+def id_hashes_of(ids: list[str]) -> list[int]:
+    import hashlib
+    return [int.from_bytes(hashlib.blake2b(i.encode(), digest_size=8).digest(), "little", signed=True) for i in ids]
+
+
+def test_a_collection_without_the_id_index_deletes_by_scanning_and_verifies(tmp_path):
+    """Collections written before the role: `verify` accepts them, a delete finds its rows by the scan, and
+    the compaction writes the role; a damaged index is named by `verify`."""
+    from engine.core.store import generations
+    from engine.core.store.id_index import ROLE
+    from engine.errors import EngineError
+    n = 200
+    ids = [f"d{i}" for i in range(n)]
+    Collection.from_vectors("c", ids, _vectors(n), None, "text", root=tmp_path)
+    old = Collection.open("c", tmp_path)
+    manifest = {k: v for k, v in old.manifest.items() if k not in ("roles", "files")}
+    generations.commit(old.path, manifest, {}, keep={r: f for r, f in old.manifest["roles"].items() if r != ROLE})
+    col = Collection.open("c", tmp_path, verify=True)
+    assert ROLE not in col.manifest["roles"]
+    assert delete_ids("c", ["d5", "d9"], root=tmp_path) == 2
+    col = Collection.open("c", tmp_path, verify=True)
+    assert [col.ids[r] for r in col.deleted_rows] == ["d5", "d9"] and ROLE not in col.manifest["roles"]
+    compact("c", root=tmp_path)
+    col = Collection.open("c", tmp_path, verify=True)
+    assert ROLE in col.manifest["roles"] and len(col) == n - 2
+    assert delete_ids("c", ["d6"], root=tmp_path) == 1
+
+    # an index whose rows were swapped passes the structural check, not `verify`
+    col = Collection.open("c", tmp_path)
+    bad = np.asarray(col.array(ROLE)).copy()
+    bad[1, [0, 1]] = bad[1, [1, 0]]
+    manifest = {k: v for k, v in col.manifest.items() if k not in ("roles", "files")}
+    generations.commit(col.path, manifest, {ROLE: generations.npy(bad)},
+                       keep={r: f for r, f in col.manifest["roles"].items() if r != ROLE})
+    with pytest.raises(EngineError, match="id_index"):
+        Collection.open("c", tmp_path, verify=True)

@@ -15,6 +15,7 @@ from engine.core.index.faiss_index import default_search_params, save_index
 from engine.core.store import generations
 from engine.core.store.columns import ROLE as COLUMNS
 from engine.core.store.columns import ColumnCollector
+from engine.core.store.id_index import ROLE as ID_INDEX, IdCollector
 from engine.core.store.npy_rows import NpyRows
 from engine.core.store.stored import PARTIAL, now, role_writers
 from engine.version import __version__
@@ -52,10 +53,11 @@ def commit_collection(path: Path, manifest: dict, embeddings: np.ndarray, items:
     else:
         index_writer = generations.FileWriter(".faiss", write_index)
     collector = ColumnCollector()  # the metadata filters read (engine.core.store.columns), gathered as items stream
+    id_hashes = IdCollector()  # the id → row index a delete reads (engine.core.store.id_index)
     writers = {"embeddings": embeddings_writer(embeddings, normalize, path / PARTIAL),
-               "items": generations.jsonl(collector.rows(items), offsets),
+               "items": generations.jsonl(id_hashes.rows(collector.rows(items)), offsets),
                "item_offsets": generations.offsets_npy(offsets), "index": index_writer,
-               COLUMNS: collector.writer(), **role_writers(arrays, files, documents)}
+               COLUMNS: collector.writer(), ID_INDEX: id_hashes.writer(), **role_writers(arrays, files, documents)}
     generations.commit(path, manifest, writers)
     shutil.rmtree(path / PARTIAL, ignore_errors=True)
 

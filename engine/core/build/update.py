@@ -4,8 +4,9 @@
 rclip does).
 
 A delete marks rows, as Lucene and LanceDB do: the next generation keeps every file and adds the role
-`tombstones` (the sorted deleted rows), so its cost follows the number deleted, not the collection's size.
-Every search skips those rows (dense, filtered, BM25, hybrid, the service); BM25's corpus statistics still
+`tombstones` (the sorted deleted rows), so its cost follows the number deleted, not the collection's size:
+it finds its rows through the generation's id index (`engine.core.store.id_index`: hashes of the ids,
+binary search, only the candidates' rows read; collections written before the index scan the ids). Every search skips those rows (dense, filtered, BM25, hybrid, the service); BM25's corpus statistics still
 count them until a compaction. When the deleted rows pass `COMPACT_AT` of the collection (or on `engine
 compact`), the remaining rows are written as the next generation in one commit: the embeddings and the items
 rows copied as bytes (no row parsed), the metadata columns sliced, the index made without retraining (Flat:
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
@@ -28,6 +28,7 @@ import numpy as np
 from engine.core.build.lexical import ROLE as BM25, bm25_files, lexical_analyzer, stored_texts
 from engine.core.store import generations
 from engine.core.store.columns import ROLE as COLUMNS, take_columns
+from engine.core.store.id_index import ROLE as ID_INDEX, kept_ids_writer, rows_of
 from engine.core.store.npy_rows import BLOCK, NpyRows
 from engine.core.store.stored import IMAGE_FILES, PARTIAL, TOMBSTONES, StoredCollection, collection_path, now
 from engine.errors import EngineError, opt
@@ -128,33 +129,32 @@ def delete_ids(name: str, ids: Sequence[str], root: str | Path | None = None, wa
         old = StoredCollection.open(name, root)
         check_deletable(old)
         gone = set(map(str, ids))
-        drop = id_rows(old, gone)
-        live = old.live_mask()
-        if live is not None:
-            drop &= live  # an id deleted before is not there any more
-        missing = len(gone) - int(drop.sum())
+        earlier = old.deleted_rows
+        rows, found = rows_of(old, gone)
+        live = ~np.isin(rows, earlier, assume_unique=True)  # an id deleted before is not there any more
+        rows = rows[live]
+        missing = len(gone) - len(rows)
         if missing:
-            alive = live if live is not None else np.ones(len(old), dtype=bool)
-            known = {i for i, keep in zip(stored_ids(old), alive) if keep}
+            known = {i for i, alive in zip(found, live) if alive}
             some = [i for i in ids if i not in known][:5]
             warn(f"{missing} of {len(gone)} ids are not in {name!r} (already deleted?): {', '.join(some)}"
                  + (" …" if missing > 5 else ""))
-        if not drop.any():
+        if not len(rows):
             info(f"nothing to delete from {name!r}")
             return 0
-        dead = drop if live is None else drop | ~live
-        remain = len(dead) - int(dead.sum())
+        dead = np.union1d(earlier, rows)
+        remain = len(old) - len(dead)
         if not remain:
             raise EngineError(f"deleting every item of {name!r} leaves an empty collection; remove its folder "
                               f"{path} instead")
-        if dead.sum() > compact_at * len(dead):
-            commit_rows(old, np.flatnonzero(~dead))
+        if len(dead) > compact_at * len(old):
+            commit_rows(old, np.setdiff1d(np.arange(len(old), dtype=np.int64), dead, assume_unique=True))
             how = "compacted"
         else:
-            mark_deleted(old, np.flatnonzero(dead))
+            mark_deleted(old, dead)
             how = f"marked deleted; `engine compact {name}` rewrites it without them"
-        info(f"deleted {int(drop.sum())} items from {name!r}: {remain} remain ({how})")
-        return int(drop.sum())
+        info(f"deleted {len(rows)} items from {name!r}: {remain} remain ({how})")
+        return len(rows)
 
 
 def mark_deleted(old: StoredCollection, rows: np.ndarray) -> dict:
@@ -181,61 +181,6 @@ def compact(name: str, root: str | Path | None = None, wait: float = 0.0) -> int
         return dropped
 
 
-_ID_AT_LINE_START = re.compile(rb'^\{"id": "((?:[^"\\\n]|\\.)*)"', re.M)
-
-
-def _raw_ids(old: StoredCollection) -> list[bytes] | None:
-    """Every row's id as the bytes between its quotes: items rows are written `{"id": "…", …}`, so one regular
-    expression over the mapped file finds them; None when some row has another form."""
-    import mmap
-    with open(old.file("items"), "rb") as fh:
-        try:
-            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                raw = _ID_AT_LINE_START.findall(data)
-        except ValueError:  # an empty file cannot be mapped
-            raw = []
-    return raw if len(raw) == len(old) else None
-
-
-def _decoded(raw: bytes) -> str:
-    return json.loads(b'"' + raw + b'"') if b"\\" in raw else raw.decode("utf-8")
-
-
-def id_rows(old: StoredCollection, ids: set[str]) -> np.ndarray:
-    """A mask of the rows whose id is in `ids`, comparing stored bytes (an id with an escape decoded first)."""
-    raw = _raw_ids(old)
-    if raw is None:
-        return np.fromiter((i in ids for i in stored_ids(old)), dtype=bool, count=len(old))
-    if not raw:
-        return np.zeros(0, dtype=bool)
-    stored = np.array(raw)  # fixed-width bytes: compared in C, not row by row in Python
-    wanted = np.array(sorted(i.encode("utf-8") for i in ids) or [b""])
-    mask = np.isin(stored, wanted) & (stored != b"") if ids else np.zeros(len(raw), dtype=bool)
-    for r in np.flatnonzero(np.char.find(stored, b"\\") >= 0):  # an escape: the stored bytes are not the id's
-        mask[r] = _decoded(raw[r]) in ids
-    return mask
-
-
-def stored_ids(old: StoredCollection) -> list[str]:
-    """Every row's id without parsing the rows (`_raw_ids`; a row of another form: every row read line by
-    line, and any other row parsed whole)."""
-    raw = _raw_ids(old)
-    if raw is not None:
-        return [_decoded(i) for i in raw]
-    from json.decoder import scanstring
-    prefix = '{"id": "'
-    out = []
-    with open(old.file("items"), encoding="utf-8") as fh:
-        for line in fh:
-            if line.startswith(prefix):
-                out.append(scanstring(line, len(prefix))[0])
-            elif line.strip():
-                out.append(str(json.loads(line)["id"]))
-    if len(out) != len(old):
-        raise EngineError(f"{old.file('items')} holds {len(out)} rows, the manifest says {len(old)}")
-    return out
-
-
 def commit_rows(old: StoredCollection, keep: np.ndarray, extra_writers: dict | None = None) -> dict:
     """The generation of `old` restricted to the rows `keep` (sorted), every role aligned; one commit."""
     keep = np.asarray(keep, dtype=np.int64)
@@ -260,6 +205,7 @@ def commit_rows(old: StoredCollection, keep: np.ndarray, extra_writers: dict | N
             have = set(r["id"] for r in kept_rows) if kept_rows is not None else \
                 set(json.loads(line)["id"] for line in _lines(old, keep))
             writers[doc] = generations.json_document({k: v for k, v in old.document(doc).items() if k in have})
+    writers[ID_INDEX] = kept_ids_writer(old, keep)
     writers.update(extra_writers or {})
     keep_roles = {r: f for r, f in roles.items() if r not in writers and r != TOMBSTONES}
     return generations.commit(old.path, manifest, writers, keep=keep_roles)

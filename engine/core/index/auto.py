@@ -128,7 +128,7 @@ def _exact_qps(vectors: np.ndarray, queries: np.ndarray, normalize: bool = False
     full size, scaled: a scan's time is linear in the vectors scanned); best of `rounds` passes."""
     faiss = faiss_module()
     part = next(_blocks(vectors, normalize, 262_144))[1]
-    use_blas_for(SimpleNamespace(ntotal=len(vectors), d=vectors.shape[1]))
+    use_blas_for(SimpleNamespace(ntotal=len(vectors), d=vectors.shape[1]), 64)
     best = 0.0
     for _ in range(rounds):
         t = time.perf_counter()
@@ -147,7 +147,7 @@ def _recall(got: np.ndarray, truth: np.ndarray) -> float:
 def _qps(index, queries: np.ndarray, rounds: int = 3) -> tuple[float, np.ndarray]:
     """Queries per second at batch 64 (what `search --queries` sends): the best of `rounds` passes, since
     other load only ever slows a pass down; and the results."""
-    use_blas_for(index)
+    use_blas_for(index, 64)
     out = index.search(queries, K)[1]
     best = 0.0
     for _ in range(rounds):

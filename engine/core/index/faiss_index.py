@@ -1,8 +1,8 @@
 """FAISS indexes over L2-normalized vectors (inner product = cosine), named by factory strings.
 
-Exact search of a large collection goes through BLAS at any batch size: FAISS (1.15) switches to its
+Exact search of a large collection goes through BLAS for any batch of queries: FAISS (1.15) switches to its
 matrix product only when queries × dim reach 128,000, so a batch of 64 at 512-d would scan as slowly as
-64 single queries (`use_blas_for`). Query-time knobs (nprobe, efSearch, k_factor) can be overridden per call.
+64 single queries (`use_blas_for`); a single query keeps FAISS's own one-thread scan. Query-time knobs (nprobe, efSearch, k_factor) can be overridden per call.
 """
 from __future__ import annotations
 
@@ -37,14 +37,17 @@ def faiss_module():
     return faiss
 
 
-def use_blas_for(index) -> None:
-    """Exact scans of a collection bigger than the CPU caches go through BLAS at every batch size: FAISS's
-    own path scans all the vectors once per query below its threshold (batch 64 at 1M × 512 then reads 128 GB),
-    while BLAS reads them once per block of queries. Small collections stay on FAISS's default, which is
-    faster while they sit in cache. (A process-wide FAISS setting: it only changes speed, never results.)"""
+def use_blas_for(index, n_queries: int) -> None:
+    """Exact scans of a collection bigger than the CPU caches go through BLAS for every batch of queries:
+    FAISS's own path scans all the vectors once per query below its threshold (batch 64 at 1M × 512 then reads
+    128 GB), while BLAS reads them once per block of queries. A single query stays on FAISS's own scan, which
+    reads the vectors once too, on one thread (`use_threads_for`): BLAS would wake all its threads for a
+    matrix-vector product (200k × 384 on 2 busy cores: 54 CPU ms a query against 22, benchmarks/peers.py
+    --only vectors). Small collections stay on FAISS's default, which is faster while they sit in cache.
+    (A process-wide FAISS setting: it only changes speed, never results.)"""
     faiss = faiss_module()
     big = int(getattr(index, "ntotal", 0)) * int(getattr(index, "d", 0)) * 4 >= BLAS_MIN_BYTES
-    faiss.cvar.distance_compute_blas_threshold = 1 if big else _FAISS_BLAS["threshold"]
+    faiss.cvar.distance_compute_blas_threshold = 1 if big and n_queries > 1 else _FAISS_BLAS["threshold"]
 
 
 def is_exact(factory: str) -> bool:
@@ -131,7 +134,7 @@ def use_threads_for(index, n_queries: int) -> None:
 
 def search_index(index, queries: np.ndarray, k: int, stored: dict | None = None, override: dict | None = None):
     """index.search with `override` knobs for this call; the stored ones are put back afterwards."""
-    use_blas_for(index)
+    use_blas_for(index, len(queries))
     use_threads_for(index, len(queries))
     if not override:
         return index.search(queries, k)

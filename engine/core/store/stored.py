@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from engine.core.store import generations
+from engine.core.store.id_index import ROLE as ID_INDEX, check_index, stored_ids  # ids → rows
 from engine.core.store.npy_rows import NpyRows
 from engine.core.store.structure import check_finite, check_structure
 from engine.errors import EngineError, opt
@@ -23,7 +24,8 @@ DEFAULT_ROOT = Path("indexes")
 TOMBSTONES = "tombstones"
 """Role of a generation: the sorted int64 rows a delete marked (every search skips them; `engine compact` or the
 delete threshold rewrites the collection without them). Absent: no row is deleted."""
-CORE_ROLES = ("embeddings", "items", "item_offsets", "index", "columns", TOMBSTONES)  # columns: store.columns
+CORE_ROLES = ("embeddings", "items", "item_offsets", "index", "columns", TOMBSTONES, ID_INDEX)
+# columns: engine.core.store.columns
 IMAGE_FILES = "image_files"
 """JSON document of an image collection: item id → the file that was encoded (what thumbnails are read from)."""
 _ROLE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -121,6 +123,8 @@ class StoredCollection:
         if "embeddings" in (self.manifest.get("roles") or {}):
             check_finite(self.file("embeddings"), rebuild_hint(self.name))
         self.deleted_rows  # noqa: B018  (the tombstones' shape, order and range)
+        if ID_INDEX in (self.manifest.get("roles") or {}):
+            check_index(self, stored_ids(self))
 
     # ------------------------------------------------------------------ properties
     @property
@@ -238,6 +242,13 @@ class StoredCollection:
         """The items rows at these positions, reading only their lines (all rows parsed once already: from memory)."""
         if self._items is not None:
             return [self._items[int(r)] for r in rows]
+        try:
+            return self._checked_rows([json.loads(line) for line in self.item_lines(rows)])
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise EngineError(f"{self.file('items')}: damaged ({exc}); {rebuild_hint(self.name)}") from None
+
+    def item_lines(self, rows: Sequence[int]) -> list[bytes]:
+        """The items rows at these positions as stored (bytes, unparsed), reading only their lines."""
         if self._offsets is None:
             roles = self.manifest.get("roles", {})
             offsets = np.load(self.file("item_offsets"), mmap_mode="r") if "item_offsets" in roles \
@@ -246,10 +257,7 @@ class StoredCollection:
                 raise EngineError(f"{self.file('items')} holds {len(offsets) - 1} rows, the manifest says "
                                   f"{len(self)}; {rebuild_hint(self.name)}")
             self._offsets = offsets
-        try:
-            return self._checked_rows(generations.read_lines(self.file("items"), self._offsets, rows))
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise EngineError(f"{self.file('items')}: damaged ({exc}); {rebuild_hint(self.name)}") from None
+        return generations.raw_lines(self.file("items"), self._offsets, rows)
 
     def _checked_rows(self, rows: list) -> list[dict]:
         """Item rows as the store wrote them (objects with a string id); a changed byte is named, not a KeyError."""
