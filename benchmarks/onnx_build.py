@@ -42,11 +42,17 @@ def work_encode(way: str, n: int, out: str) -> dict:
         from engine.core.encoders.registry import load_encoder
         enc = load_encoder(SPEC)
         run = lambda: enc.encode_texts(texts, batch_size=64)  # noqa: E731
-    elif way == "onnx":
-        from engine.core.encoders.registry import load_text_query_encoder
-        enc = load_text_query_encoder(SPEC)
+    elif way == "engine":
+        from engine.core.build.chunks import chunk_bounds, encode_local
+        from engine.core.build.from_source import build_encoder
+        from engine.core.build.options import BuildOptions
+        from engine.core.sources import Item
+        o = BuildOptions()
+        enc = build_encoder(SPEC, "text", o)
         assert enc.info.get("runtime") == "onnx"
-        run = lambda: enc.encode_texts(texts, batch_size=64)  # noqa: E731
+        items = [Item(str(i), t) for i, t in enumerate(texts)]
+        todo = range(len(chunk_bounds(len(items), o.chunk_size)))
+        run = lambda: np.concatenate([d["emb"] for _, d in encode_local(enc, "text", items, todo, o)])  # noqa: E731
     else:
         import onnxruntime as ort
         from tokenizers import Tokenizer
@@ -79,7 +85,7 @@ def work_encode(way: str, n: int, out: str) -> dict:
 
 
 def section_encode(n: int, repeat: int) -> dict:
-    ways = ["torch", "onnx", "raw_onnx"]
+    ways = ["torch", "engine", "raw_onnx"]
     runs: dict[str, list[dict]] = {w: [] for w in ways}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(repeat):

@@ -57,3 +57,38 @@ def test_models_prepare_says_how_queries_run_and_refuses_unknown_specs(run_cli, 
     assert code == 0 and "effnet: queries run on image: onnx" in out
     code, out, err = run_cli("models", "--prepare", "nosuch:model")
     assert code != 0 and "unknown model spec" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("spec", ["effnet", "conse"])
+def test_a_cpu_image_build_runs_on_the_onnx_session_and_equals_torch(spec, tmp_path, sample_photos, conse_encoder,
+                                                                      monkeypatch):
+    """An image build on the CPU encodes through the ONNX session its queries use, equal to the torch build
+    (ENGINE_ONNX=0) within 1e-4; once exported, a build in a fresh process imports no torch stack."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    heavy = ("torch", "torchvision", "timm", "sentence_transformers", "transformers")
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    for p in _photos(sample_photos):
+        (photos / Path(p).name).symlink_to(p)
+    (photos / "broken.jpg").write_bytes(b"not a jpeg")
+    onnx = Collection.build("o", images=photos, root=tmp_path, model=spec, device="cpu", batch_size=4)
+    monkeypatch.setenv("ENGINE_ONNX", "0")
+    torch_built = Collection.build("t", images=photos, root=tmp_path, model=spec, device="cpu", batch_size=4)
+    monkeypatch.delenv("ENGINE_ONNX")
+    assert onnx.ids == torch_built.ids and len(onnx.ids) == 6
+    assert onnx.manifest["encoder"] == torch_built.manifest["encoder"]
+    assert onnx.manifest["skipped"] == torch_built.manifest["skipped"] and len(onnx.manifest["skipped"]) == 1
+    assert np.abs(np.asarray(onnx.embeddings) - np.asarray(torch_built.embeddings)).max() < 1e-4
+    code = ("import sys\nfrom engine.core.collection import Collection\n"
+            f"Collection.build('again', images={str(photos)!r}, root={str(tmp_path)!r}, model={spec!r})\n"
+            f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+                         ).stdout.strip().splitlines()
+    assert out[-1] == "[]"
+    again = Collection.open("again", tmp_path)
+    assert np.abs(np.asarray(again.embeddings) - np.asarray(torch_built.embeddings)).max() < 1e-4

@@ -192,11 +192,12 @@ def embed_views(encoder, paths: list[str], source: Path) -> tuple[np.ndarray, np
     from engine.core.encoders import neighbours as nb
     from engine.core.encoders.conse import N_CLASSES, class_embeddings
     from engine.core.encoders.efficientnet import POOLED_DIM
-    device = encoder.device
+    from engine.core.encoders.adapted import effnet_forward
+    forward = effnet_forward(encoder)
     # probabilities and pooled features side by side in one row (encode_image_batch scales a row as one; both
     # are used only after their own normalisation)
     views = replace(encoder, dim=N_CLASSES + POOLED_DIM, preprocess=nb.views_transform(),
-                    image_batch_fn=lambda b: np.concatenate(nb.view_features(b, device), axis=1))
+                    image_batch_fn=lambda b: np.concatenate(nb.view_features(b, forward), axis=1))
     res = views.encode_images(paths, batch_size=8)
     if res.failed:
         pos, reason = res.failed[0]

@@ -55,7 +55,6 @@ def _build_collection(name: str, images: str | Path | None, texts: str | Path | 
                       kind: str | None, root: str | Path | None, o: BuildOptions, report: BuildReport | None,
                       extra: Mapping[str, Any] | None,
                       prompt_args: tuple[str | None, str | None] = (None, None)) -> Path:
-    from engine.core.encoders.base import configure_threads
     from engine.core.encoders.registry import DEFAULT_IMAGE_SPEC, DEFAULT_TEXT_SPEC, load_encoder, specs_for
     from engine.io.ids import check_unique
     if sum(x is not None for x in (images, texts, items)) != 1:
@@ -114,7 +113,6 @@ def _build_collection(name: str, images: str | Path | None, texts: str | Path | 
     elif o.force:
         announce_replacement(path, kind)
 
-    configure_threads(o.threads)
     from engine.core.encoders.device import set_device
     set_device(o.device)
     encoder = build_encoder(model or (DEFAULT_IMAGE_SPEC if kind == "image" else DEFAULT_TEXT_SPEC), kind, o)
@@ -187,14 +185,31 @@ def _build_collection(name: str, images: str | Path | None, texts: str | Path | 
 
 
 def build_encoder(spec: str, kind: str, o: "BuildOptions"):
-    """What encodes a build's items. Text on the CPU (no Ray): the model's ONNX text side, the session its
-    queries use (exported once; no torch or sentence-transformers imported after that; embeddings equal
-    torch's within 1e-4, prompts included; as fast or faster per text: benchmarks/onnx_build.py). Otherwise,
-    and for models without an export, the whole (torch) encoder."""
+    """What encodes a build's items. On the CPU with no Ray: the model's light sides, the onnxruntime sessions
+    its queries use (sentence models, conse, effnet and adapters over them; exported once, then no torch is
+    imported; embeddings equal torch's within 1e-4, prompts included; texts and images per CPU second measured
+    against torch's own encode in benchmarks/onnx_build.py). On a GPU, on Ray, and for models without an
+    export: the whole (torch) encoder. `--threads` caps the sessions' threads, or torch's."""
+    import os
+
+    from engine.core.encoders.base import configure_threads
     from engine.core.encoders.device import on_cpu
-    from engine.core.encoders.registry import load_encoder, load_text_query_encoder
-    if kind == "text" and o.ray is None and on_cpu(o.device):
-        return load_text_query_encoder(spec)
+    from engine.core.encoders.onnx_text import ORT_THREADS_ENV
+    from engine.core.encoders.registry import light_encoder, load_encoder
+    if o.ray is None and on_cpu(o.device):
+        before = os.environ.get(ORT_THREADS_ENV)
+        if o.threads:
+            os.environ[ORT_THREADS_ENV] = str(o.threads)  # read when the sessions open, below
+        try:
+            light = light_encoder(spec)
+        finally:
+            if before is None:
+                os.environ.pop(ORT_THREADS_ENV, None)
+            else:
+                os.environ[ORT_THREADS_ENV] = before
+        if light is not None:
+            return light
+    configure_threads(o.threads)
     return load_encoder(spec)
 
 

@@ -30,42 +30,44 @@ ARRAYS = ("text_mean", "image_mean", "feature_mean", "features", "captions")
 
 
 def views_transform() -> Callable:
-    """PIL image → one flat uint8 tensor holding its 10 views (one tensor per image, so batches stack; bytes,
-    not floats, keep the decode workers' read-ahead at 1.7 MB an image)."""
-    import torch
+    """PIL image → one flat uint8 array holding its 10 views (one array per image, so batches stack; bytes, not
+    floats, keep the decode workers' read-ahead at 1.7 MB an image). torchvision's Resize (bicubic, short side),
+    CenterCrop, FiveCrop and hflip done with PIL alone, so the torch and the onnxruntime paths read the same
+    pixels (tests/core/test_adapt.py checks them against torchvision)."""
     from PIL import Image
-    from torchvision import transforms as T
-    bicubic = T.InterpolationMode.BICUBIC
-    norm = T.PILToTensor()
+
+    from engine.core.encoders.onnx_image import resize_short, centre_crop
 
     def views(img):
-        r256 = T.Resize(256, interpolation=bicubic)(img)
-        centre = T.CenterCrop(SMALL)(r256)
+        r256 = resize_short(img, 256)
+        w, h = r256.size
+        centre = centre_crop(r256, SMALL)
         squashed = img.resize((SMALL, SMALL), Image.BICUBIC)
-        small = [centre, T.functional.hflip(centre), squashed, T.functional.hflip(squashed),
-                 *T.FiveCrop(SMALL)(r256)[:4]]
-        big = T.CenterCrop(LARGE)(T.Resize(320, interpolation=bicubic)(img))
-        large = [big, T.functional.hflip(big)]
-        return torch.cat([torch.stack([norm(v) for v in small]).flatten(),
-                          torch.stack([norm(v) for v in large]).flatten()])
+        corners = [r256.crop((x, y, x + SMALL, y + SMALL)) for x, y in
+                   ((0, 0), (w - SMALL, 0), (0, h - SMALL), (w - SMALL, h - SMALL))]
+        big = centre_crop(resize_short(img, 320), LARGE)
+        flip = Image.Transpose.FLIP_LEFT_RIGHT
+        small = [centre, centre.transpose(flip), squashed, squashed.transpose(flip), *corners]
+        large = [big, big.transpose(flip)]
+        return np.concatenate([np.stack([np.asarray(v, np.uint8).transpose(2, 0, 1) for v in group]).ravel()
+                               for group in (small, large)])
     return views
 
 
-def view_features(batch, device: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+def view_features(batch, forward: Callable) -> tuple[np.ndarray, np.ndarray]:
     """(class probabilities averaged over the views, pooled features averaged over the views) of a batch of
-    `views_transform` tensors."""
+    `views_transform` arrays; `forward`: float32 (n, 3, H, W) pixels → (pooled, logits) of EfficientNet-Lite0
+    (torch's `pooled_and_logits` or the ONNX session: `engine.core.encoders.adapted.effnet_forward`)."""
     from engine.core.encoders.conse import class_probabilities
-    from engine.core.encoders.efficientnet import pooled_and_logits
+    batch = np.asarray(batch)
     b = batch.shape[0]
-    batch = batch.float() / 127.5 - 1.0  # ToTensor then Normalize(0.5, 0.5), the weights' recipe
     cut = N_SMALL * 3 * SMALL * SMALL
-    small = batch[:, :cut].reshape(b * N_SMALL, 3, SMALL, SMALL)
-    large = batch[:, cut:].reshape(b * N_LARGE, 3, LARGE, LARGE)
     probs, pooled = [], []
-    for group, n in ((small, N_SMALL), (large, N_LARGE)):
-        p, logits = pooled_and_logits(group, device)
-        probs.append(class_probabilities(logits, TEMPERATURE).reshape(b, n, -1))
-        pooled.append(p.reshape(b, n, -1))
+    for group, n, size in ((batch[:, :cut], N_SMALL, SMALL), (batch[:, cut:], N_LARGE, LARGE)):
+        pixels = group.reshape(b * n, 3, size, size).astype(np.float32) / 127.5 - 1.0  # ToTensor, Normalize(0.5, 0.5)
+        p, logits = forward(pixels)
+        probs.append(class_probabilities(np.asarray(logits), TEMPERATURE).reshape(b, n, -1))
+        pooled.append(np.asarray(p).reshape(b, n, -1))
     return np.concatenate(probs, 1).mean(1), np.concatenate(pooled, 1).mean(1)
 
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from engine.core.encoders.base import IMAGE, Encoder, cache_dir
 
-EXPORT_VERSION = 1
+EXPORT_VERSION = 2  # 2: height and width dynamic (the adapter's 288-px views run on the same export)
 POOLED_DIM = 1280
 RESIZE, CROP = 256, 224
 WEIGHTS = "efficientnet-lite0-57934424.pth"
@@ -75,7 +75,8 @@ def export(target: Path) -> None:
         raw = Path(tmp) / "model.onnx"
         torch.onnx.export(Heads().eval(), (torch.zeros(1, 3, CROP, CROP),), str(raw), input_names=["pixels"],
                           output_names=["pooled", "logits"],
-                          dynamic_axes={"pixels": {0: "batch"}, "pooled": {0: "batch"}, "logits": {0: "batch"}},
+                          dynamic_axes={"pixels": {0: "batch", 2: "height", 3: "width"}, "pooled": {0: "batch"},
+                                        "logits": {0: "batch"}},
                           opset_version=17, dynamo=False)
         os.replace(raw, target / "model.onnx")
 
@@ -94,24 +95,35 @@ def ensure_exported(announce: bool = True) -> Path:
     return folder
 
 
-def preprocess(img, resize: int = RESIZE, crop: int = CROP, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5),
-               resample: str = "bicubic") -> np.ndarray:
-    """PIL RGB image → (3, crop, crop) float32: torchvision's Resize(resize) of the short side, CenterCrop(crop),
-    ToTensor, Normalize(mean, std), with PIL and numpy (defaults: EfficientNet-Lite0's recipe)."""
+def resize_short(img, size: int, resample: str = "bicubic"):
+    """torchvision's Resize(size) of a PIL image: the short side to `size`, the long one scaled (truncated)."""
     from PIL import Image
     w, h = img.size
     short, long = (w, h) if w <= h else (h, w)
-    new_long = int(resize * long / short)
-    size = (resize, new_long) if w <= h else (new_long, resize)
-    if (w, h) != size:
-        img = img.resize(size, {"bicubic": Image.BICUBIC, "bilinear": Image.BILINEAR}[resample])
+    new_long = int(size * long / short)
+    target = (size, new_long) if w <= h else (new_long, size)
+    if (w, h) == target:
+        return img
+    return img.resize(target, {"bicubic": Image.BICUBIC, "bilinear": Image.BILINEAR}[resample])
+
+
+def centre_crop(img, crop: int):
+    """torchvision's CenterCrop(crop) of a PIL image (zero padding first where it is smaller)."""
+    from PIL import Image
     w, h = img.size
     if w < crop or h < crop:  # torchvision pads with zeros before cropping
         padded = Image.new(img.mode, (max(w, crop), max(h, crop)))
         padded.paste(img, ((max(w, crop) - w) // 2, (max(h, crop) - h) // 2))
         img, (w, h) = padded, padded.size
     top, left = int(round((h - crop) / 2.0)), int(round((w - crop) / 2.0))
-    arr = np.asarray(img.crop((left, top, left + crop, top + crop)), dtype=np.float32)
+    return img.crop((left, top, left + crop, top + crop))
+
+
+def preprocess(img, resize: int = RESIZE, crop: int = CROP, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5),
+               resample: str = "bicubic") -> np.ndarray:
+    """PIL RGB image → (3, crop, crop) float32: torchvision's Resize(resize) of the short side, CenterCrop(crop),
+    ToTensor, Normalize(mean, std), with PIL and numpy (defaults: EfficientNet-Lite0's recipe)."""
+    arr = np.asarray(centre_crop(resize_short(img, resize, resample), crop), dtype=np.float32)
     arr = (arr / 255.0 - np.asarray(mean, np.float32)) / np.asarray(std, np.float32)
     return np.ascontiguousarray(arr.transpose(2, 0, 1), dtype=np.float32)
 
@@ -131,13 +143,16 @@ class OnnxImage:
 
 
 def runner() -> OnnxImage:
-    """The session (one per process), exporting first when needed (announced)."""
-    if "runner" not in _runner:
-        _runner["runner"] = OnnxImage(ensure_exported())
-    return _runner["runner"]
+    """The session (one per process and thread setting: a build's `--threads` opens its own), exporting first
+    when needed (announced)."""
+    from engine.core.encoders.onnx_text import ORT_SPIN_ENV, ORT_THREADS_ENV
+    key = (os.environ.get(ORT_THREADS_ENV, "0"), os.environ.get(ORT_SPIN_ENV, "0"))
+    if key not in _runner:
+        _runner[key] = OnnxImage(ensure_exported())
+    return _runner[key]
 
 
-_runner: dict[str, OnnxImage] = {}
+_runner: dict[tuple[str, str], OnnxImage] = {}
 
 
 def usable() -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import importlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from engine.errors import EngineError
 
@@ -23,7 +23,9 @@ class EncoderEntry:
     default_spec: str = ""  # … with this spec
     text_query: str = ""  # "module:function" → the text side alone, light to load (None when it cannot run)
     image_query: str = ""  # "module:function" → the image side alone, light to load (None when it cannot run)
-    wraps: bool = False   # its loader wraps another encoder: called with (arg, load_encoder)
+    wraps: bool = False   # its loaders wrap another encoder: called with (arg, load_encoder) and its light sides
+    #                       with (arg, the registry's light side of that field); its module's `base_spec(arg)`
+    #                       names the wrapped spec
 
 
 ENCODERS: tuple[EncoderEntry, ...] = (
@@ -44,7 +46,8 @@ ENCODERS: tuple[EncoderEntry, ...] = (
                  image_query="engine.core.encoders.onnx_image:effnet_query_encoder"),
     EncoderEntry("adapted", "engine.core.encoders.adapted:adapted_encoder", "adapted:DIR", "as its base",
                  "a base encoder with the adapter `engine adapt` fitted on labelled pairs (DIR/adapter.json names "
-                 "the base)", wraps=True),
+                 "the base)", wraps=True, text_query="engine.core.encoders.adapted:text_query_encoder",
+                 image_query="engine.core.encoders.adapted:image_query_encoder"),
 )
 
 SPEC_ALIASES = {"minilm": "sbert:all-MiniLM-L6-v2", "efficientnet-lite0": "effnet"}
@@ -85,7 +88,34 @@ def _light_side(spec: str, field: str):
     if not loader:
         return None
     module, _, function = loader.partition(":")
-    return getattr(importlib.import_module(module), function)(arg)
+    side = getattr(importlib.import_module(module), function)
+    return side(arg, lambda base: _light_side(base, field)) if entry.wraps else side(arg)
+
+
+def modalities_of(spec: str) -> frozenset[str]:
+    """What `spec`'s whole encoder embeds ("text", "image"), from the registry (a wrapping spec: its base's),
+    without loading a model."""
+    entry, arg = entry_for(spec)
+    if entry.wraps:
+        return modalities_of(importlib.import_module(entry.loader.partition(":")[0]).base_spec(arg))
+    return frozenset(re.findall(r"text|image", entry.modalities))
+
+
+def light_encoder(spec: str):
+    """`spec`'s encoder with every modality on its light side (onnxruntime: the sessions its queries use; one
+    Encoder joining the text and image sides of a text–image model), or None where one of them has none or
+    cannot run here (then `load_encoder` builds the whole, torch, encoder)."""
+    sides = {}
+    for modality, field in (("text", "text_query"), ("image", "image_query")):
+        if modality in modalities_of(spec):
+            sides[modality] = _light_side(spec, field)
+            if sides[modality] is None:
+                return None
+    if len(sides) < 2:
+        return next(iter(sides.values()), None)
+    text, image = sides["text"], sides["image"]
+    return replace(image, modalities=text.modalities | image.modalities, text_fn=text.text_fn,
+                   info={**text.info, **image.info})
 
 
 def load_text_query_encoder(spec: str):
@@ -109,12 +139,12 @@ def prepare_queries(spec: str) -> list[str]:
     """Export what `spec`'s light query sides need (each export says so on a status line; nothing is done
     twice); returns how each modality's queries will run, e.g. ["text: onnx", "image: torch"]."""
     try:
-        entry, _ = entry_for(spec)
+        entry_for(spec)
     except EngineError:
         return []  # an encoder the registry does not list (installed by a test or a plugin): nothing to export
     out = []
     for field, modality in (("text_query", "text"), ("image_query", "image")):
-        if modality in re.findall(r"[a-z]+", entry.modalities):
+        if modality in modalities_of(spec):
             enc = _light_side(spec, field)
             out.append(f"{modality}: {enc.info.get('runtime', 'torch') if enc is not None else 'torch'}")
     return out
