@@ -159,6 +159,61 @@ def test_conse_neighbours_round_trip_through_the_cli(run_cli, tmp_path, monkeypa
     assert Path(col.search(text="a cat looking at the camera", k=1)[0].id).stem == "chelsea"
 
 
+def test_the_ten_views_equal_torchvisions(sample_photos):
+    """The views made with PIL alone hold the pixels torchvision's Resize, CenterCrop, FiveCrop and hflip give."""
+    import torch
+    from PIL import Image
+
+    from engine.core.encoders import torchvision_patch  # noqa: F401  (before torchvision)
+    from torchvision import transforms as T
+
+    from engine.core.encoders.neighbours import views_transform
+    from engine.core.images import load_image
+    bicubic = T.InterpolationMode.BICUBIC
+
+    def reference(img):
+        r256 = T.Resize(256, interpolation=bicubic)(img)
+        centre = T.CenterCrop(224)(r256)
+        squashed = img.resize((224, 224), Image.BICUBIC)
+        small = [centre, T.functional.hflip(centre), squashed, T.functional.hflip(squashed),
+                 *T.FiveCrop(224)(r256)[:4]]
+        big = T.CenterCrop(288)(T.Resize(320, interpolation=bicubic)(img))
+        return torch.cat([torch.stack([T.PILToTensor()(v) for v in small]).flatten(),
+                          torch.stack([T.PILToTensor()(v) for v in (big, T.functional.hflip(big))]).flatten()])
+    images = [load_image(p) for p in sorted(sample_photos.values())[:3]]
+    images += [Image.new("RGB", (700, 90), (10, 200, 30)), Image.new("RGB", (90, 333), (250, 0, 7))]
+    for img in images:
+        np.testing.assert_array_equal(views_transform()(img), reference(img).numpy())
+
+
+def test_an_adapted_query_runs_on_onnx_equal_to_torch_and_imports_no_torch(run_cli, tmp_path, monkeypatch, capsys,
+                                                                            sample_photos, conse_encoder,
+                                                                            image_query_in_new_process):
+    """`adapted:DIR` over conse: its light text and image sides (the base's ONNX sessions, the views and the
+    memory after them) give the torch encoder's vectors within 1e-4; an image query of an adapted collection
+    imports no torch stack in a fresh process."""
+    from engine.core.collection import Collection
+    from engine.core.encoders.registry import load_encoder, load_image_query_encoder, load_text_query_encoder
+    names = ["astronaut", "chelsea", "coffee", "rocket", "horse"]
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text("text,image\n" + "".join(f"a photo of {n}{s},{sample_photos[n]}\n" for n in names
+                                              for s in ("", " again")))
+    out = tmp_path / "ad"
+    code, _, err = run_cli("adapt", "--base", "conse", "--pairs", pairs, "--out", out, "-q")
+    assert code == 0, err
+    spec = f"adapted:{out}"
+    whole, text, image = load_encoder(spec), load_text_query_encoder(spec), load_image_query_encoder(spec)
+    assert text.info["runtime"] == image.info["runtime"] == "onnx" and text.spec == image.spec == whole.spec
+    np.testing.assert_allclose(text.encode_texts(["a cat", "a rocket at night"]),
+                               whole.encode_texts(["a cat", "a rocket at night"]), atol=1e-4)
+    photos = [str(p) for p in sorted(sample_photos.values())[:4]]
+    a, b = image.encode_images(photos, batch_size=3), whole.encode_images(photos, batch_size=3)
+    assert a.ok == b.ok == list(range(4))
+    np.testing.assert_allclose(a.embeddings, b.embeddings, atol=1e-4)
+    Collection.from_vectors("im", [f"p{i}" for i in range(4)], b.embeddings, whole.spec, "image", root=tmp_path)
+    assert image_query_in_new_process(tmp_path, "im", photos[1]) == ("p1", "[]")
+
+
 def test_an_adapter_folder_without_a_version_loads_as_linear_maps(tmp_path):
     """Folders the first `engine adapt` wrote (no version, two maps) keep loading, as linear maps."""
     import json
