@@ -2,6 +2,7 @@
 again with the same input skips the chunks it finished. The chunk is the unit for local and Ray builds alike."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
@@ -105,15 +106,22 @@ def _texts_longest_first(encoder, chunk: Sequence[Item], step: int, o: BuildOpti
                          tick: Callable[[int], None] | None) -> dict[str, np.ndarray]:
     """A chunk's texts encoded longest first, in slices of `step` (the progress bar's unit), rows put back in
     the chunk's order: slices cut in input order pad every batch to a random neighbour's length, slices cut from
-    the chunk's length order pad as little as one `encode` over the chunk does."""
+    the chunk's length order pad as little as one `encode` over the chunk does. An encoder whose info says
+    `parallel` N (the CPU build's ONNX sessions: `from_source.build_encoder`) takes N slices at once."""
+    from concurrent.futures import ThreadPoolExecutor
     texts = [it.source for it in chunk]
     order = np.argsort(-np.fromiter(map(len, texts), np.int64, len(texts)), kind="stable")
+    parts = [[texts[i] for i in order[lo:lo + step]] for lo in range(0, len(order), step)]
+
+    def encode(part: list[str]) -> np.ndarray:
+        return np.asarray(encoder.encode_texts(part, batch_size=o.batch_size), dtype=np.float32)
+    parallel = min(int(encoder.info.get("parallel", 1)), len(parts))
     rows = []
-    for lo in range(0, len(order), step):
-        part = [texts[i] for i in order[lo:lo + step]]
-        rows.append(np.asarray(encoder.encode_texts(part, batch_size=o.batch_size), dtype=np.float32))
-        if tick is not None:
-            tick(len(part))
+    with ThreadPoolExecutor(parallel) if parallel > 1 else contextlib.nullcontext() as pool:
+        for part, emb in zip(parts, pool.map(encode, parts) if pool is not None else map(encode, parts)):
+            rows.append(emb)
+            if tick is not None:
+                tick(len(part))
     emb = np.concatenate(rows) if rows else np.zeros((0, 0), np.float32)
     out = np.empty_like(emb)
     out[order] = emb

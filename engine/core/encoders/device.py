@@ -57,6 +57,12 @@ def on_cpu(spec: str | None = None) -> bool:
     return spec == "cpu" or (spec == AUTO and not gpu_present())
 
 
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask where the system has one)."""
+    import os
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def resolve_device(spec: str | None = None) -> str:
     """The torch device `spec` (default: the current setting) names on this machine: `auto` → the first CUDA
     GPU, else Apple's MPS, else the CPU; a GPU that is not there is an error."""
