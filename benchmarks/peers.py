@@ -10,8 +10,8 @@ it saw (other processes share the CPUs; ratios of alternated runs are what to re
                        vs a text query of each
     service            `engine serve` vs a minimal FastAPI + faiss + sentence-transformers app (peers_floor.py app),
                        1 / 8 / 32 loopback clients, rounds alternated
-    text build         Collection.build over the texts vs one SentenceTransformer.encode over the same texts,
-                       in one process, alternated
+    text build         the CPU build path (ONNX, benchmarks/onnx_build.py) vs SentenceTransformer.encode vs a raw
+                       onnxruntime loop over the same export, each in a fresh process, alternated
     vectors            the engine vs LanceDB over the same --vectors-n × 384 vectors, metadata and texts
                        (peers_vectors.py; a fresh process per side and run, sides alternated): p50 and CPU ms
                        per query of a 1 % and a 50 % metadata filter, dense, BM25 and hybrid (RRF) queries, the
@@ -208,37 +208,11 @@ def service(root: Path, env: dict, levels: list[tuple[int, int]], rounds: int, b
     return out
 
 
-def build(n: int, repeat: int, tmp: Path) -> dict:
-    """texts/s of Collection.build (whole build: encode, index, items, commit) vs SentenceTransformer.encode."""
-    from engine.core.collection import Collection
-    from engine.core.encoders.sbert import load_sentence_model
-    from engine.progress import set_quiet
-    set_quiet(True)
-    texts = documents(n, seed=1)
-    csv = tmp / "build.csv"
-    write_csv(csv, texts)
-    model = load_sentence_model("all-MiniLM-L6-v2", "cpu")
-    model.encode(texts[:64])
-    def engine_build() -> None:
-        Collection.build("b", texts=csv, root=tmp / "build-indexes", model=MODEL, force=True)
-        shutil.rmtree(tmp / "build-indexes")
-
-    def raw_encode() -> None:
-        model.encode(texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
-
-    cases = {"engine build --texts": engine_build, "SentenceTransformer.encode": raw_encode}
-    runs: dict[str, list] = {k: [] for k in cases}
-    for rep in range(repeat):  # the order flips every other pair: neither side always runs on a warmer machine
-        for label, work in (list(cases.items()) if rep % 2 == 0 else list(cases.items())[::-1]):
-            la = loadavg()
-            t, c = time.perf_counter(), time.process_time()
-            work()
-            runs[label].append([n / (time.perf_counter() - t), la, n / (time.process_time() - c)])
-        print("  " + ", ".join(f"{k}: {v[-1][0]:.1f} texts/s ({v[-1][2]:.1f} per CPU second, load {v[-1][1]})"
-                               for k, v in runs.items()), flush=True)
-    return {k: {"texts_per_s": statistics.median(r[0] for r in v),
-                "texts_per_cpu_s": statistics.median(r[2] for r in v), "runs": v} for k, v in runs.items()}
-
+def build(n: int, repeat: int) -> dict:
+    """Text build throughput: the engine's CPU build path vs SentenceTransformer.encode vs a raw onnxruntime loop
+    over the same export, each in a fresh process, alternated (benchmarks/onnx_build.py's measurement)."""
+    from onnx_build import section_encode
+    return section_encode(n, repeat)
 
 # ---------------------------------------------------------------------------------------------- vectors vs LanceDB
 VOCABULARY = 5000
@@ -451,12 +425,13 @@ def report(result: dict) -> list[list[str]]:
         rows.append([f"{peer['peer']} build, {result['n']:,} docs, texts/s (model load included)", "—",
                      f"{peer['texts_per_s']:.1f}" if "texts_per_s" in peer else peer.get("error", "?"), "—"])
     if "build" in result:
-        b, r = result["build"]["engine build --texts"], result["build"]["SentenceTransformer.encode"]
-        rows.append([f"text build, {result['build_n']:,} texts, texts/s", f"{b['texts_per_s']:.1f}",
-                     f"raw encode {r['texts_per_s']:.1f}", f"{b['texts_per_s'] / r['texts_per_s']:.2f} (paired "
-                     f"{paired_ratio(result['build'], 'engine build --texts', 'SentenceTransformer.encode'):.2f}; goal ≥ 0.95)"])
-        rows.append([f"text build, {result['build_n']:,} texts, texts per CPU second", f"{b['texts_per_cpu_s']:.1f}",
-                     f"raw encode {r['texts_per_cpu_s']:.1f}", f"{b['texts_per_cpu_s'] / r['texts_per_cpu_s']:.2f}"])
+        t = result["build"]["table"]
+        for per, unit in (("per_s", "texts/s"), ("per_cpu_s", "texts per CPU second")):
+            e = t["engine"]
+            rows.append([f"text build, {result['build_n']:,} texts, {unit}", f"{e[per]:.1f}",
+                         f"torch encode {t['torch'][per]:.1f}; raw onnxruntime loop {t['raw_onnx'][per]:.1f}",
+                         f"{e['vs_torch' if per == 'per_s' else 'vs_torch_per_cpu_s']:.2f} × torch paired, "
+                         f"{e[per] / t['raw_onnx'][per]:.2f} × raw (goal ≥ 1 × the faster)"])
     if "vectors" in result:
         rows.extend(vectors_rows(result["vectors"]))
     return rows
@@ -519,7 +494,7 @@ def main() -> None:
             result["serve"] = service(root, env, levels, args.rounds, args.budget_s, tmp)
         if "build" in only:
             print("text build", flush=True)
-            result["build"] = build(args.build_n, args.build_repeat, tmp)
+            result["build"] = build(args.build_n, args.build_repeat)
         if "vectors" in only:
             print(f"vectors: the engine vs LanceDB, {args.vectors_n:,} × 384", flush=True)
             result["vectors"] = vectors_vs_lancedb(args.vectors_n, args.vectors_queries, args.repeat, tmp, env)

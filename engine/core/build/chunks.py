@@ -111,11 +111,16 @@ def _texts_longest_first(encoder, chunk: Sequence[Item], step: int, o: BuildOpti
     from concurrent.futures import ThreadPoolExecutor
     texts = [it.source for it in chunk]
     order = np.argsort(-np.fromiter(map(len, texts), np.int64, len(texts)), kind="stable")
-    parts = [[texts[i] for i in order[lo:lo + step]] for lo in range(0, len(order), step)]
+    parallel = int(getattr(encoder, "info", {}).get("parallel", 1))
+    if 1 < len(order) <= step * parallel:  # too few for a slice each: dealt in turn, alike in length
+        groups = [order[i::parallel] for i in range(min(parallel, len(order)))]
+    else:
+        groups = [order[lo:lo + step] for lo in range(0, len(order), step)]
+    parts = [[texts[i] for i in g] for g in groups]
 
     def encode(part: list[str]) -> np.ndarray:
         return np.asarray(encoder.encode_texts(part, batch_size=o.batch_size), dtype=np.float32)
-    parallel = min(int(encoder.info.get("parallel", 1)), len(parts))
+    parallel = min(parallel, len(parts))
     rows = []
     with ThreadPoolExecutor(parallel) if parallel > 1 else contextlib.nullcontext() as pool:
         for part, emb in zip(parts, pool.map(encode, parts) if pool is not None else map(encode, parts)):
@@ -124,7 +129,7 @@ def _texts_longest_first(encoder, chunk: Sequence[Item], step: int, o: BuildOpti
                 tick(len(part))
     emb = np.concatenate(rows) if rows else np.zeros((0, 0), np.float32)
     out = np.empty_like(emb)
-    out[order] = emb
+    out[np.concatenate(groups) if groups else order] = emb
     return chunk_data(out, range(len(texts)), [])
 
 

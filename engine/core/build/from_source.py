@@ -179,8 +179,9 @@ def _build_collection(name: str, images: str | Path | None, texts: str | Path | 
         more = f"\n  … and {len(report.failed) - 20} more (listed in {path / MANIFEST})" if len(report.failed) > 20 else ""
         warn(f"{len(report.failed)} of {len(items)} images skipped:\n{lines}{more}")
     info(f"collection {name!r}: {count} items in {path}")
-    from engine.core.encoders.registry import prepare_queries
-    prepare_queries(encoder.spec)  # queries then load no torch; exports say so, and happen once
+    if encoder.info.get("runtime") != "onnx":  # built on the light sides: their exports are there already
+        from engine.core.encoders.registry import prepare_queries
+        prepare_queries(encoder.spec)  # queries then load no torch; exports say so, and happen once
     return path
 
 
