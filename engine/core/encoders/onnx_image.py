@@ -142,20 +142,24 @@ def cpu_key() -> str:
     return hashlib.sha1(json.dumps([ort.__version__, platform.machine(), flags]).encode()).hexdigest()[:12]
 
 
-def optimized_model(folder: Path) -> Path:
+def optimized_model(folder: Path) -> Path | None:
     """`folder/model.onnx` with all of onnxruntime's graph optimizations applied for this CPU (NCHWc layouts for
     convolutions: EfficientNet-Lite0's ten adapter views take half the CPU time of the portable graph), saved
-    once per CPU kind beside it (onnxruntime alone, no torch), so a session opens it with optimizations off."""
+    once per CPU kind beside it (onnxruntime alone, no torch), so a session opens it with optimizations off.
+    None where it cannot be written (a read-only cache): the portable graph then serves."""
     import onnxruntime as ort
     target = folder / f"model-{cpu_key()}.onnx"
     if not target.is_file():
         opts = ort.SessionOptions()
         opts.log_severity_level = 3
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        with tempfile.TemporaryDirectory(dir=folder) as tmp:
-            opts.optimized_model_filepath = str(Path(tmp) / "model.onnx")
-            ort.InferenceSession(str(folder / "model.onnx"), opts, providers=["CPUExecutionProvider"])
-            os.replace(Path(tmp) / "model.onnx", target)
+        try:
+            with tempfile.TemporaryDirectory(dir=folder) as tmp:
+                opts.optimized_model_filepath = str(Path(tmp) / "model.onnx")
+                ort.InferenceSession(str(folder / "model.onnx"), opts, providers=["CPUExecutionProvider"])
+                os.replace(Path(tmp) / "model.onnx", target)
+        except OSError:
+            return None
     return target
 
 
@@ -166,7 +170,9 @@ class OnnxImage:
     def __init__(self, folder: Path):
         from engine.core.encoders.onnx_text import session_options
         import onnxruntime as ort
-        self.session = ort.InferenceSession(str(optimized_model(folder)), session_options(optimized=True),
+        optimized = optimized_model(folder)
+        self.session = ort.InferenceSession(str(optimized or folder / "model.onnx"),
+                                            session_options(optimized=optimized is not None),
                                             providers=["CPUExecutionProvider"])
 
     def __call__(self, batch) -> tuple[np.ndarray, ...]:
