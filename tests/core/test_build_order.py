@@ -45,10 +45,12 @@ def test_each_chunk_reaches_the_encoder_longest_first_and_rows_land_in_input_ord
     assert first_chunk == sorted((len(t) for t in texts[:512]), reverse=True)  # across slices, within the chunk
 
 
-@pytest.mark.parametrize("n, sizes", [(600, [256, 256, 88]), (300, [150, 150]), (3, [2, 1])])
-def test_a_parallel_encoder_takes_slices_at_once_and_rows_land_in_input_order(tmp_path, n, sizes):
+@pytest.mark.parametrize("n, sizes, threads", [(600, [256, 256, 88], 2), (300, [150, 150], 2), (40, [20, 20], 2),
+                                              (20, [20], 1)])
+def test_a_parallel_encoder_takes_slices_at_once_and_rows_land_in_input_order(tmp_path, n, sizes, threads):
     """The CPU build's ONNX encoder (`parallel` 2): slices encoded two at a time, each longest first; a chunk too
-    small for a full slice each is dealt to both slices in turn; rows in input order all the same."""
+    small for a full slice each is dealt to both slices in turn (one slice under 2 × MIN_SLICE texts); rows in
+    input order all the same."""
     import threading
     import time
 
@@ -59,15 +61,16 @@ def test_a_parallel_encoder_takes_slices_at_once_and_rows_land_in_input_order(tm
     texts = [f"{'w ' * int(rng.integers(1, 60))}#{i}" for i in range(n)]
     enc = _LengthEncoder()
     enc.info = {"parallel": 2}
-    threads = set()
+    seen = set()
     plain = enc.encode_texts
+
     def encode_texts(texts, batch_size=None):
-        threads.add(threading.get_ident())
+        seen.add(threading.get_ident())
         time.sleep(0.05)  # long enough that the second slice starts while the first is running
         return plain(texts, batch_size)
     enc.encode_texts = encode_texts
     rows, kept, _ = encode_chunked(tmp_path, enc, "text", [Item(str(i), t) for i, t in enumerate(texts)],
                                    BuildOptions(chunk_size=1024), BuildReport())
     assert np.array_equal(np.asarray(rows), [[len(t), i] for i, t in enumerate(texts)]) and len(kept) == n
-    assert sorted(len(c) for c in enc.calls) == sorted(sizes) and len(threads) == 2
+    assert sorted(len(c) for c in enc.calls) == sorted(sizes) and len(seen) == threads
     assert all([len(t) for t in c] == sorted((len(t) for t in c), reverse=True) for c in enc.calls)

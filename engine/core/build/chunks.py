@@ -23,6 +23,8 @@ from engine.progress import info, make_progress, warn
 
 PROGRESS_STEP = 256
 """Items encoded between two moves of the progress bar (at least four batches)."""
+MIN_SLICE = 16
+"""Texts a slice holds at least when a small chunk is dealt to parallel slices (fewer: one slice)."""
 
 
 def _plan_signature(encoder_spec: str, kind: str, items: Items, chunk_size: int) -> str:
@@ -112,8 +114,9 @@ def _texts_longest_first(encoder, chunk: Sequence[Item], step: int, o: BuildOpti
     texts = [it.source for it in chunk]
     order = np.argsort(-np.fromiter(map(len, texts), np.int64, len(texts)), kind="stable")
     parallel = int(getattr(encoder, "info", {}).get("parallel", 1))
-    if 1 < len(order) <= step * parallel:  # too few for a slice each: dealt in turn, alike in length
-        groups = [order[i::parallel] for i in range(min(parallel, len(order)))]
+    if len(order) <= step * parallel:  # too few for a full slice each: dealt in turn (alike in length), to as
+        dealt = max(1, min(parallel, len(order) // MIN_SLICE))  # many slices as hold MIN_SLICE texts each
+        groups = [order[i::dealt] for i in range(dealt)]
     else:
         groups = [order[lo:lo + step] for lo in range(0, len(order), step)]
     parts = [[texts[i] for i in g] for g in groups]
