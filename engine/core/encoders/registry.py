@@ -105,9 +105,13 @@ def light_encoder(spec: str):
     """`spec`'s encoder with every modality on its light side (onnxruntime: the sessions its queries use; one
     Encoder joining the text and image sides of a text–image model), or None where one of them has none or
     cannot run here (then `load_encoder` builds the whole, torch, encoder)."""
+    try:
+        needed = modalities_of(spec)
+    except EngineError:
+        return None  # a spec the registry does not list (a test's or a plugin's), or a bad one: load_encoder says
     sides = {}
     for modality, field in (("text", "text_query"), ("image", "image_query")):
-        if modality in modalities_of(spec):
+        if modality in needed:
             sides[modality] = _light_side(spec, field)
             if sides[modality] is None:
                 return None
