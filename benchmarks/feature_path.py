@@ -117,6 +117,37 @@ def run_worker(side: Path, worker: str, folder: Path, names: list[str], n_tasks:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def measure(work: Path, n_tasks: int, models: int, max_texts: int, repeat: int,
+            baseline: Path | None = None) -> dict:
+    """The engine's feature path, its cached rerun and the bare loop (and a baseline checkout), alternated run by
+    run in fresh processes; medians and per-run ratios to the bare loop (also `peers.py --only features`)."""
+    sys.path.insert(0, str(REPO))
+    work.mkdir(parents=True, exist_ok=True)
+    names = checkpoints(work / "ckpt", models)
+    result: dict = {"tasks": n_tasks, "models": models, "max_texts": max_texts, "repeat": repeat,
+                    "load_before": os.getloadavg(), "runs": []}
+    sides = [("engine", REPO, "engine"), ("bare", REPO, "bare")] + \
+        ([("baseline", baseline.resolve(), "engine")] if baseline else [])
+    for r in range(repeat):
+        row = {}
+        for label, side, worker in (sides if r % 2 == 0 else sides[::-1]):
+            cache = work / f"cache-{label}"
+            shutil.rmtree(cache, ignore_errors=True)
+            row[label] = run_worker(side, worker, work / "ckpt", names, n_tasks, max_texts, cache)
+            if label == "engine":
+                row["cached"] = run_worker(side, worker, work / "ckpt", names, n_tasks, max_texts, cache)
+            print(f"  run {r + 1} {label}: {row[label]['seconds']:.1f} s", flush=True)
+        result["runs"].append(row)
+    labels = list(result["runs"][0])
+    result["median_s"] = {k: statistics.median(run[k]["seconds"] for run in result["runs"]) for k in labels}
+    result["ratio_to_bare"] = {k: statistics.median(run[k]["seconds"] / run["bare"]["seconds"]
+                                                    for run in result["runs"]) for k in labels}
+    result["same_features"] = all(abs(run["engine"]["check"] - run["bare"]["check"]) < 1e-4 * run["bare"]["check"]
+                                  for run in result["runs"])
+    result["load_after"] = os.getloadavg()
+    return result
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tasks", type=int, default=21)
@@ -127,37 +158,13 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=Path("/tmp/engine-features"))
     ap.add_argument("--out", type=Path, default=HERE / "results" / "feature_path.json")
     a = ap.parse_args()
-    sys.path.insert(0, str(REPO))
-    a.work.mkdir(parents=True, exist_ok=True)
-    names = checkpoints(a.work / "ckpt", a.models)
-    result: dict = {"tasks": a.tasks, "models": a.models, "max_texts": a.max_texts, "repeat": a.repeat,
-                    "load_before": os.getloadavg(), "runs": []}
-    sides = [("engine", REPO, "engine"), ("bare", REPO, "bare")] + \
-        ([("baseline", a.baseline.resolve(), "engine")] if a.baseline else [])
-    for r in range(a.repeat):
-        row = {}
-        for label, side, worker in (sides if r % 2 == 0 else sides[::-1]):
-            cache = a.work / f"cache-{label}"
-            shutil.rmtree(cache, ignore_errors=True)
-            row[label] = run_worker(side, worker, a.work / "ckpt", names, a.tasks, a.max_texts, cache)
-            if label == "engine":
-                row["cached"] = run_worker(side, worker, a.work / "ckpt", names, a.tasks, a.max_texts, cache)
-            print(f"  run {r + 1} {label}: {row[label]['seconds']:.1f} s", flush=True)
-        result["runs"].append(row)
-    labels = list(result["runs"][0])
-    med = {k: statistics.median(run[k]["seconds"] for run in result["runs"]) for k in labels}
-    ratio = {k: statistics.median(run[k]["seconds"] / run["bare"]["seconds"] for run in result["runs"])
-             for k in labels}
-    result["median_s"], result["ratio_to_bare"] = med, ratio
-    result["same_features"] = all(abs(run["engine"]["check"] - run["bare"]["check"]) < 1e-4 * run["bare"]["check"]
-                                  for run in result["runs"])
+    result = measure(a.work, a.tasks, a.models, a.max_texts, a.repeat, a.baseline)
     print(f"\n== feature path: {a.tasks} tasks × {a.models} tiny checkpoints, {a.max_texts} texts per task, "
           f"medians of {a.repeat} ==")
     print(f"{'side':10s} {'seconds':>10s} {'× bare (paired)':>16s}")
-    for k in labels:
-        print(f"{k:10s} {med[k]:10.2f} {ratio[k]:16.2f}")
+    for k, seconds in result["median_s"].items():
+        print(f"{k:10s} {seconds:10.2f} {result['ratio_to_bare'][k]:16.2f}")
     print(f"engine's mean |feature| = the bare loop's: {result['same_features']} (goal: engine ≤ 3× bare)")
-    result["load_after"] = os.getloadavg()
     print(f"load average before {result['load_before']}, after {result['load_after']}")
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(result, indent=2))

@@ -19,7 +19,7 @@ it saw (other processes share the CPUs; ratios of alternated runs are what to re
                        right after. Every filtered and dense top-10 checked against brute force; BM25 and hybrid
                        (each side's own scoring) compared with each other. Needs `pip install lancedb`.
 
-    python benchmarks/peers.py [--n 20000] [--build-n 20000] [--repeat 5] [--only cold,image,serve,build,vectors]
+    python benchmarks/peers.py [--n 20000] [--build-n 20000] [--repeat 5] [--only cold,image,serve,build,vectors,features]
                                [--peers-python PATH/TO/PEERS-VENV/bin/python] [--vectors-n 200000]
 """
 from __future__ import annotations
@@ -435,6 +435,12 @@ def report(result: dict) -> list[list[str]]:
                          f"{e[per] / t['raw_onnx'][per]:.2f} × raw (goal ≥ 1 × the faster)"])
     if "vectors" in result:
         rows.extend(vectors_rows(result["vectors"]))
+    if "features" in result:
+        f = result["features"]
+        rows.append([f"model-ranking features, {f['tasks']} tasks × {f['models']} checkpoints",
+                     f"{f['median_s']['engine']:.1f} s (rerun over the cache {f['median_s']['cached']:.2f} s)",
+                     f"bare transformers loop {f['median_s']['bare']:.1f} s",
+                     f"{f['ratio_to_bare']['engine']:.2f} paired (goal ≤ 3; same features: {f['same_features']})"])
     return rows
 
 
@@ -447,7 +453,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3, help="alternated rounds of each service load level")
     ap.add_argument("--requests", default="1:200,8:600,32:1200", help="clients:requests per round")
     ap.add_argument("--budget-s", type=float, default=600, help="wall-clock bound of the service phase")
-    ap.add_argument("--only", default="cold,image,serve,build", help="sections: cold,image,serve,build,vectors")
+    ap.add_argument("--only", default="cold,image,serve,build",
+                    help="sections: cold,image,serve,build,vectors,features")
+    ap.add_argument("--feature-tasks", type=int, default=21, help="tasks in the model-ranking feature path")
+    ap.add_argument("--feature-models", type=int, default=20, help="tiny checkpoints in the feature path")
+    ap.add_argument("--feature-texts", type=int, default=64, help="texts per task in the feature path")
     ap.add_argument("--vectors-n", type=int, default=200_000, help="stored vectors in the LanceDB comparison")
     ap.add_argument("--vectors-queries", type=int, default=40, help="queries per measure in the LanceDB comparison")
     ap.add_argument("--encode-docs", action="store_true", help="encode the searched documents with MiniLM "
@@ -456,10 +466,11 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=HERE / "results" / "peers.json")
     args = ap.parse_args()
     only = set(args.only.split(","))
-    counts = (args.n, args.build_n, args.repeat, args.build_repeat, args.rounds, args.vectors_n, args.vectors_queries)
-    if not only <= {"cold", "image", "serve", "build", "vectors"} or min(counts) < 1:
-        raise SystemExit("--only takes cold,image,serve,build,vectors; --n, --build-n, --repeat, --build-repeat, "
-                         "--rounds, --vectors-n, --vectors-queries must be ≥ 1")
+    counts = (args.n, args.build_n, args.repeat, args.build_repeat, args.rounds, args.vectors_n, args.vectors_queries,
+              args.feature_tasks, args.feature_models, args.feature_texts)
+    if not only <= {"cold", "image", "serve", "build", "vectors", "features"} or min(counts) < 1:
+        raise SystemExit("--only takes cold,image,serve,build,vectors,features; --n, --build-n, --repeat, "
+                         "--build-repeat, --rounds, --vectors-n, --vectors-queries, --feature-* must be ≥ 1")
     from engine.display import format_table
     result: dict = {"n": args.n, "build_n": args.build_n, "cores": os.cpu_count(), "load_before": os.getloadavg()}
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -499,6 +510,11 @@ def main() -> None:
         if "vectors" in only:
             print(f"vectors: the engine vs LanceDB, {args.vectors_n:,} × 384", flush=True)
             result["vectors"] = vectors_vs_lancedb(args.vectors_n, args.vectors_queries, args.repeat, tmp, env)
+        if "features" in only:
+            import feature_path
+            print(f"model-ranking features: {args.feature_tasks} tasks × {args.feature_models} checkpoints", flush=True)
+            result["features"] = feature_path.measure(tmp / "features", args.feature_tasks, args.feature_models,
+                                                      args.feature_texts, args.build_repeat)
     result["load_after"] = os.getloadavg()
     print(f"\nengine vs floors and peers ({os.cpu_count()} cores, load {result['load_before'][0]:.1f} → "
           f"{result['load_after'][0]:.1f}; each run's load in the JSON)\n")
