@@ -21,9 +21,10 @@ import numpy as np
 
 from engine.core.index.faiss_index import SearchKnobs, check_knobs, search_index
 from engine.core.index.loading import load_index
+from engine.core.search_settings import SearchSettings
 from engine.core.store import generations
 from engine.core.store.stored import (CORE_ROLES, DEFAULT_ROOT, IMAGE_FILES, MANIFEST, PARTIAL, StoredCollection,
-                                      attach_roles, collection_path, list_collections, rebuild_hint, role_writers)
+                                      Extras, attach_roles, collection_path, list_collections, rebuild_hint)
 from engine.errors import EngineError, opt
 from engine.progress import make_progress
 
@@ -192,26 +193,23 @@ class Collection(StoredCollection):
             out.append(hits)
         return out
 
-    def search(self, text: str | None = None, image: str | None = None, k: int = 10,
-               knobs: "SearchKnobs | None" = None, mode: str | None = None, fusion: str = "weighted",
-               where: str | None = None, rerank: "str | Reranker | None" = None,
-               rerank_depth: int | None = None, rerank_options: Mapping[str, Any] | None = None) -> list[Hit]:
-        """Top-k for one text or one image query, encoded with the collection's own encoder; `mode` dense, bm25
-        or hybrid (default: hybrid where the collection stores BM25), `where` a metadata filter
-        (`engine.core.hybrid`, `engine.core.filters`); with `rerank` (a reranker spec or object, text queries
-        only), the first stage's top `rerank_depth` reordered by it (`rerank_options`: its loader's keyword
-        options, e.g. template=, instruction=)."""
+    def search(self, text: str | None = None, image: str | None = None, settings: SearchSettings | None = None,
+               **options: Any) -> list[Hit]:
+        """Top-k for one text or one image query, encoded with the collection's own encoder. `options` (or
+        `settings`) are `SearchSettings` fields: k, knobs, mode, fusion, where, rerank, rerank_depth,
+        rerank_options (`engine.core.hybrid`, `engine.core.filters`, `engine.core.rerankers`)."""
         from engine.core.hybrid import check_search_mode, search_rows
+        s = SearchSettings.of(settings, options)
         if (text is None) == (image is None):
             raise EngineError("give either a text query or an image query")
-        check_query(text, k)
-        self.check_search(k, knobs)
-        check_search_mode(self, mode, fusion, where, text is not None)
-        depth = self.check_rerank(rerank, rerank_depth, k, image is None, rerank_options)
+        check_query(text, s.k)
+        self.check_search(s.k, s.knobs)
+        check_search_mode(self, s.mode, s.fusion, s.where, text is not None)
+        depth = self.check_rerank(s.rerank, s.rerank_depth, s.k, image is None, s.rerank_options)
         q = self.encode_queries(images=[image]) if image is not None else None
-        hits = self.hits(*search_rows(self, depth, [text] if text is not None else None, q, mode, fusion, where,
-                                      knobs))[0]
-        return self.reranked([text], [hits], rerank, k, rerank_options)[0]
+        hits = self.hits(*search_rows(self, depth, [text] if text is not None else None, q, s.mode, s.fusion,
+                                      s.where, s.knobs))[0]
+        return self.reranked([text], [hits], s.rerank, s.k, s.rerank_options)[0]
 
     def check_rerank(self, rerank: "str | Reranker | None", depth: int | None, k: int, text: bool,
                      options: Mapping[str, Any] | None = None) -> int:
@@ -228,46 +226,44 @@ class Collection(StoredCollection):
         reranker = as_reranker(rerank, **(options or {}))
         return [rerank_hits(reranker, t, h, k, self) for t, h in zip(texts, hits)]
 
-    def search_many(self, texts: Sequence[str] | None = None, images: Sequence[str] | None = None, k: int = 10,
-                    batch_size: int = 64, knobs: "SearchKnobs | None" = None, mode: str | None = None,
-                    fusion: str = "weighted", where: str | None = None, rerank: "str | Reranker | None" = None,
-                    rerank_depth: int | None = None, rerank_options: Mapping[str, Any] | None = None
-                    ) -> list[list[Hit]]:
-        """Batched search with a progress bar; one ranked list per query, in order (options: see `search`)."""
+    def search_many(self, texts: Sequence[str] | None = None, images: Sequence[str] | None = None,
+                    settings: SearchSettings | None = None, **options: Any) -> list[list[Hit]]:
+        """Batched search with a progress bar; one ranked list per query, in order (options: see `search`;
+        `batch_size` queries at a time)."""
         from engine.core.hybrid import check_search_mode, search_rows
+        s = SearchSettings.of(settings, options)
+        k, batch_size = s.k, s.batch_size
         queries = list(texts if texts is not None else images or [])
         for text in texts or [k]:
             check_query(text if texts is not None else None, k)
-        self.check_search(k, knobs)
-        check_search_mode(self, mode, fusion, where, texts is not None)
-        depth = self.check_rerank(rerank, rerank_depth, k, texts is not None, rerank_options)
+        self.check_search(k, s.knobs)
+        check_search_mode(self, s.mode, s.fusion, s.where, texts is not None)
+        depth = self.check_rerank(s.rerank, s.rerank_depth, k, texts is not None, s.rerank_options)
+        rerank = s.rerank
         if rerank is not None:
             from engine.core.rerankers.stage import as_reranker
-            rerank = as_reranker(rerank, **(rerank_options or {}))
+            rerank = as_reranker(rerank, **(s.rerank_options or {}))
         out: list[list[Hit]] = []
         with make_progress() as bar:
             task = bar.add_task("searching", total=len(queries))
             for start in range(0, len(queries), batch_size):
                 chunk = queries[start:start + batch_size]
                 q = None if texts is not None else self.encode_queries(images=chunk, batch_size=batch_size)
-                hits = self.hits(*search_rows(self, depth, chunk if texts is not None else None, q, mode, fusion,
-                                              where, knobs))
+                hits = self.hits(*search_rows(self, depth, chunk if texts is not None else None, q, s.mode,
+                                              s.fusion, s.where, s.knobs))
                 out.extend(self.reranked(chunk, hits, rerank, k))
                 bar.advance(task, len(chunk))
         return out
 
-    def search_to_run(self, queries: Sequence[tuple[str, str]], out: str | Path, k: int = 100,
-                      run_id: str | None = None, batch_size: int = 64, knobs: "SearchKnobs | None" = None,
-                      mode: str | None = None, fusion: str = "weighted", where: str | None = None,
-                      rerank: "str | Reranker | None" = None, rerank_depth: int | None = None,
-                      rerank_options: Mapping[str, Any] | None = None) -> int:
-        """Search a file's worth of (qid, text) queries and write a TREC run; returns lines written."""
+    def search_to_run(self, queries: Sequence[tuple[str, str]], out: str | Path, run_id: str | None = None,
+                      settings: SearchSettings | None = None, **options: Any) -> int:
+        """Search a file's worth of (qid, text) queries and write a TREC run; returns lines written. Options as
+        `search_many`'s, but k is 100 unless given."""
         from engine.io.runs import write_run
-        results = self.search_many(texts=[t for _, t in queries], k=k, batch_size=batch_size, knobs=knobs,
-                                   mode=mode, fusion=fusion, where=where, rerank=rerank, rerank_depth=rerank_depth,
-                                   rerank_options=rerank_options)
+        s = SearchSettings.of(settings, options, k=100)
+        results = self.search_many(texts=[t for _, t in queries], settings=s)
         rankings = {qid: [(h.id, h.score) for h in hits] for (qid, _), hits in zip(queries, results)}
-        return write_run(out, rankings, run_id or self.run_label(mode, rerank))
+        return write_run(out, rankings, run_id or self.run_label(s.mode, s.rerank))
 
     def run_label(self, mode: str | None = None, rerank: "str | Reranker | None" = None) -> str:
         """The default run id of a search of this collection: what produced the run (collection, mode,
@@ -285,46 +281,40 @@ class Collection(StoredCollection):
 
     # ------------------------------------------------------------------ writing
     @classmethod
-    def build(cls, name: str, *, images: str | Path | None = None, texts: str | Path | None = None,
-              items: "Sequence[Item] | None" = None, kind: str | None = None, root: str | Path | None = None,
-              options: "BuildOptions | None" = None, report: "BuildReport | None" = None,
-              extra: Mapping[str, Any] | None = None, **settings: Any) -> "Collection":
-        """Build (or with `add`, extend) a collection by encoding a source: an image folder/table (`images`),
-        a text table (`texts`), or ready `items` of a `kind` ("image": source is a path; "text": the text).
-        `settings` are `BuildOptions` fields (model, index, batch_size, …); see `engine.core.build.options`."""
-        from engine.core.build.from_source import build_collection
-        path = build_collection(name, images=images, texts=texts, items=items, kind=kind, root=root,
-                                options=options, report=report, extra=extra, **settings)
+    def build(cls, name: str, *, root: str | Path | None = None, options: "BuildOptions | None" = None,
+              report: "BuildReport | None" = None, **settings: Any) -> "Collection":
+        """Build (or with `add`, extend) a collection by encoding a source. `settings` name the source: an image
+        folder/table (`images=`), a text table (`texts=`), or ready `items=` of a `kind=` ("image": source is a
+        path; "text": the text); `extra=` manifest fields, `query_prompt=`/`doc_prompt=`; and any `BuildOptions`
+        field (model, index, batch_size, …); see `engine.core.build.options`."""
+        from engine.core.build.from_source import build_collection, split_source
+        source, rest = split_source(settings)
+        path = build_collection(name, source, root, options, report, **rest)
         return cls.open(path.name, path.parent, verify=False)
 
     @classmethod
     def from_vectors(cls, name: str, ids: Sequence[str], vectors: np.ndarray, encoder_spec: str | None,
-                     kind: str, root: str | Path | None = None, index: str = "Flat",
-                     meta: Sequence[dict] | None = None, force: bool = False,
-                     arrays: Mapping[str, np.ndarray] | None = None,
-                     files: Mapping[str, generations.FileWriter] | None = None,
-                     extra: Mapping[str, Any] | None = None,
-                     documents: Mapping[str, Any] | None = None, queries: np.ndarray | None = None,
-                     recall: float = 0.95, memory_budget: str | int | None = None) -> "Collection":
+                     kind: str, root: str | Path | None = None, **options: Any) -> "Collection":
         """A collection over vectors computed elsewhere (L2-normalized here), queried with `encoder_spec`
-        (None: vectors only). `arrays`, JSON `documents` and `files` are stored beside them; `extra` in the
-        manifest. `index="auto"` measures candidates on `queries` (the vectors users will search with;
-        default: a sample of these vectors) for `recall` within `memory_budget` bytes (see `engine.core.index.auto`)."""
-        from engine.core.build.from_vectors import commit_vectors
-        path = commit_vectors(name, ids, vectors, encoder_spec, kind, root, index, meta, force, arrays, files, extra,
-                              documents, queries, recall, memory_budget)
+        (None: vectors only). `options`: `index` (default Flat), per-row `meta`, `force`; `arrays`, JSON
+        `documents` and `files` stored beside them, `extra` in the manifest. `index="auto"` measures candidates
+        on `queries` (the vectors users will search with; default: a sample of these vectors) for `recall`
+        (0.95) within `memory_budget` bytes (see `engine.core.index.auto`)."""
+        from engine.core.build.from_vectors import VectorPlan, commit_vectors
+        path = commit_vectors(name, ids, vectors, encoder_spec, kind, root, VectorPlan.of(options))
         return cls.open(path.name, path.parent, verify=False)
 
     @classmethod
-    def from_vector_files(cls, name: str, vectors: str | Path, ids: str | Path | None = None,
-                          meta: str | Path | None = None, encoder_spec: str | None = None,
-                          root: str | Path | None = None, options: "BuildOptions | None" = None,
-                          report: "BuildReport | None" = None, **settings: Any) -> "Collection":
+    def from_vector_files(cls, name: str, vectors: str | Path, root: str | Path | None = None,
+                          options: "BuildOptions | None" = None, report: "BuildReport | None" = None,
+                          **settings: Any) -> "Collection":
         """`engine build --vectors`: a collection over `.npy` vectors computed elsewhere (one file or a folder of
-        shards), read block by block; see `engine.core.build.from_vectors`. `settings` are `BuildOptions` fields
-        (index, memory_budget, chunk_size, shards, ray, …)."""
-        from engine.core.build.from_vectors import build_from_vector_files
-        path = build_from_vector_files(name, vectors, ids, meta, encoder_spec, root, options, report, **settings)
+        shards), read block by block; see `engine.core.build.from_vectors`. `settings`: `ids=` and `meta=` files,
+        `encoder_spec=` (None: searched by vector only), and `BuildOptions` fields (index, memory_budget,
+        chunk_size, shards, ray, …)."""
+        from engine.core.build.from_vectors import VectorFiles, build_from_vector_files
+        named = {k: settings.pop(k) for k in ("ids", "meta", "encoder_spec") if k in settings}
+        path = build_from_vector_files(name, VectorFiles(vectors, **named), root, options, report, **settings)
         return cls.open(path.name, path.parent, verify=False)
 
     def attach(self, arrays: Mapping[str, np.ndarray] | None = None,
@@ -334,5 +324,5 @@ class Collection(StoredCollection):
         keeps every existing file; returns the collection reopened."""
         from engine.core.store.lock import writer_lock  # writes only: a query never takes it
         with writer_lock(self.path):
-            attach_roles(self, role_writers(arrays, files, documents), extra)
+            attach_roles(self, Extras(arrays, files, documents).writers(), extra)
         return Collection.open(self.path.name, self.path.parent, verify=False)

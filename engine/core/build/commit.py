@@ -6,7 +6,7 @@ import os
 import shutil
 from array import array
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -17,7 +17,7 @@ from engine.core.store.columns import ROLE as COLUMNS
 from engine.core.store.columns import ColumnCollector
 from engine.core.store.id_index import ROLE as ID_INDEX, IdCollector
 from engine.core.store.npy_rows import NpyRows
-from engine.core.store.stored import PARTIAL, now, role_writers
+from engine.core.store.stored import PARTIAL, Extras, now
 from engine.version import __version__
 
 
@@ -31,17 +31,13 @@ def new_manifest(name: str, kind: str, encoder_spec: str | None, dim: int, index
 
 
 def commit_collection(path: Path, manifest: dict, embeddings: np.ndarray, items: Iterable[dict], faiss_index,
-                      arrays: Mapping[str, np.ndarray] | None = None,
-                      files: Mapping[str, generations.FileWriter] | None = None,
-                      extra: Mapping[str, Any] | None = None,
-                      documents: Mapping[str, Any] | None = None, count: int | None = None,
-                      normalize: bool = False) -> None:
+                      extras: Extras = Extras(), count: int | None = None, normalize: bool = False) -> None:
     """Write a whole generation (core files + stored extras) and publish its manifest; drops `.partial/`.
     `items` may be a generator (then give `count`); `normalize` L2-normalizes the embeddings block by block
     as they are written, so no full-size copy is made."""
     offsets = array("q")  # 8 bytes a row, not a list of ints
     manifest = {**manifest, "count": len(items) if count is None else count,  # type: ignore[arg-type]
-                **({"extra": dict(extra)} if extra else {})}
+                **({"extra": dict(extras.extra)} if extras.extra else {})}
 
     def write_index(p: Path) -> None:
         save_index(faiss_index, p)
@@ -57,7 +53,7 @@ def commit_collection(path: Path, manifest: dict, embeddings: np.ndarray, items:
     writers = {"embeddings": embeddings_writer(embeddings, normalize, path / PARTIAL),
                "items": generations.jsonl(id_hashes.rows(collector.rows(items)), offsets),
                "item_offsets": generations.offsets_npy(offsets), "index": index_writer,
-               COLUMNS: collector.writer(), ID_INDEX: id_hashes.writer(), **role_writers(arrays, files, documents)}
+               COLUMNS: collector.writer(), ID_INDEX: id_hashes.writer(), **extras.writers()}
     generations.commit(path, manifest, writers)
     shutil.rmtree(path / PARTIAL, ignore_errors=True)
 

@@ -3,7 +3,7 @@ chunked encoding (`chunks`, locally or on Ray), the FAISS index, its recall on t
 commit. `add` appends new items without re-encoding old ones."""
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -19,21 +19,41 @@ from engine.core.index.faiss_index import FlatFile, build_index, is_exact, recal
 from engine.core.index.ondisk import is_ivf
 from engine.core.sources import Item
 from engine.core.store.replaced import announce_replacement
-from engine.core.store.stored import IMAGE_FILES, MANIFEST, PARTIAL, StoredCollection, collection_path
+from engine.core.store.stored import IMAGE_FILES, MANIFEST, PARTIAL, Extras, StoredCollection, collection_path
 from engine.errors import EngineError, opt
 from engine.io.ids import trec_safe_ids
 from engine.progress import info, warn
 
 
-def build_collection(name: str, *, images: str | Path | None = None, texts: str | Path | None = None,
-                     items: Sequence[Item] | None = None, kind: str | None = None, root: str | Path | None = None,
+@dataclass(frozen=True)
+class BuildSource:
+    """What a build encodes: an image folder/table (`images`), a text table (`texts`), or ready `items` of a
+    `kind`; the task's `extra` manifest fields; the prompts put before queries and documents
+    (`engine.core.encoders.prompts`)."""
+    images: str | Path | None = None
+    texts: str | Path | None = None
+    items: Sequence[Item] | None = None
+    kind: str | None = None
+    extra: Mapping[str, Any] | None = None
+    query_prompt: str | None = None
+    doc_prompt: str | None = None
+
+
+def split_source(settings: Mapping[str, Any]) -> tuple[BuildSource, dict[str, Any]]:
+    """`Collection.build`'s keywords as the `BuildSource` and the rest (`BuildOptions` fields)."""
+    names = {f.name for f in fields(BuildSource)}
+    return (BuildSource(**{k: v for k, v in settings.items() if k in names}),
+            {k: v for k, v in settings.items() if k not in names})
+
+
+def build_collection(name: str, source: BuildSource, root: str | Path | None = None,
                      options: BuildOptions | None = None, report: BuildReport | None = None,
-                     extra: Mapping[str, Any] | None = None, query_prompt: str | None = None,
-                     doc_prompt: str | None = None, **settings: Any) -> Path:
+                     **settings: Any) -> Path:
     """See `Collection.build`; returns the collection's folder. The whole build holds the collection's writer
-    lock (`engine.core.store.lock`). `query_prompt`/`doc_prompt`: see `engine.core.encoders.prompts`."""
+    lock (`engine.core.store.lock`)."""
     from engine.core.encoders.prompts import check_prompt
     from engine.core.store.lock import writer_lock
+    query_prompt, doc_prompt = source.query_prompt, source.doc_prompt
     check_prompt(query_prompt, "query_prompt")
     check_prompt(doc_prompt, "doc_prompt")
     o = build_options(options, **settings)
@@ -43,18 +63,16 @@ def build_collection(name: str, *, images: str | Path | None = None, texts: str 
                           "to change them)")
     with writer_lock(collection_path(name, root), wait=o.wait):
         if o.ray is None:
-            return _build_collection(name, images, texts, items, kind, root, o, report, extra,
-                                     (query_prompt, doc_prompt))
+            return _build_collection(name, source, root, o, report)
         from engine.core.cluster import ray_session
         with ray_session(o.ray):
-            return _build_collection(name, images, texts, items, kind, root, o, report, extra,
-                                     (query_prompt, doc_prompt))
+            return _build_collection(name, source, root, o, report)
 
 
-def _build_collection(name: str, images: str | Path | None, texts: str | Path | None, items: Sequence[Item] | None,
-                      kind: str | None, root: str | Path | None, o: BuildOptions, report: BuildReport | None,
-                      extra: Mapping[str, Any] | None,
-                      prompt_args: tuple[str | None, str | None] = (None, None)) -> Path:
+def _build_collection(name: str, source: BuildSource, root: str | Path | None, o: BuildOptions,
+                      report: BuildReport | None) -> Path:
+    images, texts, items, kind, extra = source.images, source.texts, source.items, source.kind, source.extra
+    prompt_args = (source.query_prompt, source.doc_prompt)
     from engine.core.encoders.registry import DEFAULT_IMAGE_SPEC, DEFAULT_TEXT_SPEC, load_encoder, specs_for
     from engine.io.ids import check_unique
     if sum(x is not None for x in (images, texts, items)) != 1:
@@ -171,9 +189,9 @@ def _build_collection(name: str, images: str | Path | None, texts: str | Path | 
     if o.bm25 or (old is not None and BM25 in old.stored):
         rows = list(rows)
         files = _bm25(old, rows, [it.source for _, it in kept_items(items, kept)], o.bm25_analyzer)
-    commit_collection(path, manifest, emb, rows, faiss_index, count=count,
-                      extra={**(old.extra if old is not None else {}), **(extra or {})},
-                      documents=_image_files(old, items, kept) if kind == "image" else None, files=files)
+    commit_collection(path, manifest, emb, rows, faiss_index, Extras(
+        files=files, documents=_image_files(old, items, kept) if kind == "image" else None,
+        extra={**(old.extra if old is not None else {}), **(extra or {})}), count=count)
     if report.failed:
         lines = "\n".join(f"  {f['path']}: {f['reason']}" for f in report.failed[:20])
         more = f"\n  … and {len(report.failed) - 20} more (listed in {path / MANIFEST})" if len(report.failed) > 20 else ""

@@ -13,6 +13,7 @@ Memory: one block, the training sample and whatever index is built in memory; ne
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
@@ -27,7 +28,7 @@ from engine.core.index.faiss_index import FlatFile, build_index, is_exact, recal
 from engine.core.store import generations
 from engine.core.store.lock import writer_lock
 from engine.core.store.npy_rows import BLOCK, NpyFile, NpyRows
-from engine.core.store.stored import MANIFEST, collection_path
+from engine.core.store.stored import EXTRAS, MANIFEST, Extras, collection_path
 from engine.errors import EngineError, opt
 from engine.io.ids import check_unique
 from engine.progress import info, make_progress, warn
@@ -36,29 +37,59 @@ RECALL_QUERIES = 200
 """Own vectors sampled as queries to measure a non-exact index's recall@10."""
 
 
+@dataclass(frozen=True)
+class VectorPlan:
+    """How `commit_vectors` stores vectors: the FAISS `index` ("auto": measured on `queries` for `recall` within
+    `memory_budget` bytes), per-row `meta`, `force` to replace a collection, `extras` stored beside them; and
+    what `engine build --vectors` adds: the `sources` named in the manifest, the input's `signature` (a killed
+    build of the same input resumes), rows per `block`, `shards` (built `on_ray`), seconds to `wait` for the
+    writer lock, the `report` to fill."""
+    index: str = "Flat"
+    meta: Sequence[dict] | Iterable[dict] | None = None
+    force: bool = False
+    extras: Extras = Extras()
+    queries: np.ndarray | None = None
+    recall: float = 0.95
+    memory_budget: str | int | None = None
+    sources: Sequence[str] = ("vectors",)
+    signature: str | None = None
+    block: int = BLOCK
+    shards: int = 1
+    on_ray: bool = False
+    wait: float = 0.0
+    report: BuildReport | None = None
+
+    @classmethod
+    def of(cls, options: Mapping[str, Any]) -> "VectorPlan":
+        """The plan of `Collection.from_vectors(**options)`: index, meta, force, queries, recall, memory_budget
+        and the `Extras` (arrays, files, documents, extra); another keyword is a TypeError naming it."""
+        unknown = sorted(set(options) - set(EXTRAS) - set(PUBLIC_OPTIONS))
+        if unknown:
+            raise TypeError(f"unexpected option {unknown[0]!r} of from_vectors "
+                            f"(known: {', '.join(PUBLIC_OPTIONS + EXTRAS)})")
+        return cls(extras=Extras(**{k: v for k, v in options.items() if k in EXTRAS}),
+                   **{k: v for k, v in options.items() if k not in EXTRAS})
+
+
+PUBLIC_OPTIONS = ("index", "meta", "force", "queries", "recall", "memory_budget")
+
+
 def commit_vectors(name: str, ids: Sequence[str] | None, vectors: np.ndarray | NpyRows, encoder_spec: str | None,
-                   kind: str, root: str | Path | None = None, index: str = "Flat",
-                   meta: Sequence[dict] | Iterable[dict] | None = None, force: bool = False,
-                   arrays: Mapping[str, np.ndarray] | None = None,
-                   files: Mapping[str, generations.FileWriter] | None = None, extra: Mapping[str, Any] | None = None,
-                   documents: Mapping[str, Any] | None = None, queries: np.ndarray | None = None,
-                   recall: float = 0.95, memory_budget: str | int | None = None, *,
-                   sources: Sequence[str] = ("vectors",), signature: str | None = None, block: int = BLOCK,
-                   shards: int = 1, on_ray: bool = False, wait: float = 0.0,
-                   report: BuildReport | None = None) -> Path:
-    """See `Collection.from_vectors`; returns the collection's folder. `ids` None: the row numbers.
-    `signature` identifies the input (`vector_files.source_signature`): with one, a killed build resumes."""
+                   kind: str, root: str | Path | None = None, plan: VectorPlan = VectorPlan()) -> Path:
+    """See `Collection.from_vectors`; returns the collection's folder. `ids` None: the row numbers."""
+    p = plan
+    index, meta, queries, block, shards = p.index, p.meta, p.queries, p.block, p.shards
     path = collection_path(name, root)
-    report = report if report is not None else BuildReport()
+    report = p.report if p.report is not None else BuildReport()
     n, dim = _check_shapes(vectors, ids, meta)
     if ids is not None:
         check_unique([str(i) for i in ids], "id", name)
-    budget = parse_bytes(None if memory_budget is None else str(memory_budget))
-    with writer_lock(path, wait=wait):
-        if (path / MANIFEST).exists() and not force:
+    budget = parse_bytes(None if p.memory_budget is None else str(p.memory_budget))
+    with writer_lock(path, wait=p.wait):
+        if (path / MANIFEST).exists() and not p.force:
             raise EngineError(f"collection {name!r} already exists in {path.parent}/; rebuild it with "
                               f"{opt('force')}")
-        partial = open_plan(path, signature, {"count": n, "dim": dim, "block": block, "index": index,
+        partial = open_plan(path, p.signature, {"count": n, "dim": dim, "block": block, "index": index,
                                               "shards": shards})
         rows = normalized_copy(vectors, partial, block, report)
         fields: dict[str, Any] = {}
@@ -66,23 +97,22 @@ def commit_vectors(name: str, ids: Sequence[str] | None, vectors: np.ndarray | N
             label = "the vectors users send"
             if queries is None:
                 queries, label = _own_queries(rows, 500), f"{min(500, n)} of the collection's own vectors"
-            faiss_index, choice = choose(rows, l2_normalize(np.atleast_2d(queries)), recall, budget, label)
+            faiss_index, choice = choose(rows, l2_normalize(np.atleast_2d(queries)), p.recall, budget, label)
             factory = choice.factory
             fields = {"recall_at_10": choice.recall, "index_choice": choice.manifest(),
                       "search_params": choice.params}
         else:
             factory = index
-            faiss_index = vector_index(rows, index, partial, budget, shards, on_ray)
+            faiss_index = vector_index(rows, index, partial, budget, shards, p.on_ray)
             if not is_exact(index):
                 report.recall_at_10 = float(recall_at_k(faiss_index, rows, _own_queries(rows, RECALL_QUERIES)))
                 fields["recall_at_10"] = report.recall_at_10
                 info(f"recall@10 of {index!r} against exact search on {min(n, RECALL_QUERIES)} own vectors: "
                      f"{report.recall_at_10:.3f}")
-        manifest = new_manifest(name, kind, encoder_spec, dim, factory, list(sources),
+        manifest = new_manifest(name, kind, encoder_spec, dim, factory, list(p.sources),
                                 **({"shards": shards} if shards > 1 else {}))
         manifest.update(fields)
-        commit_collection(path, manifest, rows, _items(ids, meta, n), faiss_index, arrays, files, extra,
-                          documents, count=n)
+        commit_collection(path, manifest, rows, _items(ids, meta, n), faiss_index, p.extras, count=n)
     return path
 
 
@@ -201,15 +231,24 @@ def _own_queries(rows, n: int) -> np.ndarray:
     return np.asarray(rows[pick], dtype=np.float32)
 
 
-def build_from_vector_files(name: str, vectors: str | Path, ids: str | Path | None = None,
-                            meta: str | Path | None = None, encoder_spec: str | None = None,
-                            root: str | Path | None = None, options=None, report: BuildReport | None = None,
-                            **settings: Any) -> Path:
+@dataclass(frozen=True)
+class VectorFiles:
+    """`engine build --vectors PATH [--ids FILE] [--meta FILE] [--encoder SPEC]`: the files of vectors computed
+    elsewhere, their ids and metadata, and the encoder that made them (None: searched by vector only)."""
+    vectors: str | Path
+    ids: str | Path | None = None
+    meta: str | Path | None = None
+    encoder_spec: str | None = None
+
+
+def build_from_vector_files(name: str, source: VectorFiles, root: str | Path | None = None, options=None,
+                            report: BuildReport | None = None, **settings: Any) -> Path:
     """`engine build NAME --vectors PATH [--ids FILE] [--meta FILE] [--encoder SPEC]`: every input checked
     (headers, widths, counts, the spec's spelling) before a vector is read, then `commit_vectors`."""
     from engine.core.build.options import build_options
     from engine.core.build.vector_files import open_meta, open_vectors, read_ids, source_signature
     from engine.io.ids import trec_safe_ids
+    vectors, ids, meta, encoder_spec = source.vectors, source.ids, source.meta, source.encoder_spec
     o = build_options(options, **settings)
     if o.add:
         raise EngineError(f"{opt('vectors')} builds a whole collection; {opt('add')} is for encoded sources "
@@ -229,10 +268,9 @@ def build_from_vector_files(name: str, vectors: str | Path, ids: str | Path | No
     info(f"{len(rows):,} vectors of {rows.dim} dimensions in {len(rows.parts)} file(s) from {vectors}")
 
     def run(on_ray: bool) -> Path:
-        return commit_vectors(name, id_list, rows, encoder_spec, kind, root, o.factory(), rows_meta, o.force,
-                              recall=o.recall, memory_budget=o.memory_budget, sources=[str(vectors)],
-                              signature=signature, block=o.chunk_size, shards=o.shards, on_ray=on_ray,
-                              wait=o.wait, report=report)
+        return commit_vectors(name, id_list, rows, encoder_spec, kind, root, VectorPlan(
+            o.factory(), rows_meta, o.force, recall=o.recall, memory_budget=o.memory_budget, sources=[str(vectors)],
+            signature=signature, block=o.chunk_size, shards=o.shards, on_ray=on_ray, wait=o.wait, report=report))
     from engine.core.cluster import ray_or_here
     with ray_or_here(o.ray):
         path = run(o.ray is not None)

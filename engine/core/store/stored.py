@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -313,6 +314,23 @@ def summaries(root: str | Path | None, names: Sequence[str]) -> list[list[str]]:
         rows.append([name, str(m.get("kind", "?")), f"{int(m.get('count', 0)):,}", human_bytes(size),
                      str(m.get("encoder") or "none (vectors)")])
     return rows
+
+
+@dataclass(frozen=True)
+class Extras:
+    """What a collection stores beside its vectors: named `arrays`, JSON `documents`, folders `files` writes,
+    and a task's small settings (`extra`, kept in the manifest)."""
+    arrays: Mapping[str, np.ndarray] | None = None
+    files: Mapping[str, generations.FileWriter] | None = None
+    documents: Mapping[str, Any] | None = None
+    extra: Mapping[str, Any] | None = None
+
+    def writers(self) -> dict[str, generations.FileWriter]:
+        return role_writers(self.arrays, self.files, self.documents)
+
+
+EXTRAS = ("arrays", "files", "documents", "extra")
+"""The keyword options of `Collection.from_vectors` that make its `Extras`."""
 
 
 def role_writers(arrays: Mapping[str, np.ndarray] | None, files: Mapping[str, generations.FileWriter] | None,
