@@ -14,6 +14,7 @@ from engine.core.text_pooling import encode_queries, pack_passages, similarity, 
 from engine.errors import EngineError
 from engine.tasks.eventa.build import build_eventa
 from engine.tasks.eventa.data import Fields, read_database, read_labeled
+from engine.tasks.eventa.cli import EventaEvalOptions
 from engine.tasks.eventa.evaluate import eval_command, eval_eventa, format_stage_table
 from engine.tasks.eventa.fixture import coco_as_eventa, make_eventa_fixture
 from engine.tasks.eventa.rank import EventaIndex, RankParams
@@ -227,11 +228,11 @@ def test_article_reranking_stage_orders_as_cross_encoder_predict(built, tiny_cro
 def test_eval_command_rejects_bad_sweep_and_pooling(built):
     paths, root, _ = built
     with pytest.raises(EngineError, match="sweep takes comma-separated article weights"):
-        eval_command(paths.labeled, "fix", root, RankParams(), ["mean"], sweep=["heavy"])
+        eval_command(EventaEvalOptions(paths.labeled, "fix", "mean", sweep="heavy", root=root), RankParams())
     with pytest.raises(EngineError, match="sweep weights must lie between 0 and 1"):
-        eval_command(paths.labeled, "fix", root, RankParams(), ["mean"], sweep=["1.5"])
+        eval_command(EventaEvalOptions(paths.labeled, "fix", "mean", sweep="1.5", root=root), RankParams())
     with pytest.raises(EngineError, match="pooling takes a comma-separated list"):
-        eval_command(paths.labeled, "fix", root, RankParams(), ["median"])
+        eval_command(EventaEvalOptions(paths.labeled, "fix", "median", root=root), RankParams())
 
 
 def test_messages_name_the_command_line_flags_through_the_cli(run_cli, built, monkeypatch, capsys, tmp_path):

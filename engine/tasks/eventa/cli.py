@@ -1,13 +1,14 @@
 """`engine eventa build|submit|eval|fixture`, `engine validate eventa`, `engine convert eventa-submission|eventa-qrels`."""
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
 from engine.core.cli import Device, Quiet, RayAddress, Root
-from engine.io.options import split_list
+from engine.io.options import cli, options_command
 from engine.core.collection import DEFAULT_ROOT
 from engine.eval.cli import DocsOpt, QueriesOpt
 from engine.progress import set_quiet
@@ -46,129 +47,153 @@ EventaDepth = Annotated[int, typer.Option("--depth", help="Articles kept per sys
 EventaBatch = Annotated[int, typer.Option("--batch-size", help="Captions ranked per batch.")]
 
 
-@eventa_app.command("build")
-def eventa_build_cmd(
-    database: Annotated[Path, typer.Option("--database", help="Articles: OpenEvents V1 database.json "
-                        "({article_id: {title, content, images, date, url}}), or a JSON list/JSONL with an id field.")],
-    images: Annotated[Path, typer.Option("--images", help="Image folder; file names (without extension) are image ids.")],
-    name: EventaName = DEFAULT_NAME,
-    model: Annotated[Optional[str], typer.Option("--model", help="Image–text model: conse (offline, default) or "
-                     "clip:ARCH:WEIGHTS when you have CLIP weights.", show_default=False)] = BUILD.model,
-    text_model: Annotated[Optional[str], typer.Option("--text-model", help="Sentence model of the article passages "
-                          "(default sbert:all-MiniLM-L6-v2, offline).", show_default=False)] = BUILD.text_model,
-    title_field: Annotated[str, typer.Option("--title-field", help="Article field holding the title.")]
-    = BUILD.fields.title,
-    content_field: Annotated[str, typer.Option("--content-field", help="Article field holding the text.")]
-    = BUILD.fields.content,
-    images_field: Annotated[str, typer.Option("--images-field", help="Article field listing its image ids.")]
-    = BUILD.fields.images,
-    id_field: Annotated[Optional[str], typer.Option("--id-field", help="Article id field of a JSON list/JSONL "
-                        "(default: article_id or id).", show_default=False)] = BUILD.fields.id,
-    passage_words: Annotated[int, typer.Option("--passage-words", help="Long articles are cut into passages of whole "
-                             "sentences up to this many words (title repeated in each); an article scores its best "
-                             "passage.")] = BUILD.passage_words,
-    index: Annotated[str, typer.Option("--index", help="FAISS factory string for both collections.")] = BUILD.index,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Images per forward pass.")] = BUILD.batch_size,
-    workers: Annotated[int, typer.Option("--workers", help="Image-decoding threads.")] = BUILD.workers,
-    force: Annotated[bool, typer.Option("--force", help="Rebuild an index that already exists (its image "
-                     "embeddings are reused when the images and model are the same).")] = BUILD.force,
-    device: Device = BUILD.device,
-    ray: RayAddress = BUILD.ray,
-    root: Root = DEFAULT_ROOT,
-    quiet: Quiet = False,
-) -> None:
+@dataclass(frozen=True)
+class EventaBuildOptions:
+    """What `engine eventa build` is told, each option declared once (engine.io.options.options_command)."""
+    database: Annotated[Path, cli(typer.Option("--database", help="Articles: OpenEvents V1 database.json "
+                        "({article_id: {title, content, images, date, url}}), or a JSON list/JSONL with an id "
+                        "field."))]
+    images: Annotated[Path, cli(typer.Option("--images", help="Image folder; file names (without extension) are "
+                      "image ids."))]
+    name: Annotated[str, cli(EventaName)] = DEFAULT_NAME
+    model: Annotated[Optional[str], cli(typer.Option("--model", help="Image–text model: conse (offline, default) "
+                     "or clip:ARCH:WEIGHTS when you have CLIP weights.", show_default=False))] = BUILD.model
+    text_model: Annotated[Optional[str], cli(typer.Option("--text-model", help="Sentence model of the article "
+                          "passages (default sbert:all-MiniLM-L6-v2, offline).", show_default=False))] = BUILD.text_model
+    title_field: Annotated[str, cli(typer.Option("--title-field", help="Article field holding the title."))] \
+        = BUILD.fields.title
+    content_field: Annotated[str, cli(typer.Option("--content-field", help="Article field holding the text."))] \
+        = BUILD.fields.content
+    images_field: Annotated[str, cli(typer.Option("--images-field", help="Article field listing its image ids."))] \
+        = BUILD.fields.images
+    id_field: Annotated[Optional[str], cli(typer.Option("--id-field", help="Article id field of a JSON list/JSONL "
+                        "(default: article_id or id).", show_default=False))] = BUILD.fields.id
+    passage_words: Annotated[int, cli(typer.Option("--passage-words", help="Long articles are cut into passages of "
+                             "whole sentences up to this many words (title repeated in each); an article scores its "
+                             "best passage."))] = BUILD.passage_words
+    index: Annotated[str, cli(typer.Option("--index", help="FAISS factory string for both collections."))] \
+        = BUILD.index
+    batch_size: Annotated[int, cli(typer.Option("--batch-size", help="Images per forward pass."))] = BUILD.batch_size
+    workers: Annotated[int, cli(typer.Option("--workers", help="Image-decoding threads."))] = BUILD.workers
+    force: Annotated[bool, cli(typer.Option("--force", help="Rebuild an index that already exists (its image "
+                     "embeddings are reused when the images and model are the same)."))] = BUILD.force
+    device: Annotated[str, cli(Device)] = BUILD.device
+    ray: Annotated[Optional[str], cli(RayAddress)] = BUILD.ray
+    root: Annotated[Path, cli(Root)] = DEFAULT_ROOT
+    quiet: Annotated[bool, cli(Quiet)] = False
+
+
+def _build(o: EventaBuildOptions) -> None:
     """Build the image collection, the article-passage collection and a BM25 index over the articles."""
-    set_quiet(quiet)
+    set_quiet(o.quiet)
     from engine.tasks.eventa.build import build_eventa
-    build_eventa(database, images, name, root, BuildOptions(
-        model=model, text_model=text_model,
-        fields=Fields(title=title_field, content=content_field, images=images_field, id=id_field),
-        passage_words=passage_words, index=index, batch_size=batch_size, workers=workers, force=force,
-        device=device, ray=ray))
+    build_eventa(o.database, o.images, o.name, o.root, BuildOptions(
+        model=o.model, text_model=o.text_model,
+        fields=Fields(title=o.title_field, content=o.content_field, images=o.images_field, id=o.id_field),
+        passage_words=o.passage_words, index=o.index, batch_size=o.batch_size, workers=o.workers, force=o.force,
+        device=o.device, ray=o.ray))
 
 
+eventa_build_cmd = eventa_app.command("build")(options_command(EventaBuildOptions, _build))
 EventaIdColumn = Annotated[Optional[str], typer.Option("--id-column", help="Query id column (default: query_id, "
                            "image_index, …).", show_default=False)]
 EventaTextColumn = Annotated[Optional[str], typer.Option("--text-column", help="Caption column (default: "
                              "query_text, caption, …).", show_default=False)]
 
 
-@eventa_app.command("submit")
-def eventa_submit_cmd(
-    queries: Annotated[Path, typer.Option("--queries", help="CSV query_id,query_text (the challenge's query file).")],
-    out: Annotated[Path, typer.Option("--out", help="submission.zip to write; submission.csv is written beside it.")],
-    name: EventaName = DEFAULT_NAME,
-    pooling: EventaPooling = RANK.pooling,
-    article_fusion: EventaArticleFusion = RANK.article_fusion,
-    dense_weight: EventaDenseWeight = RANK.dense_weight,
-    bm25_weight: EventaBm25Weight = RANK.bm25_weight,
-    top_articles: EventaTopArticles = RANK.top_articles,
-    image_fusion: EventaImageFusion = RANK.image_fusion,
-    article_weight: EventaArticleWeight = RANK.article_weight,
-    depth: EventaDepth = RANK.depth,
-    rerank: EventaRerank = RANK.rerank,
-    rerank_depth: EventaRerankDepth = RANK.rerank_depth,
-    batch_size: EventaBatch = BATCH_SIZE,
-    id_column: EventaIdColumn = None,
-    text_column: EventaTextColumn = None,
-    root: Root = DEFAULT_ROOT,
-    quiet: Quiet = False,
-    pipeline: Annotated[Optional[Path], typer.Option("--pipeline", help="A pipeline file to rank with instead of "
-                        "the default (print the default with `engine pipeline show eventa`).")] = None,
-) -> None:
+def rank_params(o: Any, pooling: str = RANK.pooling) -> RankParams:
+    """The pipeline's knobs among a command's options (`pooling`: eval compares several, one at a time)."""
+    return RankParams(pooling=pooling, **{f.name: getattr(o, f.name) for f in fields(RankParams)
+                                          if f.name != "pooling" and hasattr(o, f.name)})
+
+
+@dataclass(frozen=True)
+class EventaSubmitOptions:
+    """What `engine eventa submit` is told, each option declared once."""
+    queries: Annotated[Path, cli(typer.Option("--queries", help="CSV query_id,query_text (the challenge's query "
+                       "file)."))]
+    out: Annotated[Path, cli(typer.Option("--out", help="submission.zip to write; submission.csv is written beside "
+                   "it."))]
+    name: Annotated[str, cli(EventaName)] = DEFAULT_NAME
+    pooling: Annotated[str, cli(EventaPooling)] = RANK.pooling
+    article_fusion: Annotated[str, cli(EventaArticleFusion)] = RANK.article_fusion
+    dense_weight: Annotated[float, cli(EventaDenseWeight)] = RANK.dense_weight
+    bm25_weight: Annotated[float, cli(EventaBm25Weight)] = RANK.bm25_weight
+    top_articles: Annotated[int, cli(EventaTopArticles)] = RANK.top_articles
+    image_fusion: Annotated[str, cli(EventaImageFusion)] = RANK.image_fusion
+    article_weight: Annotated[float, cli(EventaArticleWeight)] = RANK.article_weight
+    depth: Annotated[int, cli(EventaDepth)] = RANK.depth
+    rerank: Annotated[Optional[str], cli(EventaRerank)] = RANK.rerank
+    rerank_depth: Annotated[int, cli(EventaRerankDepth)] = RANK.rerank_depth
+    batch_size: Annotated[int, cli(EventaBatch)] = BATCH_SIZE
+    id_column: Annotated[Optional[str], cli(EventaIdColumn)] = None
+    text_column: Annotated[Optional[str], cli(EventaTextColumn)] = None
+    root: Annotated[Path, cli(Root)] = DEFAULT_ROOT
+    quiet: Annotated[bool, cli(Quiet)] = False
+    pipeline: Annotated[Optional[Path], cli(typer.Option("--pipeline", help="A pipeline file to rank with instead of "
+                        "the default (print the default with `engine pipeline show eventa`)."))] = None
+
+
+def _submit(o: EventaSubmitOptions) -> None:
     """Rank 10 images per caption (articles first, then their images) and write the validated submission."""
-    set_quiet(quiet)
+    set_quiet(o.quiet)
     from engine.tasks.eventa.rank import submit_eventa
-    submit_eventa(queries, out, name, root, RankParams(
-        pooling=pooling, article_fusion=article_fusion, dense_weight=dense_weight, bm25_weight=bm25_weight,
-        top_articles=top_articles, image_fusion=image_fusion, article_weight=article_weight, depth=depth,
-        rerank=rerank, rerank_depth=rerank_depth), batch_size, id_column, text_column, pipeline)
+    submit_eventa(o.queries, o.out, o.name, o.root, rank_params(o, o.pooling), o.id_column, o.text_column,
+                  o.pipeline)
 
 
-@eventa_app.command("eval")
-def eventa_eval_cmd(
-    queries: Annotated[Path, typer.Option("--queries", help="Labeled CSV: query_id (or image_index), caption "
-                       "(query_text), retrieved_article_id, retrieved_image_id.")],
-    name: EventaName = DEFAULT_NAME,
-    pooling: Annotated[str, typer.Option("--pooling", help="Comma-separated poolings to compare: mean, max, full "
-                       "(full truncates captions at the model's window).")] = ",".join(EVAL_POOLINGS),
-    article_fusion: EventaArticleFusion = RANK.article_fusion,
-    dense_weight: EventaDenseWeight = RANK.dense_weight,
-    bm25_weight: EventaBm25Weight = RANK.bm25_weight,
-    top_articles: EventaTopArticles = RANK.top_articles,
-    image_fusion: EventaImageFusion = RANK.image_fusion,
-    article_weight: EventaArticleWeight = RANK.article_weight,
-    depth: EventaDepth = RANK.depth,
-    rerank: EventaRerank = RANK.rerank,
-    rerank_depth: EventaRerankDepth = RANK.rerank_depth,
-    sweep: Annotated[Optional[str], typer.Option("--sweep", help="Comma-separated article weights to also score the "
-                     "fused stage at (rows `fused w=…`), e.g. 0,0.5,0.8,1: pick the best for submit "
-                     "--article-weight.", show_default=False)] = None,
-    limit: Annotated[Optional[int], typer.Option("--limit", help="Score only the first N labeled captions.",
-                     show_default=False)] = None,
-    id_column: EventaIdColumn = None,
-    text_column: EventaTextColumn = None,
-    image_column: Annotated[Optional[str], typer.Option("--image-column", help="Correct image id column (default: "
-                            "retrieved_image_id).", show_default=False)] = None,
-    article_column: Annotated[Optional[str], typer.Option("--article-column", help="Correct article id column "
-                              "(default: retrieved_article_id; optional).", show_default=False)] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
-    markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown table.")] = False,
-    out: Annotated[Optional[Path], typer.Option("--out", help="Also write the table as JSON here.")] = None,
-    batch_size: EventaBatch = BATCH_SIZE,
-    root: Root = DEFAULT_ROOT,
-    quiet: Quiet = False,
-) -> None:
+eventa_submit_cmd = eventa_app.command("submit")(options_command(EventaSubmitOptions, _submit))
+
+
+@dataclass(frozen=True)
+class EventaEvalOptions:
+    """What `engine eventa eval` is told, each option declared once."""
+    queries: Annotated[Path, cli(typer.Option("--queries", help="Labeled CSV: query_id (or image_index), caption "
+                       "(query_text), retrieved_article_id, retrieved_image_id."))]
+    name: Annotated[str, cli(EventaName)] = DEFAULT_NAME
+    pooling: Annotated[str, cli(typer.Option("--pooling", help="Comma-separated poolings to compare: mean, max, full "
+                       "(full truncates captions at the model's window)."))] = ",".join(EVAL_POOLINGS)
+    article_fusion: Annotated[str, cli(EventaArticleFusion)] = RANK.article_fusion
+    dense_weight: Annotated[float, cli(EventaDenseWeight)] = RANK.dense_weight
+    bm25_weight: Annotated[float, cli(EventaBm25Weight)] = RANK.bm25_weight
+    top_articles: Annotated[int, cli(EventaTopArticles)] = RANK.top_articles
+    image_fusion: Annotated[str, cli(EventaImageFusion)] = RANK.image_fusion
+    article_weight: Annotated[float, cli(EventaArticleWeight)] = RANK.article_weight
+    depth: Annotated[int, cli(EventaDepth)] = RANK.depth
+    rerank: Annotated[Optional[str], cli(EventaRerank)] = RANK.rerank
+    rerank_depth: Annotated[int, cli(EventaRerankDepth)] = RANK.rerank_depth
+    sweep: Annotated[Optional[str], cli(typer.Option("--sweep", help="Comma-separated article weights to also score "
+                     "the fused stage at (rows `fused w=…`), e.g. 0,0.5,0.8,1: pick the best for submit "
+                     "--article-weight.", show_default=False))] = None
+    limit: Annotated[Optional[int], cli(typer.Option("--limit", help="Score only the first N labeled captions.",
+                     show_default=False))] = None
+    id_column: Annotated[Optional[str], cli(EventaIdColumn)] = None
+    text_column: Annotated[Optional[str], cli(EventaTextColumn)] = None
+    image_column: Annotated[Optional[str], cli(typer.Option("--image-column", help="Correct image id column "
+                            "(default: retrieved_image_id).", show_default=False))] = None
+    article_column: Annotated[Optional[str], cli(typer.Option("--article-column", help="Correct article id column "
+                              "(default: retrieved_article_id; optional).", show_default=False))] = None
+    as_json: Annotated[bool, cli(typer.Option("--json", help="Print JSON instead of a table."))] = False
+    markdown: Annotated[bool, cli(typer.Option("--markdown", help="Print a Markdown table."))] = False
+    out: Annotated[Optional[Path], cli(typer.Option("--out", help="Also write the table as JSON here."))] = None
+    batch_size: Annotated[int, cli(EventaBatch)] = BATCH_SIZE
+    root: Annotated[Path, cli(Root)] = DEFAULT_ROOT
+    quiet: Annotated[bool, cli(Quiet)] = False
+
+    def columns(self) -> dict[str, str | None]:
+        """The labeled CSV's column names that were given (`engine.tasks.eventa.data.read_labeled`)."""
+        return {"id_column": self.id_column, "text_column": self.text_column, "image_column": self.image_column,
+                "article_column": self.article_column}
+
+
+def _eval(o: EventaEvalOptions) -> None:
     """Overall and its parts (mAP, MRR, R@1/5/10) for each stage alone and fused, plus the gold article's recall."""
-    set_quiet(quiet)
+    set_quiet(o.quiet)
     from engine.tasks.eventa.evaluate import eval_command
-    params = RankParams(article_fusion=article_fusion, dense_weight=dense_weight, bm25_weight=bm25_weight,
-                        top_articles=top_articles, image_fusion=image_fusion, article_weight=article_weight,
-                        depth=depth, rerank=rerank, rerank_depth=rerank_depth)
-    typer.echo(eval_command(queries, name, root, params, split_list(pooling) or [], out, as_json, markdown,
-                            batch_size, limit, split_list(sweep) or [],
-                            {"id_column": id_column, "text_column": text_column, "image_column": image_column,
-                             "article_column": article_column}))
+    typer.echo(eval_command(o, rank_params(o)))
+
+
+eventa_eval_cmd = eventa_app.command("eval")(options_command(EventaEvalOptions, _eval))
 
 
 @eventa_app.command("fixture")

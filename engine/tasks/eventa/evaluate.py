@@ -7,17 +7,18 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, replace
-from typing import Sequence
+from typing import Any, Sequence
 
 from engine.core.text_pooling import POOLINGS
 from engine.display import format_table
 from engine.errors import EngineError, opt, preview
 from engine.eval.evaluate import evaluate
 from engine.eval.profiles import PROFILES
+from engine.io.options import split_list
 from engine.progress import track, warn
 from engine.tasks.eventa.build import DEFAULT_NAME
 from engine.tasks.eventa.data import Labeled, read_labeled
-from engine.tasks.eventa.rank import BATCH_SIZE, RERANKED, STAGES, EventaIndex, RankParams
+from engine.tasks.eventa.rank import RERANKED, STAGES, EventaIndex, RankParams
 from engine.tasks.eventa.submission import slot_scores
 
 EVAL_POOLINGS = ("mean", "max")
@@ -83,7 +84,7 @@ def score_stages(labeled: Sequence[Labeled], images: dict[str, list], articles: 
 
 def eval_eventa(labeled_path: str | os.PathLike, name: str = DEFAULT_NAME, root: str | os.PathLike | None = None,
                 params: RankParams = RankParams(), poolings: Sequence[str] = EVAL_POOLINGS,
-                batch_size: int = BATCH_SIZE, limit: int | None = None, sweep: Sequence[float] = (),
+                limit: int | None = None, sweep: Sequence[float] = (),
                 columns: dict[str, str | None] | None = None) -> StageTable:
     """The stage table on a labeled CSV; `sweep` adds the fused stage at other article weights (`fused w=…`
     rows), to tune the article weight."""
@@ -119,19 +120,19 @@ def sweep_weights(sweep: Sequence[str]) -> list[float]:
     return weights
 
 
-def eval_command(labeled_path: str | os.PathLike, name: str, root: str | os.PathLike | None, params: RankParams,
-                 poolings: Sequence[str], out: str | os.PathLike | None = None, as_json: bool = False,
-                 markdown: bool = False, batch_size: int = BATCH_SIZE, limit: int | None = None,
-                 sweep: Sequence[str] = (), columns: dict[str, str | None] | None = None) -> str:
-    """`engine eventa eval`: the stage table as text, Markdown or JSON (and written to `out` if given)."""
+def eval_command(o: Any, params: RankParams) -> str:
+    """`engine eventa eval` (`engine.tasks.eventa.cli.EventaEvalOptions`, its pipeline knobs `params`): the stage
+    table as text, Markdown or JSON (and written to `o.out` if given)."""
     from engine.io.atomic import write_json
+    poolings, out = split_list(o.pooling) or [], o.out
     bad = [p for p in poolings if p not in POOLINGS]
     if bad or not poolings:
         raise EngineError(f"{opt('pooling')} takes a comma-separated list of {', '.join(POOLINGS)}, "
                           f"not {','.join(poolings)!r}")
-    table = eval_eventa(labeled_path, name, root, params, poolings, batch_size, limit, sweep_weights(sweep), columns)
+    table = eval_eventa(o.queries, o.name, o.root, params, poolings, o.limit,
+                        sweep_weights(split_list(o.sweep) or []), o.columns())
     if out is not None:
-        write_json(out, {"labeled": str(labeled_path), "params": asdict(params), "stages": table})
-    if as_json:
+        write_json(out, {"labeled": str(o.queries), "params": asdict(params), "stages": table})
+    if o.as_json:
         return json.dumps(table, indent=2)
-    return format_stage_table(table, markdown)
+    return format_stage_table(table, o.markdown)

@@ -75,7 +75,7 @@ def run_captions(qs: Sequence[tuple[str, str]], name: str = DEFAULT_NAME, root: 
 
 def submit_eventa(queries: str | os.PathLike, out: str | os.PathLike, name: str = DEFAULT_NAME,
                   root: str | os.PathLike | None = None, params: RankParams = RankParams(),
-                  batch_size: int = BATCH_SIZE, id_column: str | None = None,
+                  id_column: str | None = None,
                   text_column: str | None = None, pipeline: str | os.PathLike | None = None) -> tuple[Path, Path]:
     """Rank every caption of a `query_id,query_text` CSV (other names: `id_column`, `text_column`) by the
     default pipeline (or the pipeline file `pipeline`) and write `submission.csv` beside the zip `out`."""

@@ -49,6 +49,16 @@ TIE = 1e-6
 RULE = (f"inner {INNER_REPEATS} × {INNER_FOLDS}-fold CV on the training queries; w > 0 only if every guarded "
         f"metric's gain has a one-sided corrected resampled t-test p < {ALPHA:g}/{len(WEIGHTS) - 1}")
 """One line for the CV tables' notes."""
+
+
+@dataclass(frozen=True)
+class InnerCV:
+    """The rule's inner cross-validation: `repeats` × `folds`-fold, tests at family-wise level `alpha`."""
+    folds: int = INNER_FOLDS
+    repeats: int = INNER_REPEATS
+    alpha: float = ALPHA
+
+
 RowValues = Callable[[np.ndarray, np.ndarray], Mapping[str, np.ndarray]]
 """(predictions (rows × candidates), rows: indices of the training queries) → metric → one value per row."""
 
@@ -85,16 +95,15 @@ def corrected_lower_bound(fold_gains: np.ndarray, test_fraction: float, alpha: f
 
 
 def fit_weight(method: FoldPredictor, baseline: FoldPredictor, rows: np.ndarray, values: RowValues,
-               objective: Sequence[str], guard: Sequence[str], m: int, folds: int = INNER_FOLDS,
-               repeats: int = INNER_REPEATS, alpha: float = ALPHA) -> BlendFit:
+               objective: Sequence[str], guard: Sequence[str], m: int, cv: InnerCV = InnerCV()) -> BlendFit:
     """The blend weight for `method` over `baseline` by the rule of the module doc, CV inside `rows` only:
     `objective` metrics are averaged into the gain that picks among qualifying weights; each of `guard` (and the
     objective) must gain significantly."""
     rows = np.asarray(rows)
-    if len(rows) < 2 * folds:
+    if len(rows) < 2 * cv.folds:
         return BlendFit(0.0)
-    return _fit_cached(_inner_predictions(method, baseline, rows, m, folds, repeats), rows, values, objective, guard,
-                       folds, alpha)
+    return _fit_cached(_inner_predictions(method, baseline, rows, m, cv.folds, cv.repeats), rows, values, objective,
+                       guard, cv.folds, cv.alpha)
 
 
 def guarded(method: FoldPredictor, baseline: FoldPredictor, values: RowValues, objective: Sequence[str],
@@ -136,15 +145,14 @@ def compose(method: np.ndarray, baseline: np.ndarray, weights: Sequence[float], 
 
 
 def fit_positions(method: FoldPredictor, baseline: FoldPredictor, rows: np.ndarray, values: RowValues,
-                  bands: Sequence[str], m: int, folds: int = INNER_FOLDS, repeats: int = INNER_REPEATS,
-                  alpha: float = ALPHA) -> list[BlendFit]:
+                  bands: Sequence[str], m: int, cv: InnerCV = InnerCV()) -> list[BlendFit]:
     """One weight per band of rank positions, each by the module's rule with its own metric as objective and
     guard (`bands`: the metric deciding each band, best positions first)."""
     rows = np.asarray(rows)
-    if len(rows) < 2 * folds:
+    if len(rows) < 2 * cv.folds:
         return [BlendFit(0.0) for _ in bands]
-    preds = _inner_predictions(method, baseline, rows, m, folds, repeats)
-    return [_fit_cached(preds, rows, values, [metric], [metric], folds, alpha) for metric in bands]
+    preds = _inner_predictions(method, baseline, rows, m, cv.folds, cv.repeats)
+    return [_fit_cached(preds, rows, values, [metric], [metric], cv.folds, cv.alpha) for metric in bands]
 
 
 def _inner_predictions(method: FoldPredictor, baseline: FoldPredictor, rows: np.ndarray, m: int, folds: int,

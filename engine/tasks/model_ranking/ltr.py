@@ -146,32 +146,31 @@ def fit_predict(train_x: np.ndarray, train_labels: np.ndarray, n_train: int, tes
 
 
 @dataclass(frozen=True)
-class PseudoQueries:
-    """Extra LambdaRank training queries (e.g. Million LLMs discovery questions labelled by the LLMs' confidence):
-    their similarities to the training queries (name → pseudo × training queries), integer labels (pseudo ×
-    candidates) and extra features (pseudo × candidates × E, as the training rows' `extra`)."""
+class Side:
+    """One side of an LTR fit: the training queries, the new ones, or further training queries whose labels
+    come from another source (Million LLMs' discovery questions labelled by the LLMs' confidence). Their
+    similarities to the training queries per view (`sims`), their task statistics, their extra feature block
+    (None: none) and, for training queries, their integer labels (queries × candidates, -1 = unknown → 0)."""
     sims: Mapping[str, np.ndarray]
-    labels: np.ndarray
+    stats: np.ndarray | None = None
     extra: np.ndarray | None = None
+    labels: np.ndarray | None = None
 
 
-def predict(train_sims: Mapping[str, np.ndarray], query_sims: Mapping[str, np.ndarray], scores: np.ndarray,
-            labels: np.ndarray, label_gain: Sequence[float], transfer_params: TransferParams,
-            descriptors: np.ndarray, train_stats: np.ndarray | None = None, query_stats: np.ndarray | None = None,
-            params: LTRParams | None = None, train_extra: np.ndarray | None = None,
-            query_extra: np.ndarray | None = None, pseudo: PseudoQueries | None = None) -> np.ndarray:
-    """LTR predictions (queries × candidates) for new queries from the training queries (square `train_sims`,
-    their `scores` and integer `labels`, -1 = unknown → label 0) and the new queries' `query_sims` to them.
-    `pseudo`: further training queries with labels of another source, their features made like a new query's."""
+def predict(train: Side, query: Side, scores: np.ndarray, label_gain: Sequence[float],
+            transfer_params: TransferParams, descriptors: np.ndarray, params: LTRParams | None = None,
+            pseudo: Side | None = None) -> np.ndarray:
+    """LTR predictions (queries × candidates) for new queries from the training queries (square `train.sims`,
+    their `scores` and `train.labels`) and the new queries' `query.sims` to them. `pseudo`: further training
+    queries with labels of another source, their features made like a new query's."""
     n = scores.shape[0]
-    train_x = features(train_sims, scores, transfer_params, train_stats, descriptors, loo=True, extra=train_extra)
-    train_labels = np.maximum(labels, 0).reshape(-1)
+    train_x = features(train.sims, scores, transfer_params, train.stats, descriptors, loo=True, extra=train.extra)
+    train_labels = np.maximum(train.labels, 0).reshape(-1)
     if pseudo is not None:
         more = features(pseudo.sims, scores, transfer_params, None, descriptors, loo=False, extra=pseudo.extra)
         train_x = np.concatenate([train_x, more])
         train_labels = np.concatenate([train_labels, np.maximum(pseudo.labels, 0).reshape(-1)])
         n += len(pseudo.labels)
-    test_x = features(query_sims, scores, transfer_params, query_stats, descriptors, loo=False, extra=query_extra)
-    q = next(iter(query_sims.values())).shape[0]
+    test_x = features(query.sims, scores, transfer_params, query.stats, descriptors, loo=False, extra=query.extra)
+    q = next(iter(query.sims.values())).shape[0]
     return fit_predict(train_x, train_labels, n, test_x, q, label_gain, params)
-

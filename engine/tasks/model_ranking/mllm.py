@@ -238,7 +238,7 @@ def pseudo_grades(soft: np.ndarray) -> np.ndarray:
 
 
 def pseudo_queries(train_emb: np.ndarray, arrays: Mapping[str, np.ndarray], params: TransferParams
-                   ) -> ltr.PseudoQueries | None:
+                   ) -> ltr.Side | None:
     """Discovery questions as further LambdaRank training queries (None without a discovery set): as many as
     there are training questions at most (evenly spread over the discovery set, so the fit costs at most twice
     as much), labelled by `pseudo_grades`, their features made as a new question's (transfer from the training
@@ -248,8 +248,8 @@ def pseudo_queries(train_emb: np.ndarray, arrays: Mapping[str, np.ndarray], para
     disc = l2_normalize(np.asarray(arrays[DISCOVERY_EMB], np.float32))
     pick = np.unique(np.linspace(0, len(disc) - 1, min(len(disc), len(train_emb))).round().astype(np.int64))
     soft = np.asarray(arrays[DISCOVERY_SOFT], np.float64)[pick]
-    return ltr.PseudoQueries({EMBEDDING: disc[pick] @ l2_normalize(train_emb).T}, pseudo_grades(soft),
-                             discovery_block(disc[pick], arrays, params, own=pick))
+    return ltr.Side({EMBEDDING: disc[pick] @ l2_normalize(train_emb).T},
+                    extra=discovery_block(disc[pick], arrays, params, own=pick), labels=pseudo_grades(soft))
 
 
 def ltr_predict(train_emb: np.ndarray, query_emb: np.ndarray, scores: np.ndarray, grades: np.ndarray,
@@ -265,9 +265,9 @@ def ltr_predict(train_emb: np.ndarray, query_emb: np.ndarray, scores: np.ndarray
     train_extra, query_extra = discovery_block(train_emb, arrays, params), discovery_block(query_emb, arrays, params)
     more = pseudo_queries(train_emb, arrays, params) if pseudo else None
     train_emb, query_emb = l2_normalize(train_emb), l2_normalize(query_emb)
-    return ltr.predict({EMBEDDING: train_emb @ train_emb.T}, {EMBEDDING: query_emb @ train_emb.T}, scores, grades,
-                       label_gain(gain), params, descriptors, train_extra=train_extra, query_extra=query_extra,
-                       pseudo=more)
+    return ltr.predict(ltr.Side({EMBEDDING: train_emb @ train_emb.T}, extra=train_extra, labels=grades),
+                       ltr.Side({EMBEDDING: query_emb @ train_emb.T}, extra=query_extra), scores,
+                       label_gain(gain), params, descriptors, pseudo=more)
 
 
 def ensemble(ltr_predictions: np.ndarray, sim: np.ndarray, scores: np.ndarray, params: TransferParams

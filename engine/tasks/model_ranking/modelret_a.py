@@ -227,14 +227,15 @@ def ensemble_predict(train: dict[str, np.ndarray], queries: dict[str, np.ndarray
 
 def ltr_predict(train: dict[str, np.ndarray], queries: dict[str, np.ndarray], scores: np.ndarray,
                 grades: np.ndarray, descriptors: np.ndarray, params: TransferParams,
-                ltr_params: ltr.LTRParams | None = None, train_extra: np.ndarray | None = None,
-                query_extra: np.ndarray | None = None) -> np.ndarray:
+                ltr_params: ltr.LTRParams | None = None,
+                extra: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """LambdaRank over the views' transfer features, the task statistics, the model-name descriptors and (given)
-    the candidates' transferability scores, trained on the training tasks with gain 2^grade − 1."""
-    return ltr.predict({v: train[v] @ train[v].T for v in train}, {v: queries[v] @ train[v].T for v in queries},
-                       scores, grades, GAINS, params, descriptors, train_stats=train["stats"],
-                       query_stats=queries["stats"], params=ltr_params, train_extra=train_extra,
-                       query_extra=query_extra)
+    the candidates' transferability scores (`extra`: the training tasks' rows, the new tasks' rows), trained on
+    the training tasks with gain 2^grade − 1."""
+    train_extra, query_extra = extra if extra is not None else (None, None)
+    return ltr.predict(ltr.Side({v: train[v] @ train[v].T for v in train}, train["stats"], train_extra, grades),
+                       ltr.Side({v: queries[v] @ train[v].T for v in queries}, queries["stats"], query_extra),
+                       scores, GAINS, params, descriptors, ltr_params)
 
 
 def model_descriptors(train_dir: str | Path, model_ids: Sequence[str]) -> np.ndarray:
@@ -313,8 +314,8 @@ class Rows:
     def ltr(self, params: TransferParams, features: bool):
         extra = self.extra if features else None
         return lambda tr, te: ltr_predict(self.sub(tr), self.sub(te), self.nf1[tr], self.grades[tr],
-                                          self.descriptors, params, train_extra=None if extra is None else extra[tr],
-                                          query_extra=None if extra is None else extra[te])
+                                          self.descriptors, params,
+                                          extra=None if extra is None else (extra[tr], extra[te]))
 
     def method(self, names: Sequence[str], params: TransferParams):
         """What the guards blend: the view ensemble, or LTR over the candidate features when there are any
