@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from engine.core.collection import Hit
 from engine.errors import EngineError
@@ -13,12 +14,13 @@ API_KEY_ENV = "ENGINE_API_KEY"
 
 
 def remote_search(url: str, collection: str, text: str | None = None, image: str | Path | None = None,
-                  k: int = 10, api_key: str | None = None, timeout: float = 60.0, rerank: str | None = None,
-                  rerank_depth: int | None = None, **options: str | None) -> list[Hit]:
+                  api_key: str | None = None, timeout: float = 60.0, **options: Any) -> list[Hit]:
     """The hits a running `engine serve` returns for one text or image query, as `Collection.search` would;
-    `options` (mode, fusion, where) go into a text query's request as given."""
+    `options`: k (10), and for a text query rerank, rerank_depth, mode, fusion, where (as given)."""
     from urllib.error import HTTPError, URLError  # here, not at the top: `engine search` imports this module
     from urllib.request import Request, urlopen   # for API_KEY_ENV, and a local query needs no sockets
+    k = options.pop("k", 10)
+    rerank, rerank_depth = options.pop("rerank", None), options.pop("rerank_depth", None)
     endpoint = url.rstrip("/") + "/search"
     headers = {"X-API-Key": api_key} if api_key else {}
     if image is not None:

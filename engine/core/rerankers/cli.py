@@ -2,6 +2,7 @@
 A group whose default command is `run`. Parsing only: the work lives in `.runs` and `.train`."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -11,6 +12,7 @@ from typer.core import TyperGroup
 from engine.core.rerankers.flags import RerankInstruction, RerankRounds, RerankTemplate
 from engine.core.rerankers.registry import DEFAULT_DEPTH, reranker_help
 from engine.core.rerankers.train import PATIENCE, TrainOptions
+from engine.io.options import cli, options_command
 
 Device = Annotated[str, typer.Option("--device", help="Where the reranker runs: auto, cpu, cuda, cuda:N, mps "
                                      "(fp16 autocast on CUDA).")]
@@ -31,37 +33,46 @@ rerank_app = typer.Typer(cls=RunOrSubcommand, no_args_is_help=True,
                               "on pairs: `engine rerank train --pairs PAIRS.csv --base DIR --out DIR`.")
 
 
-@rerank_app.command("run")
-def rerank_run_cmd(
-    run: Annotated[Path, typer.Argument(help="TREC run to rerank (any system's: BM25, another engine …).")],
-    queries: Annotated[Path, typer.Option("--queries", help="Query texts: TSV qid<TAB>text, CSV or JSONL.")],
-    docs: Annotated[Path, typer.Option("--docs", help="Text table (CSV/JSONL/TSV) holding every reranked "
-                    "document's id and text.")],
-    model: Annotated[str, typer.Option("--model", help=reranker_help())],
-    out: Annotated[Path, typer.Option("--out", help="The reranked TREC run to write.")],
-    depth: Annotated[int, typer.Option("--depth", help="Documents per query the reranker reorders; the rest "
-                     "follow in their order.")] = DEFAULT_DEPTH,
-    fields: Annotated[Optional[str], typer.Option("--fields", help="Comma-separated text columns of --docs.")]
-    = None,
-    id_column: Annotated[Optional[str], typer.Option("--id-column", help="Id column of --docs.")] = None,
-    run_id: Annotated[Optional[str], typer.Option("--run-id", help="Run id column (default: rerank-<run>).")]
-    = None,
-    rerank_template: RerankTemplate = None,
-    rerank_instruction: RerankInstruction = None,
-    rerank_rounds: RerankRounds = None,
-    device: Device = "auto",
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No status lines.")] = False,
-) -> None:
+@dataclass(frozen=True)
+class RerankRunOptions:
+    """What `engine rerank RUN` is told, each option declared once (engine.io.options.options_command)."""
+    run: Annotated[Path, cli(typer.Argument(help="TREC run to rerank (any system's: BM25, another engine …)."))]
+    queries: Annotated[Path, cli(typer.Option("--queries", help="Query texts: TSV qid<TAB>text, CSV or JSONL."))]
+    docs: Annotated[Path, cli(typer.Option("--docs", help="Text table (CSV/JSONL/TSV) holding every reranked "
+                    "document's id and text."))]
+    model: Annotated[str, cli(typer.Option("--model", help=reranker_help()))]
+    out: Annotated[Path, cli(typer.Option("--out", help="The reranked TREC run to write."))]
+    depth: Annotated[int, cli(typer.Option("--depth", help="Documents per query the reranker reorders; the rest "
+                     "follow in their order."))] = DEFAULT_DEPTH
+    fields: Annotated[Optional[str], cli(typer.Option("--fields", help="Comma-separated text columns of "
+                      "--docs."))] = None
+    id_column: Annotated[Optional[str], cli(typer.Option("--id-column", help="Id column of --docs."))] = None
+    run_id: Annotated[Optional[str], cli(typer.Option("--run-id", help="Run id column (default: "
+                      "rerank-<run>)."))] = None
+    rerank_template: Annotated[Optional[str], cli(RerankTemplate)] = None
+    rerank_instruction: Annotated[Optional[str], cli(RerankInstruction)] = None
+    rerank_rounds: Annotated[Optional[int], cli(RerankRounds)] = None
+    device: Annotated[str, cli(Device)] = "auto"
+    quiet: Annotated[bool, cli(typer.Option("--quiet", "-q", help="No status lines."))] = False
+
+    def reranker_options(self) -> dict:
+        """The reranker loader's keyword options (None: its default)."""
+        return {"template": self.rerank_template, "instruction": self.rerank_instruction,
+                "rounds": self.rerank_rounds}
+
+
+def _run(o: RerankRunOptions) -> None:
     """Rerank a TREC run against a text source; scores written strictly decreasing."""
-    from engine.io.options import split_list
     from engine.core.encoders.device import set_device
     from engine.core.rerankers.runs import rerank_run_file
     from engine.progress import info, set_quiet
-    set_quiet(quiet)
-    set_device(device)
-    options = {"template": rerank_template, "instruction": rerank_instruction, "rounds": rerank_rounds}
-    n, lines = rerank_run_file(run, queries, docs, model, depth, out, run_id, id_column, split_list(fields), options)
-    info(f"reranked {n} queries with {model}: wrote {lines} lines to {out}")
+    set_quiet(o.quiet)
+    set_device(o.device)
+    n, lines = rerank_run_file(o)
+    info(f"reranked {n} queries with {o.model}: wrote {lines} lines to {o.out}")
+
+
+rerank_run_cmd = rerank_app.command("run")(options_command(RerankRunOptions, _run))
 
 
 TRAIN = TrainOptions()

@@ -3,7 +3,7 @@ documents' text from a source table; what lies below the depth keeps its order b
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 from engine.errors import EngineError, opt
 
@@ -22,28 +22,27 @@ def check_coverage(run: Mapping[str, Mapping[str, float]], run_path: Path, queri
                                   f"hold (give {opt('docs')} the table the run was made from)")
 
 
-def rerank_run_file(run_path: Path, queries_path: Path, docs_path: Path, spec: str, depth: int, out: Path,
-                    run_id: str | None = None, id_column: str | None = None,
-                    fields: Sequence[str] | None = None, options: Mapping[str, Any] | None = None
-                    ) -> tuple[int, int]:
-    """Read, check, rerank and write (atomically); returns (queries, lines written). `options`: the
-    reranker loader's keyword options (template=, instruction=, rounds=; None: its default)."""
+def rerank_run_file(o: Any) -> tuple[int, int]:
+    """`engine rerank RUN` (`engine.core.rerankers.cli.RerankRunOptions`): read, check, rerank and write
+    (atomically); returns (queries, lines written)."""
     from engine.core.rerankers.registry import check_depth, check_reranker, load_reranker
     from engine.core.rerankers.stage import check_candidates
     from engine.core.sources import text_items
     from engine.io.runs import read_run, write_run
     from engine.io.tables import read_queries
-    _, _, clean = check_reranker(spec, **(options or {}))
+    from engine.io.options import split_list
+    run_path, queries_path, docs_path, spec, depth = o.run, o.queries, o.docs, o.model, o.depth
+    _, _, clean = check_reranker(spec, **o.reranker_options())
     check_candidates(spec, "text", str(docs_path))
     check_depth(depth, 1, "depth")
     run = read_run(run_path)
     if not run:
         raise EngineError(f"{run_path}: the run holds no lines")
     queries = dict(read_queries(queries_path))
-    items, _ = text_items(docs_path, id_column=id_column, fields=fields)
+    items, _ = text_items(docs_path, id_column=o.id_column, fields=split_list(o.fields))
     docs = {it.id: it.source for it in items}
     check_coverage(run, run_path, queries, queries_path, docs, docs_path, depth)
     reranker = load_reranker(spec, **clean)
     from engine.core.rerankers.stage import rerank_ranking
     reranked = {qid: rerank_ranking(reranker, queries[qid], ranking, docs, depth) for qid, ranking in run.items()}
-    return len(reranked), write_run(out, reranked, run_id or f"rerank-{Path(run_path).stem}".replace(" ", "_"))
+    return len(reranked), write_run(o.out, reranked, o.run_id or f"rerank-{Path(run_path).stem}".replace(" ", "_"))

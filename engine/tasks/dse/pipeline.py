@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from engine.core.collection import DEFAULT_ROOT
 from engine.display import format_table
@@ -118,7 +118,7 @@ def submit_dse(queries: str | os.PathLike, cases: str | os.PathLike, out: str | 
     if not case_ids:
         raise EngineError(f"{cases}: no case in split {options.split!r}")
     if options.method != "tuned" or options.pipeline is not None:
-        rankings = _pipeline_rankings(index, cs, qs, case_ids, cases, name, root, options)
+        rankings = _pipeline_rankings(CaseRun(index, cs, qs, case_ids, cases, name, root), options)
         write_run(out, rankings, options.run_id or f"dse-{options.method}")
         check_written(out, "dsebench", list(rankings))
         info(f"dse submit: {len(rankings)} cases → {out}")
@@ -136,7 +136,7 @@ def submit_dse(queries: str | os.PathLike, cases: str | os.PathLike, out: str | 
                 write_json(options.save_weights, report)
     rankings = tuned_rankings(prepared, index.ids, options.depth, per_case)
     if options.rerank is not None:
-        rankings = _reranked(index, cs, qs, case_ids, cases, name, root, rankings, options.rerank,
+        rankings = _reranked(CaseRun(index, cs, qs, case_ids, cases, name, root), rankings, options.rerank,
                              options.rerank_depth)
     write_run(out, rankings, options.run_id or f"dse-{options.method}")
     check_written(out, "dsebench", list(rankings))
@@ -144,25 +144,36 @@ def submit_dse(queries: str | os.PathLike, cases: str | os.PathLike, out: str | 
     return len(rankings)
 
 
-def _pipeline_rankings(index: DseIndex, cs, qs, case_ids, cases_path, name: str, root,
-                       options: SubmitOptions) -> dict[str, list[tuple[str, float]]]:
+@dataclass(frozen=True)
+class CaseRun:
+    """The cases ranked against one index (`cs`: the case table, `qs`: the queries, `case_ids`: the cases to
+    rank, read from `cases_path`): what every pipeline run over them reads."""
+    index: DseIndex
+    cs: Any
+    qs: Any
+    case_ids: Sequence[str]
+    cases_path: Any
+    name: str
+    root: Any
+
+
+def _pipeline_rankings(c: CaseRun, options: SubmitOptions) -> dict[str, list[tuple[str, float]]]:
     """Each case's ranking by the untuned default pipeline of `options.method` (or the file `options.pipeline`)."""
     from engine.core.pipeline.parse import parse_pipeline, read_pipeline_file
     from engine.tasks.dse.stages import default_pipeline
     stage = read_pipeline_file(options.pipeline) if options.pipeline is not None else parse_pipeline(
-        default_pipeline(options.method, options.depth, name, options.rerank, options.rerank_depth))
-    return _run_cases(index, cs, qs, case_ids, cases_path, name, root, stage)
+        default_pipeline(options.method, options.depth, c.name, options.rerank, options.rerank_depth))
+    return _run_cases(c, stage)
 
 
-def _run_cases(index: DseIndex, cs, qs, case_ids, cases_path, name: str, root, stage, given=None
-               ) -> dict[str, list[tuple[str, float]]]:
+def _run_cases(c: CaseRun, stage, given=None) -> dict[str, list[tuple[str, float]]]:
     """A pipeline (or, with `given` rankings, a reordering stage) run on the cases."""
     from engine.core.pipeline import Context
     from engine.core.pipeline.run import run_pipeline
     from engine.io.ranking import Ranking
     from engine.tasks.dse.rank import case_queries
-    queries = case_queries(index.pos, cs, qs, case_ids, cases_path)
-    ctx = Context(root=root, opened={name: index.collection})
+    queries = case_queries(c.index.pos, c.cs, c.qs, c.case_ids, c.cases_path)
+    ctx = Context(root=c.root, opened={c.name: c.index.collection})
     if given is None:
         run = run_pipeline(stage, queries, ctx)
     else:
@@ -171,13 +182,11 @@ def _run_cases(index: DseIndex, cs, qs, case_ids, cases_path, name: str, root, s
     return {q.qid: run[q.qid].pairs() for q in queries if q.qid in run}
 
 
-def _reranked(index: DseIndex, cs, qs, case_ids, cases_path, name: str, root, rankings, spec: str, depth: int
-              ) -> dict[str, list[tuple[str, float]]]:
+def _reranked(c: CaseRun, rankings, spec: str, depth: int) -> dict[str, list[tuple[str, float]]]:
     """Rankings made elsewhere (the tuned fusion) reordered by the default's rerank stage."""
     from engine.core.pipeline.parse import parse_pipeline
     from engine.tasks.dse.stages import rerank_stage
-    return _run_cases(index, cs, qs, case_ids, cases_path, name, root,
-                      parse_pipeline(rerank_stage(spec, depth, name)), rankings)
+    return _run_cases(c, parse_pipeline(rerank_stage(spec, depth, c.name)), rankings)
 
 
 def _fold_test_cases(qrels: Qrels, folds: Sequence[Fold], judgments: object) -> Qrels:
@@ -223,13 +232,13 @@ def eval_dse(judgments: str | os.PathLike, name: str = DEFAULT_NAME, root: str |
     from engine.core.pipeline.parse import parse_pipeline
     from engine.tasks.dse.stages import default_pipeline
     table = {}
+    judged = CaseRun(index, cs, qs, case_ids, options.cases, name, root)
     for m in ("query", "examples", "rrf"):
         stage = parse_pipeline(default_pipeline(m, options.depth, name))
-        table[VARIANTS[m]] = score_run(_as_run(_run_cases(index, cs, qs, case_ids, options.cases, name, root,
-                                                          stage)), qrels)
+        table[VARIANTS[m]] = score_run(_as_run(_run_cases(judged, stage)), qrels)
     if options.rerank is not None:
         stage = parse_pipeline(default_pipeline("rrf", options.depth, name, options.rerank, options.rerank_depth))
-        reranked = _run_cases(index, cs, qs, case_ids, options.cases, name, root, stage)
+        reranked = _run_cases(judged, stage)
         table[f"{VARIANTS['rrf']} + rerank {options.rerank_depth}"] = score_run(_as_run(reranked), qrels)
     if fold_list:
         prepared = prepare_cases(index, cs, qs, case_ids, options.cases)

@@ -18,7 +18,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from engine.core.bm25 import BM25Index
 from engine.core.build.options import BuildOptions as CoreBuildOptions
@@ -144,11 +144,26 @@ def build_eventa(database: str | os.PathLike, images: str | os.PathLike, name: s
     from engine.core.encoders.device import set_device
     set_device(o.device)
     with ray_or_here(o.ray):  # one Ray session for both stages
-        return _build(folder, name, database, images, o, articles, img_items, in_folder, missing, orphans)
+        return _build(folder, name, o, SourcesRead(database, images, articles, img_items, in_folder, missing,
+                                                   orphans))
 
 
-def _build(folder: Path, name: str, database, images, o: BuildOptions, articles, img_items, in_folder: set[str],
-           missing: list[str], orphans: int) -> dict:
+@dataclass(frozen=True)
+class SourcesRead:
+    """The database and the image folder as read and matched: the articles, the image items, the ids in the
+    folder, the database's image ids missing there and the count of images no article names."""
+    database: Any
+    images: Any
+    articles: list
+    img_items: list
+    in_folder: set[str]
+    missing: list[str]
+    orphans: int
+
+
+def _build(folder: Path, name: str, o: BuildOptions, read: SourcesRead) -> dict:
+    database, images, articles, img_items = read.database, read.images, read.articles, read.img_items
+    in_folder, missing, orphans = read.in_folder, read.missing, read.orphans
     from engine.core.encoders.registry import DEFAULT_IMAGE_SPEC, DEFAULT_TEXT_SPEC, load_encoder
     image_spec = load_encoder(o.model or DEFAULT_IMAGE_SPEC).spec
     text_spec = load_encoder(o.text_model or DEFAULT_TEXT_SPEC).spec

@@ -105,11 +105,12 @@ def build_adapter(train: str | Path, images: str | Path, models: str | Path | No
     from engine.core.encoders.device import set_device
     set_device(extract.device)
     with ray_or_here(extract.ray):
-        return _build(train, images, models, name, root, config, extract, force, folder)
+        return _build(train, images, models, name, root, config, extract, force)
 
 
-def _build(train, images, models, name: str, root, config: LoraConfig, extract: ExtractOptions, force: bool,
-           folder: Path) -> Collection:
+def _build(train, images, models, name: str, root, config: LoraConfig, extract: ExtractOptions,
+           force: bool) -> Collection:
+    folder = collection_path(name, root)
     extractor = make_extractor(extract.image_model, extract.text_model)
     if config.scorer == "text" and extractor.text is None:
         raise EngineError(text_scorer_needs_a_model())
