@@ -121,3 +121,70 @@ def test_public_api_stays_importable_from_engine():
     assert load_encoder.__module__ == "engine.core.encoders.registry"
     with pytest.raises(AttributeError):
         engine.nothing_here  # noqa: B018
+
+
+MAX_PARAMETERS = 8
+"""The most parameters a function in engine/ takes (self/cls not counted, *args and **kwargs one each); below
+the command line, functions take an options object. A command function is exempt: its parameters are the
+command's flags, one each, unless an options class declares them."""
+
+
+def parameter_count(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    a = node.args
+    names = [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs) if x.arg not in ("self", "cls")]
+    return len(names) + (a.vararg is not None) + (a.kwarg is not None)
+
+
+def registered_commands(tree: ast.Module) -> set[str]:
+    """Names a module hands to typer as commands: `@app.command(...)` on the function, or
+    `app.command(...)(function)` in the module."""
+    def is_command(call: ast.AST) -> bool:
+        return isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "command"
+    names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+             and any(is_command(d) for d in n.decorator_list)}
+    names |= {n.args[0].id for n in ast.walk(tree) if isinstance(n, ast.Call) and is_command(n.func) and n.args
+              and isinstance(n.args[0], ast.Name)}
+    return names
+
+
+def long_signatures(package: Path, root: Path, root_commands: dict[str, str]) -> list[str]:
+    """`path:line name (n parameters)` of each function with more than MAX_PARAMETERS parameters that is not a
+    command: a top-level function of a `cli.py` module that typer registers there or the root group names."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        module = module_name(path, root)
+        commands = registered_commands(tree) | {target.split(":")[1] for target in root_commands.values()
+                                                if target.split(":")[0] == module}
+        top = {id(n) for n in tree.body}
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and parameter_count(node) > MAX_PARAMETERS:
+                if path.name == "cli.py" and id(node) in top and node.name in commands:
+                    continue
+                found.append(f"{path.relative_to(root)}:{node.lineno} {node.name} ({parameter_count(node)} parameters)")
+    return found
+
+
+def test_no_function_below_the_command_line_takes_more_than_eight_parameters():
+    from engine.cli import COMMANDS
+    found = long_signatures(PACKAGE, REPO, COMMANDS)
+    assert not found, "\n".join(found)
+
+
+def test_the_signature_check_exempts_only_registered_commands(tmp_path):
+    pkg = tmp_path / "engine"
+    (pkg / "t").mkdir(parents=True)
+    nine = "a, b, c, d, e, f, g, h, i"
+    (pkg / "t" / "cli.py").write_text(
+        f"@app.command('x')\ndef x_cmd({nine}):\n    pass\n\n"
+        f"def y_cmd({nine}):\n    pass\n\n"
+        f"def root_cmd(self, {nine[:-3]}, *rest, **more):\n    pass\n\n"
+        f"def helper({nine}):\n    pass\n\n"
+        f"def ok(self, a, b, c, d, e, f, g, h):\n    pass\n\n"
+        "app.command('y')(y_cmd)\n")
+    (pkg / "t" / "work.py").write_text(f"@app.command('z')\ndef z_cmd({nine}):\n    pass\n")
+    found = long_signatures(pkg, tmp_path, {"r": "engine.t.cli:root_cmd"})
+    assert found == ["engine/t/cli.py:11 helper (9 parameters)", "engine/t/work.py:2 z_cmd (9 parameters)"]
+    assert long_signatures(pkg, tmp_path, {}) == ["engine/t/cli.py:8 root_cmd (10 parameters)",
+                                                  "engine/t/cli.py:11 helper (9 parameters)",
+                                                  "engine/t/work.py:2 z_cmd (9 parameters)"]
