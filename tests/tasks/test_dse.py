@@ -1,5 +1,5 @@
 """DSEBench adapter: DSEBench's file formats, messy catalogues, and build → submit → eval on a generated
-corpus where relevance is planted so that only query and examples together find the best datasets."""
+dse_corpus where relevance is planted so that only query and examples together find the best datasets."""
 from __future__ import annotations
 
 import json
@@ -31,15 +31,6 @@ def shared(shared_data):
 runner = CliRunner()
 
 
-@pytest.fixture(scope="session")
-def corpus(tmp_path_factory):
-    out = tmp_path_factory.mktemp("dsecorpus")
-    paths = write_corpus(generate(n_records=150, n_cases=20, n_train_cases=3, multi_example=0.3, seed=11), out)
-    root = out / "indexes"
-    result = runner.invoke(app, ["dse", "build", "--datasets", str(paths["datasets"]), "--name", "synth",
-                                 "--root", str(root), "--quiet"])
-    assert result.exit_code == 0, result.output
-    return paths, root
 
 
 def _invoke(args):
@@ -109,8 +100,8 @@ def test_generated_corpus_uses_dsebench_formats(shared, tmp_path):
 
 # ---------------------------------------------------------------- pipeline on the generated corpus
 
-def test_submit_writes_one_ranking_per_case_without_its_examples(corpus, tmp_path):
-    paths, root = corpus
+def test_submit_writes_one_ranking_per_case_without_its_examples(dse_corpus, tmp_path):
+    paths, root = dse_corpus
     run_path = tmp_path / "run.txt"
     _invoke(["dse", "submit", "--queries", str(paths["queries"]), "--cases", str(paths["cases"]),
              "--out", str(run_path), "--name", "synth", "--root", str(root), "--depth", "50", "--quiet"])
@@ -125,11 +116,11 @@ def test_submit_writes_one_ranking_per_case_without_its_examples(corpus, tmp_pat
     assert first[1] == "Q0" and first[3] == "1" and first[5] == "dse-rrf"
 
 
-def test_reranked_submit_orders_each_case_as_cross_encoder_predict(corpus, tmp_path, tiny_cross):
+def test_reranked_submit_orders_each_case_as_cross_encoder_predict(dse_corpus, tmp_path, tiny_cross):
     from sentence_transformers import CrossEncoder
 
     from engine.tasks.dse.data import read_datasets, record_text
-    paths, root = corpus
+    paths, root = dse_corpus
     plain, reranked = tmp_path / "plain.txt", tmp_path / "re.txt"
     base = ["dse", "submit", "--queries", str(paths["queries"]), "--cases", str(paths["cases"]), "--name", "synth",
             "--root", str(root), "--depth", "20", "--quiet"]
@@ -146,8 +137,8 @@ def test_reranked_submit_orders_each_case_as_cross_encoder_predict(corpus, tmp_p
     assert sorted(second[cid], key=lambda d: -second[cid][d]) == want
 
 
-def test_variant_table_fused_beats_query_only_and_examples_only(corpus, tmp_path):
-    paths, root = corpus
+def test_variant_table_fused_beats_query_only_and_examples_only(dse_corpus, tmp_path):
+    paths, root = dse_corpus
     out = tmp_path / "table.json"
     text = _invoke(["dse", "eval", "--judgments", str(paths["judgments"]), "--folds", str(paths["folds"]),
                     "--queries", str(paths["queries"]), "--cases", str(paths["cases"]), "--name", "synth",
@@ -159,8 +150,8 @@ def test_variant_table_fused_beats_query_only_and_examples_only(corpus, tmp_path
     assert "| fused tuned (5-fold CV) |" in text and "nDCG@10" in text
 
 
-def test_tuned_submit_and_eval_of_the_run(corpus, tmp_path):
-    paths, root = corpus
+def test_tuned_submit_and_eval_of_the_run(dse_corpus, tmp_path):
+    paths, root = dse_corpus
     run_path, weights = tmp_path / "tuned.txt", tmp_path / "weights.json"
     common = ["--queries", str(paths["queries"]), "--cases", str(paths["cases"]), "--name", "synth",
               "--root", str(root), "--quiet"]
@@ -181,8 +172,8 @@ def test_tuned_submit_and_eval_of_the_run(corpus, tmp_path):
     assert read_run(again)
 
 
-def test_unknown_example_dataset_warns_and_case_still_ranked(corpus, tmp_path, monkeypatch):
-    paths, root = corpus
+def test_unknown_example_dataset_warns_and_case_still_ranked(dse_corpus, tmp_path, monkeypatch):
+    paths, root = dse_corpus
     msgs: list[str] = []
     monkeypatch.setattr(dse_rank, "warn", msgs.append)
     cases = tmp_path / "cases.tsv"
@@ -195,8 +186,8 @@ def test_unknown_example_dataset_warns_and_case_still_ranked(corpus, tmp_path, m
     assert "neither a known query nor a known example" in text and "2" in text
 
 
-def test_user_errors_are_engine_errors(corpus, tmp_path):
-    paths, root = corpus
+def test_user_errors_are_engine_errors(dse_corpus, tmp_path):
+    paths, root = dse_corpus
     with pytest.raises(EngineError, match="dse build datasets datasets.json name missing"):
         submit_dse(paths["queries"], paths["cases"], tmp_path / "r", "missing", root)
     with pytest.raises(EngineError, match="method tuned needs folds"):
@@ -213,8 +204,8 @@ def test_user_errors_are_engine_errors(corpus, tmp_path):
     (["--depth", "0"], "--depth must be a whole number of at least 1, not 0"),
     (["--split", "nonsense"], "--split 'nonsense': use test, train, all, or a split file"),
 ])
-def test_submit_errors_name_the_flags_on_the_command_line(run_cli, corpus, tmp_path, monkeypatch, capsys, args, message):
-    paths, root = corpus
+def test_submit_errors_name_the_flags_on_the_command_line(run_cli, dse_corpus, tmp_path, monkeypatch, capsys, args, message):
+    paths, root = dse_corpus
     code, _, err = run_cli("dse", "submit", "--queries", paths["queries"], "--cases",
                            paths["cases"], "--out", tmp_path / "r", "--name", "synth", "--root", root, *args)
     assert code == 2
@@ -255,7 +246,7 @@ def test_real_dsebench_files_load_and_baselines_score_as_published(shared):
     assert round(table["run"]["ndcg@10"], 4) == 0.3649 and len(table) == 6
 
 
-def test_one_command_from_datasets_json_to_run(corpus, tmp_path):
+def test_one_command_from_datasets_json_to_run(dse_corpus, tmp_path):
     paths = write_corpus(generate(n_records=40, n_cases=4, n_train_cases=0, seed=5), tmp_path / "small")
     root, run_path = tmp_path / "indexes", tmp_path / "run.txt"
     args = ["dse", "submit", "--datasets", str(paths["datasets"]), "--queries", str(paths["queries"]),
@@ -269,8 +260,8 @@ def test_one_command_from_datasets_json_to_run(corpus, tmp_path):
     assert manifest.stat().st_mtime_ns == stamp
 
 
-def test_case_with_unknown_query_is_ranked_by_its_examples(corpus, tmp_path, monkeypatch):
-    paths, root = corpus
+def test_case_with_unknown_query_is_ranked_by_its_examples(dse_corpus, tmp_path, monkeypatch):
+    paths, root = dse_corpus
     msgs: list[str] = []
     monkeypatch.setattr(dse_rank, "warn", msgs.append)
     example = read_cases(paths["cases"])["1"].examples[0]
@@ -284,8 +275,8 @@ def test_case_with_unknown_query_is_ranked_by_its_examples(corpus, tmp_path, mon
 
 # ---------------------------------------------------------------- storage: one collection
 
-def test_index_is_one_collection_search_and_info_work(run_cli, corpus, monkeypatch, capsys):
-    paths, root = corpus
+def test_index_is_one_collection_search_and_info_work(run_cli, dse_corpus, monkeypatch, capsys):
+    paths, root = dse_corpus
     col = Collection.open("synth", root)
     records = read_datasets(paths["datasets"])
     assert col.items == records and col.kind == "text" and col.manifest["format"] == 2
@@ -323,8 +314,8 @@ def _old_layout(folder: Path, source: str) -> None:
     (folder / "bm25" / "ids.json").write_text('["a"]')
 
 
-def test_old_layout_index_is_one_error_line_with_the_rebuild(run_cli, corpus, tmp_path, monkeypatch, capsys):
-    paths, _ = corpus
+def test_old_layout_index_is_one_error_line_with_the_rebuild(run_cli, dse_corpus, tmp_path, monkeypatch, capsys):
+    paths, _ = dse_corpus
     root = tmp_path / "indexes"
     _old_layout(root / "old", "/data/datasets.json")
     code, _, err = run_cli("dse", "submit", "--queries", paths["queries"], "--cases",

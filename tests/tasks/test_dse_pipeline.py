@@ -15,25 +15,15 @@ from engine.tasks.dse.index import DseIndex
 from engine.tasks.dse.rank import case_queries, prepare_cases
 from engine.tasks.dse.stages import default_pipeline
 from fixtures.dse_reference import reference_rankings
-from fixtures.dse_synthetic import generate, write_corpus
 
 runner = CliRunner()
 
 
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    out = tmp_path_factory.mktemp("dsepipe")
-    paths = write_corpus(generate(n_records=150, n_cases=20, n_train_cases=3, multi_example=0.3, seed=11), out)
-    root = out / "indexes"
-    res = runner.invoke(app, ["dse", "build", "--datasets", str(paths["datasets"]), "--name", "synth",
-                              "--root", str(root), "--quiet"])
-    assert res.exit_code == 0, res.output
-    return paths, root
 
 
 @pytest.mark.parametrize("method", ["rrf", "query", "examples"])
-def test_default_pipelines_equal_the_feature_orchestration(corpus, method):
-    paths, root = corpus
+def test_default_pipelines_equal_the_feature_orchestration(dse_corpus, method):
+    paths, root = dse_corpus
     index = DseIndex.open("synth", root)
     cases, queries = read_cases(paths["cases"]), read_dse_queries(paths["queries"])
     ids = select_cases(cases, "all")
@@ -43,8 +33,8 @@ def test_default_pipelines_equal_the_feature_orchestration(corpus, method):
     assert {q: [d for d, _ in r] for q, r in old.items()} == {q.qid: list(run[q.qid].ids) for q in qs}
 
 
-def test_submit_with_the_shown_file_equals_the_default_and_rerank_matches(corpus, tmp_path, tiny_cross):
-    paths, root = corpus
+def test_submit_with_the_shown_file_equals_the_default_and_rerank_matches(dse_corpus, tmp_path, tiny_cross):
+    paths, root = dse_corpus
     shown = runner.invoke(app, ["pipeline", "show", "dse"])
     assert shown.exit_code == 0
     pipe = tmp_path / "dse.toml"
