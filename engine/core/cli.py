@@ -37,97 +37,103 @@ BUILD = BuildOptions()
 RayAddress = Annotated[Optional[str], typer.Option("--ray", metavar="[ADDRESS]", help="Run on Ray: a bare --ray "
                        "starts a local Ray for the run; auto or ray://HOST:PORT joins a running cluster "
                        "(needs the `ray` extra).", show_default=False)]
-def build_cmd(
-    name: Annotated[str, typer.Argument(help="Collection name: a folder under --root.")],
-    images: Annotated[Optional[Path], typer.Option("--images", help="Image folder (recursive; id = path without "
-                      "extension) or a CSV/JSONL with id and path columns.")] = None,
-    texts: Annotated[Optional[Path], typer.Option("--texts", help="CSV/JSONL/TSV with an id column and text fields.")] = None,
-    model: ModelSpec = BUILD.model,
-    index: Annotated[str, typer.Option("--index", help="FAISS factory string: Flat (exact, default), HNSW32, "
+@dataclass(frozen=True)
+class BuildCommandOptions:
+    """What `engine build` is told, each option declared once (engine.io.options.options_command)."""
+    name: Annotated[str, cli(typer.Argument(help="Collection name: a folder under --root."))]
+    images: Annotated[Optional[Path], cli(typer.Option("--images", help="Image folder (recursive; id = path without "
+                      "extension) or a CSV/JSONL with id and path columns."))] = None
+    texts: Annotated[Optional[Path], cli(typer.Option("--texts", help="CSV/JSONL/TSV with an id column and text "
+                     "fields."))] = None
+    model: Annotated[Optional[str], cli(ModelSpec)] = BUILD.model
+    index: Annotated[str, cli(typer.Option("--index", help="FAISS factory string: Flat (exact, default), HNSW32, "
                      "IVF1024,Flat, IVF1024,PQ32, … (trained on the collection), or auto: the fastest index "
                      "reaching --recall within --memory-budget, measured on queries of the kind users send "
-                     "(the table and the operating point are printed and stored).")] = BUILD.index,
-    store: Annotated[str, typer.Option("--store", help="Vectors of exact search: float32, float16 (half the "
-                     "memory and scan time, recall@10 ≈ 0.998) or sq8 (a quarter, ≈ 0.98).")] = BUILD.store,
-    memory_budget: Annotated[Optional[str], typer.Option("--memory-budget", help="With --index auto: most memory "
-                             "the index may take (4G, 512M, …).")] = BUILD.memory_budget,
-    recall: Annotated[float, typer.Option("--recall", help="With --index auto: recall@10 the operating point "
-                      "must reach.")] = BUILD.recall,
-    add: Annotated[bool, typer.Option("--add", help="Append new items to an existing collection; old ones "
-                   "are not re-encoded.")] = BUILD.add,
-    force: Annotated[bool, typer.Option("--force", help="Rebuild a collection that already exists.")] = BUILD.force,
-    update: Annotated[bool, typer.Option("--update", help="With --add: items whose id is already there are "
-                      "re-encoded and replace the old ones.")] = BUILD.update,
-    sync: Annotated[bool, typer.Option("--sync", help="Re-sync an --images folder: add new files, drop vanished "
-                    "ones, re-encode changed ones (size and mtime).")] = BUILD.sync,
-    bm25: Annotated[bool, typer.Option("--bm25", help="Also store a BM25 index of the texts (search --mode "
-                    "bm25|hybrid); --add and --update keep it in step.")] = BUILD.bm25,
-    bm25_analyzer: Annotated[Optional[str], typer.Option("--bm25-analyzer", help="How --bm25 analyses texts: "
+                     "(the table and the operating point are printed and stored)."))] = BUILD.index
+    store: Annotated[str, cli(typer.Option("--store", help="Vectors of exact search: float32, float16 (half the "
+                     "memory and scan time, recall@10 ≈ 0.998) or sq8 (a quarter, ≈ 0.98)."))] = BUILD.store
+    memory_budget: Annotated[Optional[str], cli(typer.Option("--memory-budget", help="With --index auto: most memory "
+                             "the index may take (4G, 512M, …)."))] = BUILD.memory_budget
+    recall: Annotated[float, cli(typer.Option("--recall", help="With --index auto: recall@10 the operating point "
+                      "must reach."))] = BUILD.recall
+    add: Annotated[bool, cli(typer.Option("--add", help="Append new items to an existing collection; old ones "
+                   "are not re-encoded."))] = BUILD.add
+    force: Annotated[bool, cli(typer.Option("--force", help="Rebuild a collection that already exists."))] = BUILD.force
+    update: Annotated[bool, cli(typer.Option("--update", help="With --add: items whose id is already there are "
+                      "re-encoded and replace the old ones."))] = BUILD.update
+    sync: Annotated[bool, cli(typer.Option("--sync", help="Re-sync an --images folder: add new files, drop vanished "
+                    "ones, re-encode changed ones (size and mtime)."))] = BUILD.sync
+    bm25: Annotated[bool, cli(typer.Option("--bm25", help="Also store a BM25 index of the texts (search --mode "
+                    "bm25|hybrid); --add and --update keep it in step."))] = BUILD.bm25
+    bm25_analyzer: Annotated[Optional[str], cli(typer.Option("--bm25-analyzer", help="How --bm25 analyses texts: "
                              "english (stop words dropped, Snowball stemming: 'floods' finds 'flooding') or none "
                              "(lower-cased words as written). Stored in the collection; --add keeps its own. "
-                             "[default: english]", show_default=False)] = BUILD.bm25_analyzer,
-    fields: Annotated[Optional[str], typer.Option("--fields", help="Comma-separated text columns to embed "
-                      "(default: text/title/description/… columns found).")] = None,
-    id_column: Annotated[Optional[str], typer.Option("--id-column", help="Id column of a table source.")]
-    = BUILD.id_column,
-    path_column: Annotated[Optional[str], typer.Option("--path-column", help="Path column of an image table.")]
-    = BUILD.path_column,
-    recall_queries: Annotated[Optional[Path], typer.Option("--recall-queries", help="Text queries to measure a "
-                              "non-exact index's recall@10 with (default: generic captions or own vectors).")] = None,
-    batch_size: BatchSize = str(BUILD.batch_size),
-    device: Device = BUILD.device,
-    workers: Annotated[int, typer.Option("--workers", help="Image-decoding threads running ahead of the model.")]
-    = BUILD.workers,
-    threads: Annotated[int, typer.Option("--threads", help="torch threads (0: torch's default).")] = BUILD.threads,
-    chunk_size: Annotated[int, typer.Option("--chunk-size", help="Items per flushed chunk (the resume unit).")]
-    = BUILD.chunk_size,
-    id_policy: Annotated[str, typer.Option("--id-policy", help="Ids a TREC run cannot hold (empty, white space): "
-                         "strict refuses them, replace turns white space into '_'.")] = BUILD.id_policy,
-    wait: Annotated[float, typer.Option("--wait", help="Seconds to wait while another process writes the "
-                    "collection (0: fail at once, naming it).")] = BUILD.wait,
-    ray: RayAddress = BUILD.ray,
-    shards: Annotated[int, typer.Option("--shards", help="Split the index into N shards searched side by side "
-                      "(results equal one index's, except HNSW); filled in parallel with --ray.")] = BUILD.shards,
-    vectors: Annotated[Optional[Path], typer.Option("--vectors", help="Embeddings computed elsewhere: one .npy "
+                             "[default: english]", show_default=False))] = BUILD.bm25_analyzer
+    fields: Annotated[Optional[str], cli(typer.Option("--fields", help="Comma-separated text columns to embed "
+                      "(default: text/title/description/… columns found)."))] = None
+    id_column: Annotated[Optional[str], cli(typer.Option("--id-column", help="Id column of a table source."))] \
+        = BUILD.id_column
+    path_column: Annotated[Optional[str], cli(typer.Option("--path-column", help="Path column of an image table."))] \
+        = BUILD.path_column
+    recall_queries: Annotated[Optional[Path], cli(typer.Option("--recall-queries", help="Text queries to measure a "
+                              "non-exact index's recall@10 with (default: generic captions or own vectors)."))] = None
+    batch_size: Annotated[str, cli(BatchSize)] = str(BUILD.batch_size)
+    device: Annotated[str, cli(Device)] = BUILD.device
+    workers: Annotated[int, cli(typer.Option("--workers", help="Image-decoding threads running ahead of the model."))] \
+        = BUILD.workers
+    threads: Annotated[int, cli(typer.Option("--threads", help="torch threads (0: torch's default)."))] = BUILD.threads
+    chunk_size: Annotated[int, cli(typer.Option("--chunk-size", help="Items per flushed chunk (the resume unit)."))] \
+        = BUILD.chunk_size
+    id_policy: Annotated[str, cli(typer.Option("--id-policy", help="Ids a TREC run cannot hold (empty, white space): "
+                         "strict refuses them, replace turns white space into '_'."))] = BUILD.id_policy
+    wait: Annotated[float, cli(typer.Option("--wait", help="Seconds to wait while another process writes the "
+                    "collection (0: fail at once, naming it)."))] = BUILD.wait
+    ray: Annotated[Optional[str], cli(RayAddress)] = BUILD.ray
+    shards: Annotated[int, cli(typer.Option("--shards", help="Split the index into N shards searched side by side "
+                      "(results equal one index's, except HNSW); filled in parallel with --ray."))] = BUILD.shards
+    vectors: Annotated[Optional[Path], cli(typer.Option("--vectors", help="Embeddings computed elsewhere: one .npy "
                        "(float32/float16) or a folder of .npy shards in name order (clip-retrieval's layout), "
-                       "read block by block.")] = None,
-    ids: Annotated[Optional[Path], typer.Option("--ids", help="With --vectors: one id per line, in row order "
-                   "(default: row numbers 0..N-1).")] = None,
-    meta: Annotated[Optional[Path], typer.Option("--meta", help="With --vectors: item metadata, one row per vector "
-                    "(JSONL or parquet, or a folder of them in name order).")] = None,
-    encoder: Annotated[Optional[str], typer.Option("--encoder", help="With --vectors: the model spec that made "
-                       "them, so text/image queries work (default: vectors-only search).")] = None,
-    query_prompt: Annotated[Optional[str], typer.Option("--query-prompt", help="Prompt put before every text "
+                       "read block by block."))] = None
+    ids: Annotated[Optional[Path], cli(typer.Option("--ids", help="With --vectors: one id per line, in row order "
+                   "(default: row numbers 0..N-1)."))] = None
+    meta: Annotated[Optional[Path], cli(typer.Option("--meta", help="With --vectors: item metadata, one row per vector "
+                    "(JSONL or parquet, or a folder of them in name order)."))] = None
+    encoder: Annotated[Optional[str], cli(typer.Option("--encoder", help="With --vectors: the model spec that made "
+                       "them, so text/image queries work (default: vectors-only search)."))] = None
+    query_prompt: Annotated[Optional[str], cli(typer.Option("--query-prompt", help="Prompt put before every text "
                             "query (stored; search and serve apply it). Default: the model's own, or its family's "
                             "preset (e5 'query: ', bge, nomic, Qwen3-Embedding …); '' for none.",
-                            show_default=False)] = None,
-    doc_prompt: Annotated[Optional[str], typer.Option("--doc-prompt", help="Prompt put before every embedded "
-                          "document text (e5: 'passage: '); '' for none.", show_default=False)] = None,
-    root: Root = DEFAULT_ROOT,
-    quiet: Quiet = False,
-) -> None:
+                            show_default=False))] = None
+    doc_prompt: Annotated[Optional[str], cli(typer.Option("--doc-prompt", help="Prompt put before every embedded "
+                          "document text (e5: 'passage: '); '' for none.", show_default=False))] = None
+    root: Annotated[Path, cli(Root)] = DEFAULT_ROOT
+    quiet: Annotated[bool, cli(Quiet)] = False
+
+
+def _build(o: BuildCommandOptions) -> None:
     """Embed images or texts into a collection with a FAISS index, or index vectors computed elsewhere
     (--vectors). Interrupted builds resume when run again, locally or with --ray (encoding in a Ray actor pool;
     IVF lists merged on disk)."""
-    set_quiet(quiet)
+    set_quiet(o.quiet)
     from engine.core.collection import Collection
-    if vectors is not None:
+    if o.vectors is not None:
         from engine.core.build.vector_files import check_vector_flags
-        check_vector_flags(images=images, texts=texts, model=model, add=add, fields=fields, id_column=id_column,
-                           path_column=path_column, recall_queries=recall_queries)
-        Collection.from_vector_files(name, vectors, ids=ids, meta=meta, encoder_spec=encoder, root=root,
-                                     index=index, store=store, memory_budget=memory_budget, recall=recall,
-                                     force=force, chunk_size=chunk_size, id_policy=id_policy, wait=wait, ray=ray,
-                                     shards=shards)
+        check_vector_flags(images=o.images, texts=o.texts, model=o.model, add=o.add, fields=o.fields,
+                           id_column=o.id_column, path_column=o.path_column, recall_queries=o.recall_queries)
+        Collection.from_vector_files(o.name, o.vectors, ids=o.ids, meta=o.meta, encoder_spec=o.encoder, root=o.root,
+                                     index=o.index, store=o.store, memory_budget=o.memory_budget, recall=o.recall,
+                                     force=o.force, chunk_size=o.chunk_size, id_policy=o.id_policy, wait=o.wait,
+                                     ray=o.ray, shards=o.shards)
         return
-    if ids is not None or meta is not None or encoder is not None:
+    if o.ids is not None or o.meta is not None or o.encoder is not None:
         raise EngineError(f"{opt('ids')}, {opt('meta')} and {opt('encoder')} go with {opt('vectors')} PATH")
-    Collection.build(name, images=images, texts=texts, root=root, model=model, index=index, batch_size=batch_size,
-                     workers=workers, threads=threads, chunk_size=chunk_size, add=add, force=force,
-                     fields=split_list(fields), id_column=id_column, path_column=path_column,
-                     recall_queries=recall_queries, id_policy=id_policy, wait=wait, store=store,
-                     memory_budget=memory_budget, recall=recall, device=device, ray=ray, shards=shards,
-                     update=update, sync=sync, bm25=bm25, bm25_analyzer=bm25_analyzer, query_prompt=query_prompt, doc_prompt=doc_prompt)
+    from dataclasses import fields
+    settings = {f.name: getattr(o, f.name) for f in fields(BuildOptions)}  # the build's options, as given
+    Collection.build(o.name, images=o.images, texts=o.texts, root=o.root, query_prompt=o.query_prompt,
+                     doc_prompt=o.doc_prompt, **{**settings, "fields": split_list(o.fields)})
+
+
+build_cmd = options_command(BuildCommandOptions, _build)
 
 
 @dataclass(frozen=True)
@@ -258,25 +264,30 @@ def list_cmd(root: Root = DEFAULT_ROOT,
     typer.echo(format_table(["name", "kind", "items", "size", "encoder"], summaries(root, names), left=2))
 
 
-def bench_cmd(
-    name: Annotated[str, typer.Argument(help="Collection name.")],
-    queries: Annotated[Optional[Path], typer.Option("--queries", help="Text queries to time (default: generic "
-                       "captions for image–text collections, sampled items otherwise).")] = None,
-    n: Annotated[int, typer.Option("--n", help="Queries to time.")] = 200,
-    seconds: Annotated[float, typer.Option("--seconds", help="Time each measurement takes at most (about): "
-                       "it stops after --n calls or this many seconds of them, whichever comes first.")] = 3.0,
-    batch: Annotated[int, typer.Option("--batch", help="Batch size of the batched runs.")] = 64,
-    k: Annotated[int, typer.Option("-k", help="Results per query.")] = 10,
-    out: Annotated[Optional[Path], typer.Option("--out", help="JSON result (default: <collection>/bench.json).")] = None,
-    threads: Annotated[int, typer.Option("--threads", help="torch/FAISS threads (0: default).")] = 0,
-    device: Device = "auto",
-    root: Root = DEFAULT_ROOT,
-    quiet: Quiet = False,
-) -> None:
+@dataclass(frozen=True)
+class BenchOptions:
+    """What `engine bench` is told, each option declared once (engine.io.options.options_command)."""
+    name: Annotated[str, cli(typer.Argument(help="Collection name."))]
+    queries: Annotated[Optional[Path], cli(typer.Option("--queries", help="Text queries to time (default: generic "
+                       "captions for image–text collections, sampled items otherwise)."))] = None
+    n: Annotated[int, cli(typer.Option("--n", help="Queries to time."))] = 200
+    seconds: Annotated[float, cli(typer.Option("--seconds", help="Time each measurement takes at most (about): "
+                       "it stops after --n calls or this many seconds of them, whichever comes first."))] = 3.0
+    batch: Annotated[int, cli(typer.Option("--batch", help="Batch size of the batched runs."))] = 64
+    k: Annotated[int, cli(typer.Option("-k", help="Results per query."))] = 10
+    out: Annotated[Optional[Path], cli(typer.Option("--out", help="JSON result (default: <collection>/bench.json)."))] \
+        = None
+    threads: Annotated[int, cli(typer.Option("--threads", help="torch/FAISS threads (0: default)."))] = 0
+    device: Annotated[str, cli(Device)] = "auto"
+    root: Annotated[Path, cli(Root)] = DEFAULT_ROOT
+    quiet: Annotated[bool, cli(Quiet)] = False
+
+
+def _bench(o: BenchOptions) -> None:
     """Query-encoding and search latency (p50/p95/p99, QPS), single and batched; index memory."""
-    set_quiet(quiet)
+    set_quiet(o.quiet)
     from engine.core.encoders.device import set_device
-    set_device(device)
+    set_device(o.device)
     from rich.console import Console
     from engine.core.bench import bench_collection
     from engine.core.collection import Collection
@@ -284,14 +295,17 @@ def bench_cmd(
     from engine.display import bench_table
     from engine.io.atomic import write_json
     from engine.io.tables import read_queries
-    configure_threads(threads)
-    col = Collection.open(name, root)
-    result = bench_collection(col, [t for _, t in read_queries(queries)] if queries else None, n=n, batch=batch, k=k,
-                              seconds=seconds)
+    configure_threads(o.threads)
+    col = Collection.open(o.name, o.root)
+    result = bench_collection(col, [t for _, t in read_queries(o.queries)] if o.queries else None, n=o.n,
+                              batch=o.batch, k=o.k, seconds=o.seconds)
     Console().print(bench_table(result))
-    target = out or col.path / "bench.json"
+    target = o.out or col.path / "bench.json"
     write_json(target, result)
     typer.echo(f"wrote {target}", err=True)
+
+
+bench_cmd = options_command(BenchOptions, _bench)
 
 
 def demo_cmd(root: Root = DEFAULT_ROOT, device: Device = "auto", quiet: Quiet = False) -> None:

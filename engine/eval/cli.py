@@ -1,6 +1,7 @@
 """`engine eval`, and the `validate` and `convert` groups that tasks add their own formats to."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -13,6 +14,7 @@ from engine.eval.metrics import known_metrics
 from engine.eval.profiles import PROFILES
 from engine.eval.significance import CORRECTIONS
 from engine.errors import EngineError
+from engine.io.options import cli, options_command, taken
 
 COMPARE = CompareOptions()
 FUSE = FuseOptions()
@@ -71,52 +73,67 @@ def validate_run_cmd(file: Annotated[Path, typer.Argument(help="TREC run file.")
     raise typer.Exit(report.exit_code)
 
 
-def compare_cmd(
-    qrels: Annotated[Path, typer.Argument(help="TREC qrels `qid 0 docid rel`.")],
-    runs: Annotated[list[Path], typer.Argument(help="Runs; the first is the baseline every other is tested against.")],
-    profile: ProfileOpt = "trec",
-    metrics: MetricsOpt = None,
-    alpha: Annotated[float, typer.Option("--alpha", help="Significance level of the markers.")] = COMPARE.alpha,
-    correction: Annotated[str, typer.Option("--correction", help=f"Multiple-comparison correction over the runs: "
-                          f"{', '.join(CORRECTIONS)}.")] = COMPARE.correction,
-    resamples: Annotated[int, typer.Option("--resamples", help="Randomization test: random pair swaps (exact "
-                         "enumeration when 2^queries is fewer).")] = COMPARE.resamples,
-    seed: Annotated[int, typer.Option("--seed", help="Randomization test seed (same seed, same p-values).")]
-    = COMPARE.seed,
-    fmt: Annotated[str, typer.Option("--format", help=f"Output: {', '.join(FORMATS)}.")] = "table",
-    docs: CandidatesOpt = None,
-) -> None:
+@dataclass(frozen=True)
+class CompareCommandOptions:
+    """What `engine compare` is told, each option declared once (engine.io.options.options_command)."""
+    qrels: Annotated[Path, cli(typer.Argument(help="TREC qrels `qid 0 docid rel`."))]
+    runs: Annotated[list[Path], cli(typer.Argument(help="Runs; the first is the baseline every other is tested "
+                                                   "against."))]
+    profile: Annotated[str, cli(ProfileOpt)] = "trec"
+    metrics: Annotated[Optional[str], cli(MetricsOpt)] = None
+    alpha: Annotated[float, cli(typer.Option("--alpha", help="Significance level of the markers."))] = COMPARE.alpha
+    correction: Annotated[str, cli(typer.Option("--correction", help=f"Multiple-comparison correction over the runs: "
+                          f"{', '.join(CORRECTIONS)}."))] = COMPARE.correction
+    resamples: Annotated[int, cli(typer.Option("--resamples", help="Randomization test: random pair swaps (exact "
+                         "enumeration when 2^queries is fewer)."))] = COMPARE.resamples
+    seed: Annotated[int, cli(typer.Option("--seed", help="Randomization test seed (same seed, same p-values)."))] \
+        = COMPARE.seed
+    fmt: Annotated[str, cli(typer.Option("--format", help=f"Output: {', '.join(FORMATS)}."))] = "table"
+    docs: Annotated[Optional[Path], cli(CandidatesOpt)] = None
+
+
+def _compare(o: CompareCommandOptions) -> None:
     """Compare runs on one qrels: means, paired t-test and Fisher randomization test against the first run
     (p-values corrected over the runs), significance markers, per-query wins/ties/losses."""
     from engine.eval.compare import compare_files, render
-    cmp = compare_files(qrels, runs, profile, metrics, CompareOptions(alpha, correction, resamples, seed), docs)
-    typer.echo(render(cmp, fmt))
+    cmp = compare_files(o.qrels, o.runs, o.profile, o.metrics, taken(CompareOptions, o), o.docs)
+    typer.echo(render(cmp, o.fmt))
 
 
-def fuse_cmd(
-    runs: Annotated[list[Path], typer.Argument(help="TREC runs to fuse (two or more).")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Fused TREC run to write.")],
-    method: Annotated[str, typer.Option("--method", help=f"{', '.join(METHODS)}: reciprocal rank fusion, sum of "
-                      "normalized scores, that sum times the number of runs returning the doc, weighted sum.")]
-    = FUSE.method,
-    weights: Annotated[str | None, typer.Option("--weights", help="Comma-separated, one per run (wsum needs them "
-                       "or --tune).")] = None,
-    norm: Annotated[str, typer.Option("--norm", help=f"Score normalization per query: {', '.join(NORMALIZERS)}.")]
-    = FUSE.norm,
-    k: Annotated[int, typer.Option("--k", help="RRF constant: score = Σ w / (k + rank).")] = FUSE.k,
-    tune: Annotated[Path | None, typer.Option("--tune", help="Qrels to tune the weights on (coordinate ascent); "
-                    "the tuned weights are printed.")] = None,
-    metric: Annotated[str, typer.Option("--metric", help="What --tune maximizes.")] = FUSE.metric,
-    depth: Annotated[int, typer.Option("--depth", help="Docs kept per query in the fused run.")] = FUSE.depth,
-    run_id: Annotated[str, typer.Option("--run-id", help="Run id written in the last column.")] = FUSE.run_id,
-) -> None:
+compare_cmd = options_command(CompareCommandOptions, _compare)
+
+
+@dataclass(frozen=True)
+class FuseCommandOptions:
+    """What `engine fuse` is told, each option declared once (engine.io.options.options_command)."""
+    runs: Annotated[list[Path], cli(typer.Argument(help="TREC runs to fuse (two or more)."))]
+    out: Annotated[Path, cli(typer.Option("--out", "-o", help="Fused TREC run to write."))]
+    method: Annotated[str, cli(typer.Option("--method", help=f"{', '.join(METHODS)}: reciprocal rank fusion, sum of "
+                      "normalized scores, that sum times the number of runs returning the doc, weighted sum."))] \
+        = FUSE.method
+    weights: Annotated[str | None, cli(typer.Option("--weights", help="Comma-separated, one per run (wsum needs them "
+                       "or --tune)."))] = None
+    norm: Annotated[str, cli(typer.Option("--norm", help="Score normalization per query: "
+                    f"{', '.join(NORMALIZERS)}."))] = FUSE.norm
+    k: Annotated[int, cli(typer.Option("--k", help="RRF constant: score = Σ w / (k + rank)."))] = FUSE.k
+    tune: Annotated[Path | None, cli(typer.Option("--tune", help="Qrels to tune the weights on (coordinate ascent); "
+                    "the tuned weights are printed."))] = None
+    metric: Annotated[str, cli(typer.Option("--metric", help="What --tune maximizes."))] = FUSE.metric
+    depth: Annotated[int, cli(typer.Option("--depth", help="Docs kept per query in the fused run."))] = FUSE.depth
+    run_id: Annotated[str, cli(typer.Option("--run-id", help="Run id written in the last column."))] = FUSE.run_id
+
+
+def _fuse(o: FuseCommandOptions) -> None:
     """Fuse runs query by query (RRF, CombSUM, CombMNZ, weighted sum) into one run."""
     from engine.eval.fuse import fuse_files, parse_weights
-    report = fuse_files(runs, out, FuseOptions(method, norm, k, depth, metric, run_id),
-                        parse_weights(weights) if weights is not None else None, tune)
+    report = fuse_files(o.runs, o.out, taken(FuseOptions, o),
+                        parse_weights(o.weights) if o.weights is not None else None, o.tune)
     w = f"; weights {', '.join(f'{x:g}' for x in report.weights)}" if report.weights is not None else ""
-    tuned = f" (tuned: {metric} {report.tuned:.4f} on the tuning qrels)" if report.tuned is not None else ""
-    typer.echo(f"{out}: {report.lines} lines, {report.queries} queries, {method}{w}{tuned}")
+    tuned = f" (tuned: {o.metric} {report.tuned:.4f} on the tuning qrels)" if report.tuned is not None else ""
+    typer.echo(f"{o.out}: {report.lines} lines, {report.queries} queries, {o.method}{w}{tuned}")
+
+
+fuse_cmd = options_command(FuseCommandOptions, _fuse)
 
 
 def metrics_cmd(markdown: Annotated[bool, typer.Option("--markdown", help="Print Markdown tables.")] = False) -> None:
@@ -145,28 +162,32 @@ def register(app: typer.Typer) -> tuple[typer.Typer, typer.Typer]:
     return validate, convert
 
 
-def experiment_cmd(
-    files: Annotated[list[Path], typer.Argument(help="Pipeline files; the first is the baseline the others are "
-                                                "tested against.")],
-    queries: Annotated[Path, typer.Option("--queries", help="Queries: TSV qid<TAB>text, CSV, or JSONL.")],
-    qrels: Annotated[Path, typer.Option("--qrels", help="TREC qrels `qid 0 docid rel`.")],
-    metrics: MetricsOpt = None,
-    profile: ProfileOpt = "trec",
-    root: Annotated[Path | None, typer.Option("--root", help="Folder of the collections (default: indexes/).")]
-    = None,
-    out: Annotated[Path | None, typer.Option("--out", help="Folder to write each run to, as <file stem>.run.")]
-    = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON: pipelines, metrics, p, p_holm, stages.")]
-    = False,
-    plot: Annotated[Path | None, typer.Option("--plot", help="Draw the metric per pipeline and per-query "
-                    "differences to this PNG (needs matplotlib).")] = None,
-    stages: Annotated[bool, typer.Option("--stages", help="Add a row for each prefix of each pipeline.")] = False,
-    cache: Annotated[Path | None, typer.Option("--cache", help="Folder of cached stage outputs (default: "
-                     "$ENGINE_CACHE/pipelines).")] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Compute every stage; read and write no cache.")]
-    = False,
-    markdown: Annotated[bool, typer.Option("--markdown", help="A Markdown table.")] = False,
-) -> None:
+@dataclass(frozen=True)
+class ExperimentOptions:
+    """What `engine experiment` is told, each option declared once (engine.io.options.options_command)."""
+    files: Annotated[list[Path], cli(typer.Argument(help="Pipeline files; the first is the baseline the others are "
+                                                "tested against."))]
+    queries: Annotated[Path, cli(typer.Option("--queries", help="Queries: TSV qid<TAB>text, CSV, or JSONL."))]
+    qrels: Annotated[Path, cli(typer.Option("--qrels", help="TREC qrels `qid 0 docid rel`."))]
+    metrics: Annotated[Optional[str], cli(MetricsOpt)] = None
+    profile: Annotated[str, cli(ProfileOpt)] = "trec"
+    root: Annotated[Path | None, cli(typer.Option("--root", help="Folder of the collections (default: indexes/)."))] \
+        = None
+    out: Annotated[Path | None, cli(typer.Option("--out", help="Folder to write each run to, as <file stem>.run."))] \
+        = None
+    as_json: Annotated[bool, cli(typer.Option("--json", help="Print JSON: pipelines, metrics, p, p_holm, stages."))] \
+        = False
+    plot: Annotated[Path | None, cli(typer.Option("--plot", help="Draw the metric per pipeline and per-query "
+                    "differences to this PNG (needs matplotlib)."))] = None
+    stages: Annotated[bool, cli(typer.Option("--stages", help="Add a row for each prefix of each pipeline."))] = False
+    cache: Annotated[Path | None, cli(typer.Option("--cache", help="Folder of cached stage outputs (default: "
+                     "$ENGINE_CACHE/pipelines)."))] = None
+    no_cache: Annotated[bool, cli(typer.Option("--no-cache", help="Compute every stage; read and write no cache."))] \
+        = False
+    markdown: Annotated[bool, cli(typer.Option("--markdown", help="A Markdown table."))] = False
+
+
+def _experiment(o: ExperimentOptions) -> None:
     """Run pipelines on the same queries and compare them: metrics, paired t-test against the first,
     Holm-corrected p, wins/ties/losses; stage outputs cached."""
     import json as _json
@@ -178,21 +199,24 @@ def experiment_cmd(
     from engine.eval.profiles import get_profile
     from engine.io.runs import read_qrels
     from engine.progress import info
-    if plot is not None and plot.suffix.lower() != ".png":
-        raise EngineError(f"--plot {plot}: give a .png file")
-    if plot is not None:
+    if o.plot is not None and o.plot.suffix.lower() != ".png":
+        raise EngineError(f"--plot {o.plot}: give a .png file")
+    if o.plot is not None:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
             raise EngineError("--plot needs matplotlib: pip install -e \".[plot]\"") from None
-    pipelines = [(Path(f).stem, read_pipeline_file(f)) for f in files]
-    qs = read_queries_file(queries)
-    gold = read_qrels(qrels)
-    ctx = Context(root=root, cache=make_cache(cache, no_cache))
-    exp = ex.experiment(pipelines, qs, gold, metrics or get_profile(profile).metrics, ctx, stages)
-    if out is not None:
-        paths = ex.write_runs(exp, out)
-        info(f"wrote {len(paths)} runs to {out}/")
-    if plot is not None:
-        info(f"wrote {ex.plot(exp, plot)}")
-    typer.echo(_json.dumps(ex.to_json(exp), indent=2) if as_json else ex.render(exp, markdown))
+    pipelines = [(Path(f).stem, read_pipeline_file(f)) for f in o.files]
+    qs = read_queries_file(o.queries)
+    gold = read_qrels(o.qrels)
+    ctx = Context(root=o.root, cache=make_cache(o.cache, o.no_cache))
+    exp = ex.experiment(pipelines, qs, gold, o.metrics or get_profile(o.profile).metrics, ctx, o.stages)
+    if o.out is not None:
+        paths = ex.write_runs(exp, o.out)
+        info(f"wrote {len(paths)} runs to {o.out}/")
+    if o.plot is not None:
+        info(f"wrote {ex.plot(exp, o.plot)}")
+    typer.echo(_json.dumps(ex.to_json(exp), indent=2) if o.as_json else ex.render(exp, o.markdown))
+
+
+experiment_cmd = options_command(ExperimentOptions, _experiment)

@@ -213,6 +213,16 @@ def options_command(cls: type, run: Any) -> Any:
     return command
 
 
+def taken(cls: type, options: Any, **given: Any) -> Any:
+    """An instance of the dataclass `cls` whose fields are taken from the command's `options` object where it has
+    a field of the same name (else `cls`'s default), then `given`: a command's options handed to the layer below
+    without naming each one again."""
+    import dataclasses
+    names = {f.name for f in dataclasses.fields(cls)}
+    values = {name: getattr(options, name) for name in names if hasattr(options, name)}
+    return cls(**{**values, **{k: v for k, v in given.items() if k in names}})
+
+
 def split_list(value: Optional[str]) -> Optional[list[str]]:
     """A comma-separated option as a list (None when not given)."""
     return [v.strip() for v in value.split(",") if v.strip()] if value else None

@@ -2,12 +2,14 @@
 work lives in `.run` and `.parse`; a task adds its default pipeline with `register_task_pipeline`."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Callable, Optional
 
 import typer
 
 from engine.errors import EngineError
+from engine.io.options import cli, options_command
 
 TASK_PIPELINES: dict[str, Callable[[], str]] = {}
 """task name → a function returning its default pipeline file's text (registered by each task's CLI)."""
@@ -34,35 +36,41 @@ def make_cache(cache: Path | None, no_cache: bool):
     return StageCache(None if no_cache else (cache or default_cache_dir()))
 
 
-@pipeline_app.command("run")
-def run_cmd(
-    file: Annotated[Path, typer.Argument(help="Pipeline file (TOML with a `pipeline` expression).")],
-    queries: Annotated[Path, typer.Option("--queries", help="Queries: TSV qid<TAB>text, CSV, or JSONL (with "
-                                          "`examples` for search by example).")],
-    out: Annotated[Path, typer.Option("--out", help="The TREC run to write.")],
-    root: Root = None,
-    k: Annotated[Optional[int], typer.Option("-k", "--k", help="Keep the top k of each ranking (default: all "
-                                             "the pipeline returns).", min=1, max=100000)] = None,
-    run_id: Annotated[Optional[str], typer.Option("--run-id", help="Run id column (default: the file's stem).")]
-    = None,
-    cache: CacheDir = None,
-    no_cache: NoCache = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No status lines.")] = False,
-) -> None:
+@dataclass(frozen=True)
+class PipelineRunOptions:
+    """What `engine pipeline run` is told, each option declared once (engine.io.options.options_command)."""
+    file: Annotated[Path, cli(typer.Argument(help="Pipeline file (TOML with a `pipeline` expression)."))]
+    queries: Annotated[Path, cli(typer.Option("--queries", help="Queries: TSV qid<TAB>text, CSV, or JSONL (with "
+                                          "`examples` for search by example)."))]
+    out: Annotated[Path, cli(typer.Option("--out", help="The TREC run to write."))]
+    root: Annotated[Optional[Path], cli(Root)] = None
+    k: Annotated[Optional[int], cli(typer.Option("-k", "--k", help="Keep the top k of each ranking (default: all "
+                                             "the pipeline returns).", min=1, max=100000))] = None
+    run_id: Annotated[Optional[str], cli(typer.Option("--run-id", help="Run id column (default: the file's stem)."))] \
+        = None
+    cache: Annotated[Optional[Path], cli(CacheDir)] = None
+    no_cache: Annotated[bool, cli(NoCache)] = False
+    quiet: Annotated[bool, cli(typer.Option("--quiet", "-q", help="No status lines."))] = False
+
+
+def _run(o: PipelineRunOptions) -> None:
     """Run a pipeline file on a query file and write a TREC run."""
     from engine.core.pipeline.parse import read_pipeline_file
     from engine.core.pipeline.query import read_queries_file
     from engine.core.pipeline.run import Context, run_pipeline, write_pipeline_run
     from engine.progress import info, set_quiet
-    set_quiet(quiet)
-    stage = read_pipeline_file(file)
-    qs = read_queries_file(queries)
-    ctx = Context(root=root, cache=make_cache(cache, no_cache))
+    set_quiet(o.quiet)
+    stage = read_pipeline_file(o.file)
+    qs = read_queries_file(o.queries)
+    ctx = Context(root=o.root, cache=make_cache(o.cache, o.no_cache))
     run = run_pipeline(stage, qs, ctx)
     cached = sum(1 for _, hit in ctx.log if hit)
-    n = write_pipeline_run(run, out, run_id or Path(file).stem.replace(" ", "_"), k)
-    info(f"pipeline {file}: {len(qs)} queries, {n} lines → {out}"
+    n = write_pipeline_run(run, o.out, o.run_id or Path(o.file).stem.replace(" ", "_"), o.k)
+    info(f"pipeline {o.file}: {len(qs)} queries, {n} lines → {o.out}"
          + (f" ({cached} of {len(ctx.log)} stages read from the cache)" if cached else ""))
+
+
+run_cmd = pipeline_app.command("run")(options_command(PipelineRunOptions, _run))
 
 
 @pipeline_app.command("show")

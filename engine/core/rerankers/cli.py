@@ -12,7 +12,7 @@ from typer.core import TyperGroup
 from engine.core.rerankers.flags import RerankInstruction, RerankRounds, RerankTemplate
 from engine.core.rerankers.registry import DEFAULT_DEPTH, reranker_help
 from engine.core.rerankers.train import PATIENCE, TrainOptions
-from engine.io.options import cli, options_command
+from engine.io.options import cli, options_command, taken
 
 Device = Annotated[str, typer.Option("--device", help="Where the reranker runs: auto, cpu, cuda, cuda:N, mps "
                                      "(fp16 autocast on CUDA).")]
@@ -78,44 +78,47 @@ rerank_run_cmd = rerank_app.command("run")(options_command(RerankRunOptions, _ru
 TRAIN = TrainOptions()
 
 
-@rerank_app.command("train")
-def rerank_train_cmd(
-    pairs: Annotated[Path, typer.Option("--pairs", help="CSV with the columns query,document (one relevant "
-                     "document per row; the other documents of the file are the negatives).")],
-    base: Annotated[str, typer.Option("--base", help="Cross-encoder to start from: a local folder, a Hugging "
-                    "Face id, or all-MiniLM-L6-v2 (installed; a bare encoder, so a fresh head is added).")],
-    out_dir: Annotated[Path, typer.Option("--out", help="Folder to write the trained model to; use it as "
-                       "--rerank cross:DIR or --model cross:DIR.")],
-    holdout: Annotated[float, typer.Option("--holdout", help="Share of the documents (with their pairs) held "
-                       "out, never fitted, to pick the best epoch (0.05–0.5).")] = TRAIN.holdout,
-    epochs: Annotated[int, typer.Option("--epochs", help="Most passes over the fitted queries (stops "
-                      f"earlier after {PATIENCE} without a better held-out MRR).")] = TRAIN.epochs,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the split, the negatives and the fit.")]
-    = TRAIN.seed,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Queries per step, each with its document "
-                          "and its negatives (1–1024).")] = TRAIN.batch_size,
-    lr: Annotated[float, typer.Option("--lr", help="AdamW learning rate (warm-up, then linear decay; "
-                  "greater than 0, at most 0.01).")] = TRAIN.lr,
-    head_lr: Annotated[float, typer.Option("--head-lr", help="AdamW learning rate of a freshly added head "
+@dataclass(frozen=True)
+class RerankTrainOptions:
+    """What `engine rerank train` is told, each option declared once (engine.io.options.options_command)."""
+    pairs: Annotated[Path, cli(typer.Option("--pairs", help="CSV with the columns query,document (one relevant "
+                     "document per row; the other documents of the file are the negatives)."))]
+    base: Annotated[str, cli(typer.Option("--base", help="Cross-encoder to start from: a local folder, a Hugging "
+                    "Face id, or all-MiniLM-L6-v2 (installed; a bare encoder, so a fresh head is added)."))]
+    out_dir: Annotated[Path, cli(typer.Option("--out", help="Folder to write the trained model to; use it as "
+                       "--rerank cross:DIR or --model cross:DIR."))]
+    holdout: Annotated[float, cli(typer.Option("--holdout", help="Share of the documents (with their pairs) held "
+                       "out, never fitted, to pick the best epoch (0.05–0.5)."))] = TRAIN.holdout
+    epochs: Annotated[int, cli(typer.Option("--epochs", help="Most passes over the fitted queries (stops "
+                      f"earlier after {PATIENCE} without a better held-out MRR)."))] = TRAIN.epochs
+    seed: Annotated[int, cli(typer.Option("--seed", help="Seed of the split, the negatives and the fit."))] = TRAIN.seed
+    batch_size: Annotated[int, cli(typer.Option("--batch-size", help="Queries per step, each with its document "
+                          "and its negatives (1–1024)."))] = TRAIN.batch_size
+    lr: Annotated[float, cli(typer.Option("--lr", help="AdamW learning rate (warm-up, then linear decay; "
+                  "greater than 0, at most 0.01)."))] = TRAIN.lr
+    head_lr: Annotated[float, cli(typer.Option("--head-lr", help="AdamW learning rate of a freshly added head "
                        "(a bare encoder's, e.g. all-MiniLM-L6-v2); a trained head uses --lr (greater than 0, "
-                       "at most 0.1).")] = TRAIN.head_lr,
-    negatives: Annotated[int, typer.Option("--negatives", help="Other documents per query per step: half the "
-                         "BM25-hardest, half random (1–63).")] = TRAIN.negatives,
-    force: Annotated[bool, typer.Option("--force", help="Replace a non-empty --out folder.")] = False,
-    device: Device = "auto",
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No status lines.")] = False,
-) -> None:
+                       "at most 0.1)."))] = TRAIN.head_lr
+    negatives: Annotated[int, cli(typer.Option("--negatives", help="Other documents per query per step: half the "
+                         "BM25-hardest, half random (1–63)."))] = TRAIN.negatives
+    force: Annotated[bool, cli(typer.Option("--force", help="Replace a non-empty --out folder."))] = False
+    device: Annotated[str, cli(Device)] = "auto"
+    quiet: Annotated[bool, cli(typer.Option("--quiet", "-q", help="No status lines."))] = False
+
+
+def _rerank_train(o: RerankTrainOptions) -> None:
     """Fine-tune a cross-encoder on query,document pairs, early-stopped on held-out pairs; writes a folder
     that `cross:DIR` loads."""
     from engine.core.encoders.device import set_device
     from engine.core.rerankers.train import first_stage_verdict, train_cross_encoder
     from engine.progress import info, set_quiet, warn
-    set_quiet(quiet)
-    set_device(device)
-    options = TrainOptions(holdout=holdout, epochs=epochs, seed=seed, batch_size=batch_size, lr=lr,
-                           head_lr=head_lr, negatives=negatives)
-    r = train_cross_encoder(pairs, base, out_dir, options, force, say=info)
-    first_stage_verdict(r, out_dir, info, warn)
+    set_quiet(o.quiet)
+    set_device(o.device)
+    r = train_cross_encoder(o.pairs, o.base, o.out_dir, taken(TrainOptions, o), o.force, say=info)
+    first_stage_verdict(r, o.out_dir, info, warn)
+
+
+rerank_train_cmd = rerank_app.command("train")(options_command(RerankTrainOptions, _rerank_train))
 
 
 def register(app: typer.Typer) -> None:

@@ -1,6 +1,7 @@
 """`engine dse build|submit|eval`, `engine convert dsebench-qrels|dsebench-run`."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -8,6 +9,7 @@ import typer
 
 from engine.core.cli import Device, Quiet, RayAddress, Root
 from engine.core.collection import DEFAULT_ROOT
+from engine.io.options import cli, options_command, taken
 from engine.progress import info, set_quiet
 from engine.tasks.dse.data import dsebench_qrels, dsebench_run
 from engine.tasks.dse.index import DEFAULT_NAME, BuildOptions, build_dse
@@ -29,84 +31,100 @@ DseRerankDepth = Annotated[int, typer.Option("--rerank-depth", help="Candidates 
 DseDepth = Annotated[int, typer.Option("--depth", help="Datasets per case in the ranking.")]
 
 
-@dse_app.command("build")
-def dse_build_cmd(
-    datasets: Annotated[Path, typer.Option("--datasets", help="DSEBench datasets.json: a JSON list of "
-                                           "{id, title, description, tags, author, summary}.")],
-    name: DseName = DEFAULT_NAME,
-    model: Annotated[str, typer.Option("--model", help="Sentence model spec (offline).")] = BUILD.model,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Texts per encoder batch.")] = BUILD.batch_size,
-    device: Device = BUILD.device,
-    ray: RayAddress = BUILD.ray,
-    root: Root = DEFAULT_ROOT,
-    quiet: Quiet = False,
-) -> None:
+@dataclass(frozen=True)
+class DseBuildOptions:
+    """What `engine dse build` is told, each option declared once (engine.io.options.options_command)."""
+    datasets: Annotated[Path, cli(typer.Option("--datasets", help="DSEBench datasets.json: a JSON list of "
+                                           "{id, title, description, tags, author, summary}."))]
+    name: Annotated[str, cli(DseName)] = DEFAULT_NAME
+    model: Annotated[str, cli(typer.Option("--model", help="Sentence model spec (offline)."))] = BUILD.model
+    batch_size: Annotated[int, cli(typer.Option("--batch-size", help="Texts per encoder batch."))] = BUILD.batch_size
+    device: Annotated[str, cli(Device)] = BUILD.device
+    ray: Annotated[Optional[str], cli(RayAddress)] = BUILD.ray
+    root: Annotated[Path, cli(Root)] = DEFAULT_ROOT
+    quiet: Annotated[bool, cli(Quiet)] = False
+
+
+def _dse_build(o: DseBuildOptions) -> None:
     """Embed each field and the whole record of every dataset, and build a BM25 index over all fields.
 
     The index is the collection NAME; building again replaces a DSEBench index of that name."""
-    set_quiet(quiet)
-    build_dse(datasets, name, root, BuildOptions(model=model, batch_size=batch_size, device=device, ray=ray))
+    set_quiet(o.quiet)
+    build_dse(o.datasets, o.name, o.root, taken(BuildOptions, o))
 
 
-@dse_app.command("submit")
-def dse_submit_cmd(
-    queries: DseQueries,
-    cases: DseCases,
-    out: Annotated[Path, typer.Option("--out", help="TREC run to write: case_id Q0 dataset_id rank score runid.")],
-    split: Annotated[str, typer.Option("--split", help="Cases to rank: test (DSEBench's numbered test cases), "
-                                       "train, all, or a split file (JSON judgments or one case id a line).")]
-    = SUBMIT.split,
-    method: Annotated[str, typer.Option("--method", help="rrf (untuned fusion of query and examples), tuned "
-                                        "(weighted fusion; needs --folds or --weights), query, examples.")]
-    = SUBMIT.method,
-    folds: DseFolds = SUBMIT.folds,
-    weights: Annotated[Optional[Path], typer.Option("--weights", help="Fusion weights JSON {feature: weight} "
-                       "(or a file written by --save-weights) for --method tuned.")] = SUBMIT.weights,
-    save_weights: Annotated[Optional[Path], typer.Option("--save-weights", help="With --folds: write the tuned "
-                            "weights of every fold here (JSON).")] = SUBMIT.save_weights,
-    name: DseName = DEFAULT_NAME,
-    depth: DseDepth = SUBMIT.depth,
-    run_id: Annotated[Optional[str], typer.Option("--run-id", help="Run id column (default dse-METHOD).",
-                      show_default=False)] = SUBMIT.run_id,
-    rerank: DseRerank = SUBMIT.rerank,
-    rerank_depth: DseRerankDepth = SUBMIT.rerank_depth,
-    datasets: Annotated[Optional[Path], typer.Option("--datasets", help="DSEBench datasets.json: build the index "
-                        "first unless --name already indexes this file (one command from data to run).")] = None,
-    root: Root = DEFAULT_ROOT,
-    quiet: Quiet = False,
-    pipeline: Annotated[Optional[Path], typer.Option("--pipeline", help="A pipeline file to rank the cases with "
-                        "instead of the default (print it with `engine pipeline show dse`).")] = None,
-) -> None:
+dse_build_cmd = dse_app.command("build")(options_command(DseBuildOptions, _dse_build))
+
+
+@dataclass(frozen=True)
+class DseSubmitOptions:
+    """What `engine dse submit` is told, each option declared once (engine.io.options.options_command)."""
+    queries: Annotated[Path, cli(DseQueries)]
+    cases: Annotated[Path, cli(DseCases)]
+    out: Annotated[Path, cli(typer.Option("--out", help="TREC run to write: case_id Q0 dataset_id rank score runid."))]
+    split: Annotated[str, cli(typer.Option("--split", help="Cases to rank: test (DSEBench's numbered test cases), "
+                                       "train, all, or a split file (JSON judgments or one case id a line)."))] \
+        = SUBMIT.split
+    method: Annotated[str, cli(typer.Option("--method", help="rrf (untuned fusion of query and examples), tuned "
+                                        "(weighted fusion; needs --folds or --weights), query, examples."))] \
+        = SUBMIT.method
+    folds: Annotated[Optional[Path], cli(DseFolds)] = SUBMIT.folds
+    weights: Annotated[Optional[Path], cli(typer.Option("--weights", help="Fusion weights JSON {feature: weight} "
+                       "(or a file written by --save-weights) for --method tuned."))] = SUBMIT.weights
+    save_weights: Annotated[Optional[Path], cli(typer.Option("--save-weights", help="With --folds: write the tuned "
+                            "weights of every fold here (JSON)."))] = SUBMIT.save_weights
+    name: Annotated[str, cli(DseName)] = DEFAULT_NAME
+    depth: Annotated[int, cli(DseDepth)] = SUBMIT.depth
+    run_id: Annotated[Optional[str], cli(typer.Option("--run-id", help="Run id column (default dse-METHOD).",
+                      show_default=False))] = SUBMIT.run_id
+    rerank: Annotated[Optional[str], cli(DseRerank)] = SUBMIT.rerank
+    rerank_depth: Annotated[int, cli(DseRerankDepth)] = SUBMIT.rerank_depth
+    datasets: Annotated[Optional[Path], cli(typer.Option("--datasets", help="DSEBench datasets.json: build the index "
+                        "first unless --name already indexes this file (one command from data to run)."))] = None
+    root: Annotated[Path, cli(Root)] = DEFAULT_ROOT
+    quiet: Annotated[bool, cli(Quiet)] = False
+    pipeline: Annotated[Optional[Path], cli(typer.Option("--pipeline", help="A pipeline file to rank the cases with "
+                        "instead of the default (print it with `engine pipeline show dse`)."))] = None
+
+
+def _dse_submit(o: DseSubmitOptions) -> None:
     """Rank the catalogue for every case; a case's example datasets are never returned for it."""
-    set_quiet(quiet)
-    options = SubmitOptions(split=split, method=method, folds=folds, weights=weights, save_weights=save_weights,
-                            depth=depth, run_id=run_id, rerank=rerank, rerank_depth=rerank_depth, pipeline=pipeline)
-    submit_dse(queries, cases, out, name, root, options, datasets)
+    set_quiet(o.quiet)
+    submit_dse(o.queries, o.cases, o.out, o.name, o.root, taken(SubmitOptions, o), o.datasets)
 
 
-@dse_app.command("eval")
-def dse_eval_cmd(
-    judgments: Annotated[Path, typer.Option("--judgments", help="DSEBench human_annotated_judgments.json; gain = "
-                                            "query_rel × target_sim.")],
-    folds: DseFolds = EVAL.folds,
-    run: Annotated[Optional[Path], typer.Option("--run", help="Score this run file; without it, score the variants "
-                   "(query only, examples only, fused RRF, fused tuned with --folds) of the built index.")] = EVAL.run,
-    queries: Annotated[Optional[Path], typer.Option("--queries", help="queries.tsv (needed without --run).")]
-    = EVAL.queries,
-    cases: Annotated[Optional[Path], typer.Option("--cases", help="cases.tsv (needed without --run).")] = EVAL.cases,
-    name: DseName = DEFAULT_NAME,
-    depth: DseDepth = EVAL.depth,
-    rerank: DseRerank = EVAL.rerank,
-    rerank_depth: DseRerankDepth = EVAL.rerank_depth,
-    out: Annotated[Optional[Path], typer.Option("--out", help="Also write the table as JSON here.")] = None,
-    root: Root = DEFAULT_ROOT,
-    quiet: Quiet = False,
-) -> None:
+dse_submit_cmd = dse_app.command("submit")(options_command(DseSubmitOptions, _dse_submit))
+
+
+@dataclass(frozen=True)
+class DseEvalOptions:
+    """What `engine dse eval` is told, each option declared once (engine.io.options.options_command)."""
+    judgments: Annotated[Path, cli(typer.Option("--judgments", help="DSEBench human_annotated_judgments.json; gain = "
+                                            "query_rel × target_sim."))]
+    folds: Annotated[Optional[Path], cli(DseFolds)] = EVAL.folds
+    run: Annotated[Optional[Path], cli(typer.Option("--run", help="Score this run file; without it, score the "
+                   "variants (query only, examples only, fused RRF, fused tuned with --folds) of the built "
+                   "index."))] = EVAL.run
+    queries: Annotated[Optional[Path], cli(typer.Option("--queries", help="queries.tsv (needed without --run)."))] \
+        = EVAL.queries
+    cases: Annotated[Optional[Path], cli(typer.Option("--cases", help="cases.tsv (needed without --run)."))] \
+        = EVAL.cases
+    name: Annotated[str, cli(DseName)] = DEFAULT_NAME
+    depth: Annotated[int, cli(DseDepth)] = EVAL.depth
+    rerank: Annotated[Optional[str], cli(DseRerank)] = EVAL.rerank
+    rerank_depth: Annotated[int, cli(DseRerankDepth)] = EVAL.rerank_depth
+    out: Annotated[Optional[Path], cli(typer.Option("--out", help="Also write the table as JSON here."))] = None
+    root: Annotated[Path, cli(Root)] = DEFAULT_ROOT
+    quiet: Annotated[bool, cli(Quiet)] = False
+
+
+def _dse_eval(o: DseEvalOptions) -> None:
     """nDCG@5/10, MAP@5/10, R@5/10 with the DSEBench gain, computed by `engine eval`'s metrics."""
-    set_quiet(quiet)
-    options = EvalOptions(folds=folds, run=run, queries=queries, cases=cases, depth=depth, rerank=rerank,
-                          rerank_depth=rerank_depth)
-    typer.echo(eval_command(judgments, name, root, options, out))
+    set_quiet(o.quiet)
+    typer.echo(eval_command(o.judgments, o.name, o.root, taken(EvalOptions, o), o.out))
+
+
+dse_eval_cmd = dse_app.command("eval")(options_command(DseEvalOptions, _dse_eval))
 
 
 def convert_dsebench_qrels_cmd(judgments: Annotated[Path, typer.Argument(help="human_annotated_judgments.json")],

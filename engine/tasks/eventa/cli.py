@@ -1,14 +1,14 @@
 """`engine eventa build|submit|eval|fixture`, `engine validate eventa`, `engine convert eventa-submission|eventa-qrels`."""
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
 from engine.core.cli import Device, Quiet, RayAddress, Root
-from engine.io.options import cli, options_command
+from engine.io.options import cli, options_command, taken
 from engine.core.collection import DEFAULT_ROOT
 from engine.eval.cli import DocsOpt, QueriesOpt
 from engine.progress import set_quiet
@@ -59,7 +59,8 @@ class EventaBuildOptions:
     model: Annotated[Optional[str], cli(typer.Option("--model", help="Image–text model: conse (offline, default) "
                      "or clip:ARCH:WEIGHTS when you have CLIP weights.", show_default=False))] = BUILD.model
     text_model: Annotated[Optional[str], cli(typer.Option("--text-model", help="Sentence model of the article "
-                          "passages (default sbert:all-MiniLM-L6-v2, offline).", show_default=False))] = BUILD.text_model
+                          "passages (default sbert:all-MiniLM-L6-v2, offline).", show_default=False))] \
+        = BUILD.text_model
     title_field: Annotated[str, cli(typer.Option("--title-field", help="Article field holding the title."))] \
         = BUILD.fields.title
     content_field: Annotated[str, cli(typer.Option("--content-field", help="Article field holding the text."))] \
@@ -103,8 +104,7 @@ EventaTextColumn = Annotated[Optional[str], typer.Option("--text-column", help="
 
 def rank_params(o: Any, pooling: str = RANK.pooling) -> RankParams:
     """The pipeline's knobs among a command's options (`pooling`: eval compares several, one at a time)."""
-    return RankParams(pooling=pooling, **{f.name: getattr(o, f.name) for f in fields(RankParams)
-                                          if f.name != "pooling" and hasattr(o, f.name)})
+    return taken(RankParams, o, pooling=pooling)
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,14 @@
 """`engine lora build|submit|eval`: options parsed into the pipeline's dataclasses, which hold every default."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from engine.core.cli import Device, Quiet, RayAddress, Root
-from engine.io.options import split_list
+from engine.io.options import cli, options_command, split_list
 from engine.core.collection import DEFAULT_ROOT
 from engine.progress import set_quiet
 from engine.tasks.lora.cv import EvalOptions
@@ -32,92 +33,113 @@ LoraBatch = Annotated[int, typer.Option("--batch-size", help="Images per forward
 LoraWorkers = Annotated[int, typer.Option("--workers", help="Image-decoding threads.")]
 
 
-@lora_app.command("build")
-def lora_build_cmd(
-    train: LoraTrain,
-    images: LoraImages,
-    models: LoraModels = None,
-    name: LoraName = DEFAULT_NAME,
-    rep: Annotated[str, typer.Option("--rep", help="Representation: pooled, meanvar, gram, or parts joined by "
-                                     "'+' (e.g. pooled+meanvar).")] = CONFIG.rep,
-    scorer: Annotated[str, typer.Option("--scorer", help="proto (prototype cosine), knn (vote of nearest training "
-                                        "images), probe (logistic regression) or text (zero-shot names).")]
-    = CONFIG.scorer,
-    content_removal: Annotated[bool, typer.Option("--content-removal/--no-content-removal", help="Subtract the mean "
-                               "of the images that share a content image (test ids `test-<content>-<n>`).")]
-    = CONFIG.content_removal,
-    text_weight: Annotated[float, typer.Option("--text-weight", help="Weight of the zero-shot text prior blended "
-                                               "with the image scores (0: off).")] = CONFIG.text_weight,
-    k: Annotated[int, typer.Option("-k", help="Neighbours for the knn scorer.")] = CONFIG.k,
-    image_model: LoraImageModel = EXTRACT.image_model,
-    text_model: LoraTextModel = EXTRACT.text_model,
-    batch_size: LoraBatch = EXTRACT.batch_size,
-    workers: LoraWorkers = EXTRACT.workers,
-    force: Annotated[bool, typer.Option("--force", help="Rebuild an adapter that already exists.")] = False,
-    device: Device = EXTRACT.device,
-    ray: RayAddress = EXTRACT.ray,
-    root: Root = DEFAULT_ROOT,
-    quiet: Quiet = False,
-) -> None:
+@dataclass(frozen=True)
+class LoraBuildOptions:
+    """What `engine lora build` is told, each option declared once (engine.io.options.options_command)."""
+    train: Annotated[Path, cli(LoraTrain)]
+    images: Annotated[Path, cli(LoraImages)]
+    models: Annotated[Optional[Path], cli(LoraModels)] = None
+    name: Annotated[str, cli(LoraName)] = DEFAULT_NAME
+    rep: Annotated[str, cli(typer.Option("--rep", help="Representation: pooled, meanvar, gram, or parts joined by "
+                                     "'+' (e.g. pooled+meanvar)."))] = CONFIG.rep
+    scorer: Annotated[str, cli(typer.Option("--scorer", help="proto (prototype cosine), knn (vote of nearest training "
+                                        "images), probe (logistic regression) or text (zero-shot names)."))] \
+        = CONFIG.scorer
+    content_removal: Annotated[bool, cli(typer.Option("--content-removal/--no-content-removal", help="Subtract the "
+                               "mean of the images that share a content image (test ids `test-<content>-<n>`)."))] \
+        = CONFIG.content_removal
+    text_weight: Annotated[float, cli(typer.Option("--text-weight", help="Weight of the zero-shot text prior blended "
+                                               "with the image scores (0: off)."))] = CONFIG.text_weight
+    k: Annotated[int, cli(typer.Option("-k", help="Neighbours for the knn scorer."))] = CONFIG.k
+    image_model: Annotated[str, cli(LoraImageModel)] = EXTRACT.image_model
+    text_model: Annotated[str, cli(LoraTextModel)] = EXTRACT.text_model
+    batch_size: Annotated[int, cli(LoraBatch)] = EXTRACT.batch_size
+    workers: Annotated[int, cli(LoraWorkers)] = EXTRACT.workers
+    force: Annotated[bool, cli(typer.Option("--force", help="Rebuild an adapter that already exists."))] = False
+    device: Annotated[str, cli(Device)] = EXTRACT.device
+    ray: Annotated[Optional[str], cli(RayAddress)] = EXTRACT.ray
+    root: Annotated[Path, cli(Root)] = DEFAULT_ROOT
+    quiet: Annotated[bool, cli(Quiet)] = False
+
+
+def _lora_build(o: LoraBuildOptions) -> None:
     """Embed the training images; store one prototype per LoRA, the per-image embeddings and the probe."""
-    set_quiet(quiet)
+    set_quiet(o.quiet)
     from engine.tasks.lora.pipeline import build_adapter
-    build_adapter(train, images, models, name, root,
-                  LoraConfig(rep=rep, scorer=scorer, content_removal=content_removal, text_weight=text_weight, k=k),
-                  ExtractOptions(image_model, text_model, batch_size, workers, device, ray), force=force)
+    build_adapter(o.train, o.images, o.models, o.name, o.root,
+                  LoraConfig(rep=o.rep, scorer=o.scorer, content_removal=o.content_removal, text_weight=o.text_weight,
+                             k=o.k),
+                  ExtractOptions(o.image_model, o.text_model, o.batch_size, o.workers, o.device, o.ray), force=o.force)
 
 
-@lora_app.command("submit")
-def lora_submit_cmd(
-    queries: Annotated[Path, typer.Option("--queries", help="Folder of query images (id = file name without "
-                                          "suffix) or a list of ids/paths, one per line.")],
-    out: Annotated[Path, typer.Option("--out", help="TREC run to write: image_id Q0 lora_id rank score runid.")],
-    images: Annotated[Optional[Path], typer.Option("--images", help="Where the ids of a list are found "
-                      "(default: the list's folder and its images/).")] = None,
-    name: LoraName = DEFAULT_NAME,
-    run_id: Annotated[str, typer.Option("--run-id", help="Run id column.")] = SUBMIT.run_id,
-    text_weight: Annotated[Optional[float], typer.Option("--text-weight", help="Override the adapter's text-prior "
-                           "weight.", show_default=False)] = SUBMIT.text_weight,
-    batch_size: LoraBatch = SUBMIT.batch_size,
-    workers: LoraWorkers = SUBMIT.workers,
-    root: Root = DEFAULT_ROOT,
-    quiet: Quiet = False,
-) -> None:
+lora_build_cmd = lora_app.command("build")(options_command(LoraBuildOptions, _lora_build))
+
+
+@dataclass(frozen=True)
+class LoraSubmitOptions:
+    """What `engine lora submit` is told, each option declared once (engine.io.options.options_command)."""
+    queries: Annotated[Path, cli(typer.Option("--queries", help="Folder of query images (id = file name without "
+                                          "suffix) or a list of ids/paths, one per line."))]
+    out: Annotated[Path, cli(typer.Option("--out", help="TREC run to write: image_id Q0 lora_id rank score runid."))]
+    images: Annotated[Optional[Path], cli(typer.Option("--images", help="Where the ids of a list are found "
+                      "(default: the list's folder and its images/)."))] = None
+    name: Annotated[str, cli(LoraName)] = DEFAULT_NAME
+    run_id: Annotated[str, cli(typer.Option("--run-id", help="Run id column."))] = SUBMIT.run_id
+    text_weight: Annotated[Optional[float], cli(typer.Option("--text-weight", help="Override the adapter's text-prior "
+                           "weight.", show_default=False))] = SUBMIT.text_weight
+    batch_size: Annotated[int, cli(LoraBatch)] = SUBMIT.batch_size
+    workers: Annotated[int, cli(LoraWorkers)] = SUBMIT.workers
+    root: Annotated[Path, cli(Root)] = DEFAULT_ROOT
+    quiet: Annotated[bool, cli(Quiet)] = False
+
+
+def _lora_submit(o: LoraSubmitOptions) -> None:
     """Rank all LoRAs for every query image with a built adapter."""
-    set_quiet(quiet)
+    set_quiet(o.quiet)
     from engine.tasks.lora.pipeline import submit_run
-    submit_run(queries, out, name, root, images, SubmitOptions(run_id, text_weight, batch_size, workers))
+    submit_run(o.queries, o.out, o.name, o.root, o.images,
+               SubmitOptions(o.run_id, o.text_weight, o.batch_size, o.workers))
 
 
-@lora_app.command("eval")
-def lora_eval_cmd(
-    train: LoraTrain,
-    images: LoraImages,
-    models: LoraModels = None,
-    folds: Annotated[int, typer.Option("--folds", help="GroupKFold folds by content image.")] = EVAL.folds,
-    reps: Annotated[str, typer.Option("--reps", help="Comma-separated representations to compare.")]
-    = ",".join(EVAL.reps),
-    scorers: Annotated[str, typer.Option("--scorers", help="Comma-separated: proto, knn, probe.")]
-    = ",".join(EVAL.scorers),
-    text_weights: Annotated[str, typer.Option("--text-weights", help="Comma-separated text-prior weights (0: off).")]
-    = ",".join(f"{w:g}" for w in EVAL.text_weights),
-    content_removal: Annotated[str, typer.Option("--content-removal", help="off, on or both.")]
-    = EVAL.content_removal,
-    image_model: LoraImageModel = EXTRACT.image_model,
-    text_model: LoraTextModel = EXTRACT.text_model,
-    out: Annotated[Optional[Path], typer.Option("--out", help="Also write the table as JSON here.")] = None,
-    markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown table.")] = False,
-    batch_size: LoraBatch = EXTRACT.batch_size,
-    workers: LoraWorkers = EXTRACT.workers,
-    quiet: Quiet = False,
-) -> None:
+lora_submit_cmd = lora_app.command("submit")(options_command(LoraSubmitOptions, _lora_submit))
+
+
+@dataclass(frozen=True)
+class LoraEvalOptions:
+    """What `engine lora eval` is told, each option declared once (engine.io.options.options_command)."""
+    train: Annotated[Path, cli(LoraTrain)]
+    images: Annotated[Path, cli(LoraImages)]
+    models: Annotated[Optional[Path], cli(LoraModels)] = None
+    folds: Annotated[int, cli(typer.Option("--folds", help="GroupKFold folds by content image."))] = EVAL.folds
+    reps: Annotated[str, cli(typer.Option("--reps", help="Comma-separated representations to compare."))] \
+        = ",".join(EVAL.reps)
+    scorers: Annotated[str, cli(typer.Option("--scorers", help="Comma-separated: proto, knn, probe."))] \
+        = ",".join(EVAL.scorers)
+    text_weights: Annotated[str, cli(typer.Option("--text-weights", help="Comma-separated text-prior weights "
+                            "(0: off)."))] = ",".join(f"{w:g}" for w in EVAL.text_weights)
+    content_removal: Annotated[str, cli(typer.Option("--content-removal", help="off, on or both."))] \
+        = EVAL.content_removal
+    image_model: Annotated[str, cli(LoraImageModel)] = EXTRACT.image_model
+    text_model: Annotated[str, cli(LoraTextModel)] = EXTRACT.text_model
+    out: Annotated[Optional[Path], cli(typer.Option("--out", help="Also write the table as JSON here."))] = None
+    markdown: Annotated[bool, cli(typer.Option("--markdown", help="Print a Markdown table."))] = False
+    batch_size: Annotated[int, cli(LoraBatch)] = EXTRACT.batch_size
+    workers: Annotated[int, cli(LoraWorkers)] = EXTRACT.workers
+    quiet: Annotated[bool, cli(Quiet)] = False
+
+
+def _lora_eval(o: LoraEvalOptions) -> None:
     """Cross-validate by content image (never random): MRR, R@1, R@5 for every configuration."""
-    set_quiet(quiet)
+    set_quiet(o.quiet)
     from engine.tasks.lora.cv import cv_report
-    options = EvalOptions(folds, tuple(split_list(reps) or ()), tuple(split_list(scorers) or ()), content_removal,
-                          tuple(split_list(text_weights) or ()))
-    typer.echo(cv_report(train, images, models, options, ExtractOptions(image_model, text_model, batch_size, workers),
-                         out, markdown))
+    options = EvalOptions(o.folds, tuple(split_list(o.reps) or ()), tuple(split_list(o.scorers) or ()),
+                          o.content_removal, tuple(split_list(o.text_weights) or ()))
+    typer.echo(cv_report(o.train, o.images, o.models, options,
+                         ExtractOptions(o.image_model, o.text_model, o.batch_size, o.workers),
+                         o.out, o.markdown))
+
+
+lora_eval_cmd = lora_app.command("eval")(options_command(LoraEvalOptions, _lora_eval))
 
 
 def register(app: typer.Typer, validate: typer.Typer, convert: typer.Typer) -> None:
