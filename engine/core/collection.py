@@ -31,7 +31,6 @@ from engine.progress import make_progress
 if TYPE_CHECKING:
     from engine.core.build.options import BuildOptions, BuildReport
     from engine.core.rerankers.base import Reranker
-    from engine.core.sources import Item
 
 __all__ = ["Collection", "Hit", "check_k", "check_query", "CORE_ROLES", "DEFAULT_ROOT", "IMAGE_FILES", "MANIFEST",
            "PARTIAL", "collection_path", "list_collections", "rebuild_hint"]

@@ -25,7 +25,6 @@ from engine.core.build.options import BuildReport
 from engine.core.encoders.base import l2_normalize
 from engine.core.index.auto import choose, memory_bytes, parse_bytes
 from engine.core.index.faiss_index import FlatFile, build_index, is_exact, recall_at_k
-from engine.core.store import generations
 from engine.core.store.lock import writer_lock
 from engine.core.store.npy_rows import BLOCK, NpyFile, NpyRows
 from engine.core.store.stored import EXTRAS, MANIFEST, Extras, collection_path

@@ -19,7 +19,6 @@ import numpy as np
 from engine.core.collection import DEFAULT_ROOT
 from engine.core.encoders.base import l2_normalize
 from engine.core.encoders.registry import DEFAULT_TEXT_SPEC
-from engine.io.ranking import top_k_rows
 from engine.errors import EngineError
 from engine.eval.metrics import Metric, ndcg, parse_metrics, reciprocal_rank
 from engine.eval.profiles import PROFILES
@@ -27,7 +26,7 @@ from engine.io.runs import write_run
 from engine.eval.validate import check_written
 from engine.io.tables import read_queries
 from engine.progress import info
-from engine.tasks.model_ranking import baseline_blend, ltr, training_store
+from engine.tasks.model_ranking import baseline_blend, ltr, matrix_metrics, training_store
 from engine.tasks.model_ranking.data import DEFAULT_TARGETS, DevSet, grade_gains, parse_targets, read_dev
 from engine.tasks.model_ranking.study import Study, memoized, run_variant
 from engine.tasks.model_ranking.training_store import TrainingSide
@@ -106,33 +105,20 @@ def metric_value(metric: Metric, rels: Sequence[int], judged: Sequence[int], gai
 
 
 def objective_for(grades: np.ndarray, gain: Mapping[int, float]):
-    """nDCG@10 over the given rows, with the grade map's targets as gains: what tuning maximizes."""
-    judged = [[int(g) for g in row if g > 0] for row in grades]
-
-    def objective(predictions: np.ndarray, rows: np.ndarray) -> float:
-        depth = min(TUNED.k, predictions.shape[1])
-        # the top as a set, then ordered (not `top_k`, which keeps the first by position of the LLMs tied at
-        # the cut: a different choice changes the objective, and so which params are chosen)
-        tops = np.argpartition(-predictions, depth - 1, axis=1)[:, :depth]
-        total = 0.0
-        for pred, top, r in zip(predictions, tops, rows):
-            top = top[np.argsort(-pred[top], kind="stable")]
-            total += ndcg([int(grades[r, j]) for j in top], judged[r], TUNED.k, _gain_of(gain))
-        return total / max(len(rows), 1)
-
-    return objective
+    """nDCG@10 over the given rows, with the grade map's targets as gains: what tuning maximizes. The LLMs tied
+    at the cut are chosen by the "partition" rule (`matrix_metrics`): another choice changes the objective,
+    and so which params are chosen."""
+    return matrix_metrics.mean_objective(grades, lambda rels, judged: ndcg(rels, judged, TUNED.k, _gain_of(gain)),
+                                         TUNED.k, ties="partition")
 
 
 def per_query_scores(grades: np.ndarray, gain: Mapping[int, float], predictions: np.ndarray
                      ) -> dict[str, np.ndarray]:
     """The profile's metrics (nDCG@10 with grade-map gains, MRR), one value per dev question."""
-    out = {m.name: np.zeros(len(grades)) for m in METRICS}
-    for i, (order, g) in enumerate(zip(top_k_rows(predictions, predictions.shape[1]), grades)):
-        rels = [int(x) for x in g[order]]
-        judged = [int(x) for x in g if x > 0]
-        for m in METRICS:
-            out[m.name][i] = metric_value(m, rels, judged, gain)
-    return out
+    values = matrix_metrics.row_values(
+        grades, {m.name: (lambda rels, judged, m=m: metric_value(m, rels, judged, gain)) for m in METRICS},
+        grades.shape[1])
+    return values(predictions, np.arange(len(grades)))
 
 
 def scores_of(grades: np.ndarray, gain: Mapping[int, float], predictions: np.ndarray) -> dict[str, float]:

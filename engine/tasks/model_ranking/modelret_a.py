@@ -19,7 +19,6 @@ import numpy as np
 from engine.core.collection import DEFAULT_ROOT
 from engine.core.encoders.base import l2_normalize
 from engine.core.encoders.registry import DEFAULT_TEXT_SPEC
-from engine.io.ranking import top_k_rows
 from engine.errors import EngineError, opt
 from engine.eval.evaluate import evaluate
 from engine.eval.metrics import Judged, parse_metrics
@@ -27,7 +26,8 @@ from engine.eval.profiles import PROFILES
 from engine.io.runs import write_run
 from engine.eval.validate import check_written
 from engine.progress import info
-from engine.tasks.model_ranking import baseline_blend, candidate_features, ltr, training_store, transferability
+from engine.tasks.model_ranking import (baseline_blend, candidate_features, ltr, matrix_metrics, training_store,
+                                        transferability)
 from engine.tasks.model_ranking.candidate_features import FeatureOptions
 from engine.tasks.model_ranking.data import (Task, TrainingSet, grade_qrels, read_models, read_query_tasks,
                                              read_training, sample_indices, tier_name)
@@ -180,28 +180,16 @@ def training_side(train_dir: str | Path, tasks_csv: str | Path | None, options: 
 # ---------------------------------------------------------------- metric
 
 
+def _metric_values() -> dict[str, matrix_metrics.RowValue]:
+    return {m.name: (lambda rels, judged, m=m: m.definition.fn(Judged(rels, judged), m.k)) for m in METRICS}
+
+
 def objective_for(grades: np.ndarray):
-    """Mean of the profile's nDCG@1/3/5 over the given rows: what tuning maximizes.
-
-    Tuning scores thousands of rankings of the same tasks; a task's value depends only on its top 5,
-    so values are remembered per (task, top-5 models) and the metrics run once per pattern.
-    """
-    judged = [[int(g) for g in row if g > 0] for row in grades]
-    depth = min(max(m.k for m in METRICS), grades.shape[1])
-    memo: dict[tuple[int, tuple[int, ...]], float] = {}
-
-    def objective(predictions: np.ndarray, rows: np.ndarray) -> float:
-        total = 0.0
-        for top, r in zip(top_k_rows(predictions, depth), rows):
-            key = (int(r), tuple(top.tolist()))
-            value = memo.get(key)
-            if value is None:
-                q = Judged([int(grades[r, j]) for j in top], judged[r])
-                value = memo[key] = sum(m.definition.fn(q, m.k) for m in METRICS) / len(METRICS)
-            total += value
-        return total / max(len(rows), 1)
-
-    return objective
+    """Mean of the profile's nDCG@1/3/5 over the given rows: what tuning maximizes (values remembered per task
+    and top 5: tuning scores thousands of rankings of the same tasks)."""
+    values = _metric_values()
+    return matrix_metrics.mean_objective(grades, lambda rels, judged: sum(v(rels, judged) for v in values.values())
+                                         / len(values), max(m.k for m in METRICS), remember=True)
 
 
 def labels() -> dict[str, str]:
@@ -278,18 +266,7 @@ def score_ranking(scores: np.ndarray, baseline: np.ndarray) -> np.ndarray:
 
 def row_values(grades: np.ndarray):
     """(predictions, rows) → nDCG@1/3/5 per row: what the guarded blend's weight is fitted to."""
-    judged = [[int(g) for g in row if g > 0] for row in grades]
-    depth = min(max(m.k for m in METRICS), grades.shape[1])
-
-    def values(predictions: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
-        out = {m.name: np.zeros(len(rows)) for m in METRICS}
-        for i, (top, r) in enumerate(zip(top_k_rows(predictions, depth), rows)):
-            q = Judged([int(grades[r, j]) for j in top], judged[r])
-            for m in METRICS:
-                out[m.name][i] = m.definition.fn(q, m.k)
-        return out
-
-    return values
+    return matrix_metrics.row_values(grades, _metric_values(), max(m.k for m in METRICS))
 
 
 @dataclass
