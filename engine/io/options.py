@@ -180,31 +180,48 @@ REQUIRED = object()
 
 def declared_options(cls: type) -> list[tuple[str, Any, Any, Any]]:
     """(name, type, typer declaration, default) of each field of the options dataclass `cls` that the command
-    line declares, in field order."""
+    line declares, in field order. A field whose type is itself an options dataclass (a group of options that
+    several commands share) stands for that class's declared fields, in its place."""
+    return [(name, kind, info, default) for name, kind, info, default, _ in _declared(cls)]
+
+
+def _declared(cls: type) -> list[tuple[str, Any, Any, Any, str | None]]:
+    """`declared_options` with, for each option, the field of `cls` holding its group (None: `cls` itself)."""
     import dataclasses
     import typing
     hints = typing.get_type_hints(cls, include_extras=True)
     out = []
     for f in dataclasses.fields(cls):
-        marks = [m for m in getattr(hints[f.name], "__metadata__", ()) if isinstance(m, Cli)]
+        hint = hints[f.name]
+        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+            out += [(name, kind, info, default, f.name) for name, kind, info, default in declared_options(hint)]
+            continue
+        marks = [m for m in getattr(hint, "__metadata__", ()) if isinstance(m, Cli)]
         if marks:
             default = f.default if f.default is not dataclasses.MISSING else REQUIRED
-            out.append((f.name, typing.get_args(hints[f.name])[0], marks[0].info, default))
+            out.append((f.name, typing.get_args(hint)[0], marks[0].info, default, None))
     return out
 
 
 def options_command(cls: type, run: Any) -> Any:
     """A typer command whose parameters are the declared fields of the options dataclass `cls` (flags, help,
-    defaults as declared there) and that calls `run(cls(**values))`; `run`'s docstring is its help."""
+    defaults as declared there; a group's fields in its place) and that calls `run(cls(**values))`, each group
+    built from its own fields; `run`'s docstring is its help."""
     import functools
     import inspect
+    import typing
     from typing import Annotated
+    declared = _declared(cls)
     params = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[kind, info],
                                 default=inspect.Parameter.empty if default is REQUIRED else default)
-              for name, kind, info, default in declared_options(cls)]
+              for name, kind, info, default, _ in declared]
+    hints = typing.get_type_hints(cls)
+    groups = {group: [name for name, *_, g in declared if g == group] for *_, group in declared if group}
 
     @functools.wraps(run)
     def command(**values: Any) -> None:
+        for group, names in groups.items():
+            values[group] = hints[group](**{name: values.pop(name) for name in names})
         run(cls(**values))
     del command.__wrapped__  # typer reads the signature below, not `run`'s
     command.__signature__ = inspect.Signature(params)

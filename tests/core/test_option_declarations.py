@@ -3,10 +3,15 @@ shows on the command line exactly the flags, help, defaults and env vars its fie
 option of every command has its range declared in `engine.io.options`."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Annotated
+
 import pytest
+import typer
+from typer.testing import CliRunner
 
 from engine.cli import COMMANDS, root_command
-from engine.io.options import declared_options, range_for
+from engine.io.options import cli, declared_options, options_command, range_for
 
 
 def is_group(command) -> bool:
@@ -66,3 +71,26 @@ def test_search_is_declared_by_its_options_class():
     search = dict(ALL)[("search",)]
     assert search.callback.options.__name__ == "SearchOptions"
     assert [p.name for p in search.params][:4] == ["name", "text", "image", "k"]
+
+
+@dataclass(frozen=True)
+class Knobs:
+    depth: Annotated[int, cli(typer.Option("--depth", help="Depth."))] = 5
+
+
+@dataclass(frozen=True)
+class GroupedOptions:
+    name: Annotated[str, cli(typer.Argument(help="Name."))]
+    knobs: Knobs = Knobs()
+    quiet: Annotated[bool, cli(typer.Option("--quiet", help="Quiet."))] = False
+
+
+def test_a_group_of_options_is_declared_once_and_rebuilt_for_the_command():
+    seen = []
+    app = typer.Typer()
+    app.command("a")(options_command(GroupedOptions, seen.append))
+    app.command("b")(options_command(GroupedOptions, seen.append))
+    assert [n for n, *_ in declared_options(GroupedOptions)] == ["name", "depth", "quiet"]
+    assert CliRunner().invoke(app, ["a", "x", "--depth", "7"]).exit_code == 0
+    assert CliRunner().invoke(app, ["b", "y", "--quiet"]).exit_code == 0
+    assert seen == [GroupedOptions("x", Knobs(7)), GroupedOptions("y", Knobs(), True)]

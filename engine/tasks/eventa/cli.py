@@ -102,9 +102,23 @@ EventaTextColumn = Annotated[Optional[str], typer.Option("--text-column", help="
                              "query_text, caption, …).", show_default=False)]
 
 
+@dataclass(frozen=True)
+class EventaKnobs:
+    """The pipeline's knobs that submit and eval both take (`RankParams` but the pooling)."""
+    article_fusion: Annotated[str, cli(EventaArticleFusion)] = RANK.article_fusion
+    dense_weight: Annotated[float, cli(EventaDenseWeight)] = RANK.dense_weight
+    bm25_weight: Annotated[float, cli(EventaBm25Weight)] = RANK.bm25_weight
+    top_articles: Annotated[int, cli(EventaTopArticles)] = RANK.top_articles
+    image_fusion: Annotated[str, cli(EventaImageFusion)] = RANK.image_fusion
+    article_weight: Annotated[float, cli(EventaArticleWeight)] = RANK.article_weight
+    depth: Annotated[int, cli(EventaDepth)] = RANK.depth
+    rerank: Annotated[Optional[str], cli(EventaRerank)] = RANK.rerank
+    rerank_depth: Annotated[int, cli(EventaRerankDepth)] = RANK.rerank_depth
+
+
 def rank_params(o: Any, pooling: str = RANK.pooling) -> RankParams:
-    """The pipeline's knobs among a command's options (`pooling`: eval compares several, one at a time)."""
-    return taken(RankParams, o, pooling=pooling)
+    """The pipeline's knobs of a command's options (`pooling`: eval compares several, one at a time)."""
+    return taken(RankParams, o.knobs, pooling=pooling)
 
 
 @dataclass(frozen=True)
@@ -116,15 +130,7 @@ class EventaSubmitOptions:
                    "it."))]
     name: Annotated[str, cli(EventaName)] = DEFAULT_NAME
     pooling: Annotated[str, cli(EventaPooling)] = RANK.pooling
-    article_fusion: Annotated[str, cli(EventaArticleFusion)] = RANK.article_fusion
-    dense_weight: Annotated[float, cli(EventaDenseWeight)] = RANK.dense_weight
-    bm25_weight: Annotated[float, cli(EventaBm25Weight)] = RANK.bm25_weight
-    top_articles: Annotated[int, cli(EventaTopArticles)] = RANK.top_articles
-    image_fusion: Annotated[str, cli(EventaImageFusion)] = RANK.image_fusion
-    article_weight: Annotated[float, cli(EventaArticleWeight)] = RANK.article_weight
-    depth: Annotated[int, cli(EventaDepth)] = RANK.depth
-    rerank: Annotated[Optional[str], cli(EventaRerank)] = RANK.rerank
-    rerank_depth: Annotated[int, cli(EventaRerankDepth)] = RANK.rerank_depth
+    knobs: EventaKnobs = EventaKnobs()
     batch_size: Annotated[int, cli(EventaBatch)] = BATCH_SIZE
     id_column: Annotated[Optional[str], cli(EventaIdColumn)] = None
     text_column: Annotated[Optional[str], cli(EventaTextColumn)] = None
@@ -153,15 +159,7 @@ class EventaEvalOptions:
     name: Annotated[str, cli(EventaName)] = DEFAULT_NAME
     pooling: Annotated[str, cli(typer.Option("--pooling", help="Comma-separated poolings to compare: mean, max, full "
                        "(full truncates captions at the model's window)."))] = ",".join(EVAL_POOLINGS)
-    article_fusion: Annotated[str, cli(EventaArticleFusion)] = RANK.article_fusion
-    dense_weight: Annotated[float, cli(EventaDenseWeight)] = RANK.dense_weight
-    bm25_weight: Annotated[float, cli(EventaBm25Weight)] = RANK.bm25_weight
-    top_articles: Annotated[int, cli(EventaTopArticles)] = RANK.top_articles
-    image_fusion: Annotated[str, cli(EventaImageFusion)] = RANK.image_fusion
-    article_weight: Annotated[float, cli(EventaArticleWeight)] = RANK.article_weight
-    depth: Annotated[int, cli(EventaDepth)] = RANK.depth
-    rerank: Annotated[Optional[str], cli(EventaRerank)] = RANK.rerank
-    rerank_depth: Annotated[int, cli(EventaRerankDepth)] = RANK.rerank_depth
+    knobs: EventaKnobs = EventaKnobs()
     sweep: Annotated[Optional[str], cli(typer.Option("--sweep", help="Comma-separated article weights to also score "
                      "the fused stage at (rows `fused w=…`), e.g. 0,0.5,0.8,1: pick the best for submit "
                      "--article-weight.", show_default=False))] = None
