@@ -1,6 +1,7 @@
 """`engine modelret-a`, `engine mllm`, `engine convert ntcir-a-qrels|ntcir-a-groups`."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -9,6 +10,7 @@ import typer
 from engine.core.cli import Device, Quiet, Root
 from engine.errors import EngineError, opt
 from engine.io.atomic import write_json
+from engine.io.options import cli, options_command, taken
 from engine.progress import info, set_quiet
 from engine.tasks.model_ranking import data, mllm, modelret_a
 from engine.tasks.model_ranking.candidate_features import MAX_LENGTH, MAX_TEXTS, FeatureOptions
@@ -59,20 +61,25 @@ def _print_cv(study: Study, labels: dict[str, str], report: Optional[Path]) -> N
         write_json(report, study.to_json())
 
 
-def modelret_a_cmd(
-    train: Annotated[Path, typer.Option("--train", help="Folder laid out like ntcir19-modelretrieval-a: tasks.csv, "
-                                        "models.csv, ground-truth.csv, task-data/train-tasks/<id>/{train,val}.jsonl.")],
-    queries: Annotated[Optional[Path], typer.Option("--queries", help="Folder of <task_id>/{train,val}.jsonl to rank "
-                                                    "models for.")] = None,
-    tasks_csv: Annotated[Optional[Path], typer.Option("--tasks-csv", help="Task table with task_instruction, "
-                         "task_criticalness, text_col, label_col (default: TRAIN/tasks.csv).", show_default=False)]
-    = None,
-    out: Annotated[Optional[Path], typer.Option("--out", help="TREC run to write (task_id Q0 model_id …).")] = None,
-    cv: Annotated[bool, typer.Option("--cv", help="Cross-validate on the training tasks: nDCG@1/3/5 (gain 2^rel−1), "
+@dataclass(frozen=True)
+class ModelretACommandOptions:
+    """What `engine modelret-a` is told, each option declared once (engine.io.options.options_command)."""
+    train: Annotated[Path, cli(typer.Option("--train", help="Folder laid out like ntcir19-modelretrieval-a: tasks.csv, "
+                                        "models.csv, ground-truth.csv, task-data/train-tasks/<id>/{train,val}.jsonl."))]
+    queries: Annotated[Optional[Path], cli(typer.Option("--queries", help="Folder of <task_id>/{train,val}.jsonl to "
+                                                    "rank "
+                                                    "models for."))] = None
+    tasks_csv: Annotated[Optional[Path], cli(typer.Option("--tasks-csv", help="Task table with task_instruction, "
+                         "task_criticalness, text_col, label_col (default: TRAIN/tasks.csv).", show_default=False))] \
+        = None
+    out: Annotated[Optional[Path], cli(typer.Option("--out", help="TREC run to write (task_id Q0 model_id …)."))] \
+        = None
+    cv: Annotated[bool, cli(typer.Option("--cv", help="Cross-validate on the training tasks: nDCG@1/3/5 "
+                                     "(gain 2^rel−1), "
                                      "overall and per criticality, for the average-rank baseline, the prior, each "
                                      "view's transfer, the view ensemble and LTR, mean ± std over --repeats, "
-                                     "paired p against the baseline.")] = False,
-    method: Annotated[str, typer.Option("--method", help="guarded: the view ensemble (with --candidates: LTR over "
+                                     "paired p against the baseline."))] = False
+    method: Annotated[str, cli(typer.Option("--method", help="guarded: the view ensemble (with --candidates: LTR over "
                       "the candidate features) blended with the average rank per rank position (position 1 by a weight "
                       "that must raise nDCG@1, 2–3 nDCG@3, the rest nDCG@5; each by CV inside the training tasks, 0 "
                       "unless its gain is significant); guarded-ranking: one weight, 0 unless every nDCG gains "
@@ -81,54 +88,60 @@ def modelret_a_cmd(
                       f"{modelret_a.FIXED.prior_weight:g}; ltr: LightGBM LambdaRank over transfer features (and "
                       "candidate features); blend: the view blend and params with the best leave-one-out score (the "
                       "first version's default; it over-fits 79 tasks); logme, hscore, knn, linear: the candidates' "
-                      "transferability scores on the task's labelled texts (needs --candidates).")]
-    = MODELRET_A.method,
-    candidates: Annotated[Optional[Path], typer.Option("--candidates", help="models.csv (model_id, model_name) of the "
+                      "transferability scores on the task's labelled texts (needs --candidates)."))] = MODELRET_A.method
+    candidates: Annotated[Optional[Path], cli(typer.Option("--candidates", help="models.csv (model_id, model_name) "
+                          "of the "
                           "candidates to load and embed each task's labelled training texts with (cached per task "
-                          "and model under ROOT/NAME-features).", show_default=False)] = None,
-    checkpoints: Annotated[Optional[Path], typer.Option("--checkpoints", help="Folder holding each candidate as "
-                           "DIR/<model_name> (offline; default: load by Hugging Face name).", show_default=False)]
-    = None,
-    device: Device = FEATURES.device,
-    max_texts: Annotated[int, typer.Option("--max-texts", help="Labelled training texts per task the candidates "
-                         f"embed ({MAX_TEXTS[0]}..{MAX_TEXTS[1]}; a fixed sample).")] = FEATURES.max_texts,
-    max_length: Annotated[int, typer.Option("--max-length", help="Tokens per text for the candidates "
-                          f"({MAX_LENGTH[0]}..{MAX_LENGTH[1]}).")] = FEATURES.max_length,
-    views: Annotated[Optional[str], typer.Option("--views", help="Views to use (comma-separated: text, instruction, "
+                          "and model under ROOT/NAME-features).", show_default=False))] = None
+    checkpoints: Annotated[Optional[Path], cli(typer.Option("--checkpoints", help="Folder holding each candidate as "
+                           "DIR/<model_name> (offline; default: load by Hugging Face name).", show_default=False))] \
+        = None
+    device: Annotated[str, cli(Device)] = FEATURES.device
+    max_texts: Annotated[int, cli(typer.Option("--max-texts", help="Labelled training texts per task the candidates "
+                         f"embed ({MAX_TEXTS[0]}..{MAX_TEXTS[1]}; a fixed sample)."))] = FEATURES.max_texts
+    max_length: Annotated[int, cli(typer.Option("--max-length", help="Tokens per text for the candidates "
+                          f"({MAX_LENGTH[0]}..{MAX_LENGTH[1]})."))] = FEATURES.max_length
+    views: Annotated[Optional[str], cli(typer.Option("--views", help="Views to use (comma-separated: text, "
+                     "instruction, "
                      "labels, stats) (default: all four); with --method blend, exactly this blend.",
-                     show_default=False)] = MODELRET_A.views,
-    sample: Annotated[int, typer.Option("--sample", help="Train/val texts embedded per task (mean = text view).")]
-    = MODELRET_A.sample,
-    k: TransferK = TRANSFER.k,
-    temperature: TransferTemp = TRANSFER.temperature,
-    prior_weight: TransferPrior = TRANSFER.prior_weight,
-    folds: TransferFolds = TRANSFER.folds,
-    repeats: TransferRepeats = modelret_a.REPEATS,
-    full: Annotated[bool, typer.Option("--full", help="With --cv: also the nested variants that tune per fold (the "
-                                       "view ensemble with tuned params, the first version's blend choice; minutes).")]
-    = MODELRET_A.full_cv,
-    model: TransferModel = MODELRET_A.model,
-    run_id: TransferRunId = MODELRET_A.run_id,
-    report: TransferReport = None,
-    name: TransferName = MODELRET_A.name,
-    root: Root = MODELRET_A.root,
-    quiet: Quiet = False,
-) -> None:
+                     show_default=False))] = MODELRET_A.views
+    sample: Annotated[int, cli(typer.Option("--sample", help="Train/val texts embedded per task (mean = "
+                      "text view)."))] \
+        = MODELRET_A.sample
+    k: Annotated[Optional[int], cli(TransferK)] = TRANSFER.k
+    temperature: Annotated[Optional[float], cli(TransferTemp)] = TRANSFER.temperature
+    prior_weight: Annotated[Optional[float], cli(TransferPrior)] = TRANSFER.prior_weight
+    folds: Annotated[int, cli(TransferFolds)] = TRANSFER.folds
+    repeats: Annotated[int, cli(TransferRepeats)] = modelret_a.REPEATS
+    full: Annotated[bool, cli(typer.Option("--full", help="With --cv: also the nested variants that tune per fold (the "
+                                       "view ensemble with tuned params, the first version's blend choice; "
+                                       "minutes)."))] \
+        = MODELRET_A.full_cv
+    model: Annotated[str, cli(TransferModel)] = MODELRET_A.model
+    run_id: Annotated[str, cli(TransferRunId)] = MODELRET_A.run_id
+    report: Annotated[Optional[Path], cli(TransferReport)] = None
+    name: Annotated[str, cli(TransferName)] = MODELRET_A.name
+    root: Annotated[Path, cli(Root)] = MODELRET_A.root
+    quiet: Annotated[bool, cli(Quiet)] = False
+
+
+def _modelret_a(o: ModelretACommandOptions) -> None:
     """NTCIR-19 ModelRetrieval A: rank candidate models for a task by the normalized F1 they reached on similar
     training tasks."""
-    set_quiet(quiet)
-    features = FeatureOptions(candidates=candidates, checkpoints=checkpoints, device=device, max_texts=max_texts,
-                              max_length=max_length)
-    options = ModelretAOptions(model=model, sample=sample, method=method, views=views, full_cv=full, run_id=run_id,
-                               name=name, root=root, transfer=_transfer(k, temperature, prior_weight, folds),
-                               features=features)
-    if cv:
-        _print_cv(modelret_a.cross_validate_tasks(train, tasks_csv, options, repeats), modelret_a.labels(), report)
+    set_quiet(o.quiet)
+    options = taken(ModelretAOptions, o, full_cv=o.full, features=taken(FeatureOptions, o),
+                    transfer=_transfer(o.k, o.temperature, o.prior_weight, o.folds))
+    if o.cv:
+        _print_cv(modelret_a.cross_validate_tasks(o.train, o.tasks_csv, options, o.repeats), modelret_a.labels(),
+                  o.report)
         return
-    if queries is None or out is None:
+    if o.queries is None or o.out is None:
         raise EngineError(f"give {opt('queries')} DIR and {opt('out')} RUN to rank models, or {opt('cv')} to "
                           "cross-validate")
-    info(modelret_a.rank_tasks(train, queries, out, tasks_csv, options))
+    info(modelret_a.rank_tasks(o.train, o.queries, o.out, o.tasks_csv, options))
+
+
+modelret_a_cmd = options_command(ModelretACommandOptions, _modelret_a)
 
 
 def mllm_cmd(
