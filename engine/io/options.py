@@ -215,8 +215,8 @@ def options_command(cls: type, run: Any) -> Any:
     params = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[kind, info],
                                 default=inspect.Parameter.empty if default is REQUIRED else default)
               for name, kind, info, default, _ in declared]
-    hints = typing.get_type_hints(cls)
     groups = {group: [name for name, *_, g in declared if g == group] for *_, group in declared if group}
+    hints = typing.get_type_hints(cls) if groups else {}
 
     @functools.wraps(run)
     def command(**values: Any) -> None:
