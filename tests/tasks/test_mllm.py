@@ -380,7 +380,7 @@ def test_discovery_confidences_raise_ltr_above_the_same_method_without(tmp_path:
 
     def fold(arrays):
         return lambda tr, te: mllm.ltr_predict(emb[tr], emb[te], side.scores[tr], side.grades[tr], gain,
-                                               side.candidate_ids, params, arrays, pseudo=False)
+                                               mllm.Evidence(side.candidate_ids, arrays, pseudo=False), params)
     means = {}
     for label, arrays in (("with", side.arrays), ("without", {})):
         values = [mllm.scores_of(side.grades, gain, out_of_fold(fold(arrays), len(emb), 30, 4, seed))
@@ -412,7 +412,7 @@ def test_discovery_questions_as_training_queries_raise_ltr_with_few_dev_question
     means = {}
     for pseudo in (False, True):
         fold = lambda tr, te: mllm.ltr_predict(emb[tr], emb[te], side.scores[tr], side.grades[tr], gain,  # noqa: E731
-                                               side.candidate_ids, params, side.arrays, pseudo=pseudo)
+                                               mllm.Evidence(side.candidate_ids, side.arrays, pseudo), params)
         values = [mllm.scores_of(side.grades, gain, out_of_fold(fold, len(emb), 30, 4, seed)) for seed in range(2)]
         means[pseudo] = {k: np.mean([v[k] for v in values]) for k in values[0]}
     assert means[True]["ndcg@10"] > means[False]["ndcg@10"] + 0.04, means
@@ -469,8 +469,8 @@ def test_default_keeps_the_gain_where_generalists_are_second_and_is_the_prior_wi
         scores = np.vectorize(gain.get, otypes=[float])(grades)
         n, m = grades.shape
         ids = [f"llm_{j:03d}" for j in range(m)]
-        ltr_fold = memoized(lambda tr, te: mllm.ltr_predict(emb[tr], emb[te], scores[tr], grades[tr], gain, ids,
-                                                            mllm.FIXED))
+        ltr_fold = memoized(lambda tr, te: mllm.ltr_predict(emb[tr], emb[te], scores[tr], grades[tr], gain,
+                                                            mllm.Evidence(ids), mllm.FIXED))
         fold = lambda tr, te: mllm.ensemble(ltr_fold(tr, te), emb[te] @ emb[tr].T, scores[tr], mllm.FIXED)  # noqa: E731
         chosen: list = []
         got = mllm.scores_of(grades, gain, out_of_fold(mllm.guarded_positions(fold, scores, grades, gain, m, chosen),

@@ -238,14 +238,23 @@ def pseudo_queries(train_emb: np.ndarray, arrays: Mapping[str, np.ndarray], para
                     extra=discovery_block(disc[pick], arrays, params, own=pick), labels=pseudo_grades(soft))
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """What LambdaRank reads besides the questions: the candidate LLM ids (descriptors are parsed from them), the
+    stored dev side's `arrays` (with a discovery set: per-LLM statistics, confidences, its questions; empty:
+    none) and whether the discovery questions also train it (`pseudo`)."""
+    candidate_ids: Sequence[str]
+    arrays: Mapping[str, np.ndarray] | None = None
+    pseudo: bool = True
+
+
 def ltr_predict(train_emb: np.ndarray, query_emb: np.ndarray, scores: np.ndarray, grades: np.ndarray,
-                gain: Mapping[int, float], candidate_ids: Sequence[str], params: TransferParams,
-                arrays: Mapping[str, np.ndarray] | None = None, pseudo: bool = True) -> np.ndarray:
+                gain: Mapping[int, float], evidence: Evidence, params: TransferParams) -> np.ndarray:
     """LambdaRank over the transfer features and descriptors parsed from the LLM ids; with a discovery set
-    (`arrays` of the stored dev side), its per-LLM statistics and the discovery confidences near each question
-    as features and (`pseudo`) its questions as further training queries (`pseudo_queries`)."""
-    arrays = arrays or {}
-    descriptors = ltr.candidate_descriptors(candidate_ids)
+    (`evidence.arrays`), its per-LLM statistics and the discovery confidences near each question as features
+    and (`evidence.pseudo`) its questions as further training queries (`pseudo_queries`)."""
+    arrays, pseudo = evidence.arrays or {}, evidence.pseudo
+    descriptors = ltr.candidate_descriptors(evidence.candidate_ids)
     if LLM_STATS in arrays:
         descriptors = np.concatenate([descriptors, np.asarray(arrays[LLM_STATS], np.float64)], axis=1)
     train_extra, query_extra = discovery_block(train_emb, arrays, params), discovery_block(query_emb, arrays, params)
@@ -299,7 +308,8 @@ def cross_validate_dev(dev_queries: str | Path, qrels: str | Path, llm_ids: str 
 
     @memoized
     def ltr_fold(tr, te):
-        return ltr_predict(emb[tr], emb[te], scores[tr], grades[tr], gain, side.candidate_ids, params, side.arrays)
+        return ltr_predict(emb[tr], emb[te], scores[tr], grades[tr], gain, Evidence(side.candidate_ids, side.arrays),
+                           params)
 
     @memoized
     def ensemble_fold(tr, te):
@@ -389,8 +399,9 @@ def rank_questions(dev_queries: str | Path, qrels: str | Path, queries: str | Pa
         emb = l2_normalize(np.concatenate([side.embeddings[EMBEDDING], new_emb]))
         n, m, chosen = len(side.query_ids), len(side.candidate_ids), []
         fold = lambda tr, te: ensemble(  # noqa: E731
-            ltr_predict(emb[tr], emb[te], side.scores[tr], side.grades[tr], gain, side.candidate_ids, params,
-                        side.arrays), emb[te] @ emb[tr].T, side.scores[tr], params)
+            ltr_predict(emb[tr], emb[te], side.scores[tr], side.grades[tr], gain,
+                        Evidence(side.candidate_ids, side.arrays), params),
+            emb[te] @ emb[tr].T, side.scores[tr], params)
         what = f"the ensemble (LambdaRank, transfer at {params} and at {BROAD})"
         if options.method == "guarded":
             predictions = guarded_positions(fold, side.scores, side.grades, gain, m, chosen)(
@@ -406,7 +417,7 @@ def rank_questions(dev_queries: str | Path, qrels: str | Path, queries: str | Pa
             how = what
     elif options.method == "ltr":
         predictions = ltr_predict(side.embeddings[EMBEDDING], new_emb, side.scores, side.grades, gain,
-                                  side.candidate_ids, params, side.arrays)
+                                  Evidence(side.candidate_ids, side.arrays), params)
         how = f"LambdaRank over transfer features at {params}"
     else:
         collection = QueryCollection(side.query_ids, side.candidate_ids, side.embeddings[EMBEDDING], side.scores)
