@@ -144,67 +144,74 @@ def _modelret_a(o: ModelretACommandOptions) -> None:
 modelret_a_cmd = options_command(ModelretACommandOptions, _modelret_a)
 
 
-def mllm_cmd(
-    dev_queries: Annotated[Path, typer.Option("--dev-queries", help="Judged questions: TSV `qid<TAB>text` "
-                                              "(llm_dev_data.tsv), CSV or JSONL.")],
-    qrels: Annotated[Path, typer.Option("--qrels", help="Dev qrels `qid 0 llm_id grade` (0 not, 1 most, 2 "
-                                        "second-most relevant).")],
-    queries: Annotated[Optional[Path], typer.Option("--queries", help="Questions to rank LLMs for (TSV "
-                                                    "`qid<TAB>text`).")] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", help="TREC run to write (every LLM for every question).")]
-    = None,
-    cv: Annotated[bool, typer.Option("--cv", help="Cross-validate on the dev questions: nDCG@10 and MRR of the "
-                                     "prior, transfer (fixed and tuned per fold), LTR, the ensemble and the guarded blends, mean ± std over --repeats, "
-                                     "paired p against the prior.")] = False,
-    method: Annotated[str, typer.Option("--method", help="guarded: the ensemble blended with the popularity prior per "
-                      "rank position, the first place by a weight that must raise MRR, the rest by one that must raise "
-                      "nDCG@10 (each by CV inside the dev questions, 0 unless its gain is significant); "
+@dataclass(frozen=True)
+class MllmCommandOptions:
+    """What `engine mllm` is told, each option declared once (engine.io.options.options_command)."""
+    dev_queries: Annotated[Path, cli(typer.Option("--dev-queries", help="Judged questions: TSV `qid<TAB>text` "
+                                                  "(llm_dev_data.tsv), CSV or JSONL."))]
+    qrels: Annotated[Path, cli(typer.Option("--qrels", help="Dev qrels `qid 0 llm_id grade` (0 not, 1 most, 2 "
+                                            "second-most relevant)."))]
+    queries: Annotated[Optional[Path], cli(typer.Option("--queries", help="Questions to rank LLMs for (TSV "
+                                                        "`qid<TAB>text`)."))] = None
+    out: Annotated[Optional[Path], cli(typer.Option("--out", help="TREC run to write (every LLM for every "
+                                                    "question)."))] = None
+    cv: Annotated[bool, cli(typer.Option("--cv", help="Cross-validate on the dev questions: nDCG@10 and MRR of the "
+                                         "prior, transfer (fixed and tuned per fold), LTR, the ensemble and the "
+                                         "guarded blends, mean ± std over --repeats, paired p against the "
+                                         "prior."))] = False
+    method: Annotated[str, cli(typer.Option("--method", help="guarded: the ensemble blended with the popularity prior "
+                      "per rank position, the first place by a weight that must raise MRR, the rest by one that must "
+                      "raise nDCG@10 (each by CV inside the dev questions, 0 unless its gain is significant); "
                       "guarded-ranking: one weight for the whole ranking, 0 unless nDCG@10 and MRR both gain "
                       "significantly; ensemble: the mean rank position of LambdaRank and of transfer at the fixed "
                       f"params and at k={mllm.BROAD.k} T={mllm.BROAD.temperature:g}; ltr: LightGBM LambdaRank "
                       "over transfer features; transfer: "
                       f"fixed k={mllm.FIXED.k} T={mllm.FIXED.temperature:g} prior weight "
                       f"{mllm.FIXED.prior_weight:g}; tuned: params by leave-one-out nDCG@10 on the dev questions (the "
-                      "first version's default).")] = MLLM.method,
-    llm_ids: Annotated[Optional[Path], typer.Option("--llm-ids", help="All candidate LLM ids, one per line "
-                       "(llm_ids.txt) (default: the LLMs in the qrels).", show_default=False)] = None,
-    discovery: Annotated[Optional[Path], typer.Option("--discovery", help="The discovery set (JSONL, TSV or parquet; "
-                         "one row per question and LLM answer: query_id, query_text, llm_id, answer, logprobs): "
-                         "per-LLM statistics and the answers' confidences near each question become LambdaRank "
-                         "features and its questions further LambdaRank training queries (labelled by the answers' "
-                         "confidence); stored with the dev side, so a rerun reads it no more.", show_default=False)]
-    = None,
-    discovery_columns: Annotated[Optional[str], typer.Option("--discovery-columns", help="Map the discovery file's "
-                                 "column names: field=column pairs, e.g. query_id=qid,logprobs=token_logprobs.",
-                                 show_default=False)] = None,
-    targets: Annotated[str, typer.Option("--targets", help="Grade → target map; also the nDCG gains.")]
-    = MLLM.targets,
-    k: TransferK = TRANSFER.k,
-    temperature: TransferTemp = TRANSFER.temperature,
-    prior_weight: TransferPrior = TRANSFER.prior_weight,
-    folds: TransferFolds = TRANSFER.folds,
-    repeats: TransferRepeats = mllm.REPEATS,
-    full: Annotated[bool, typer.Option("--full", help="With --cv: also transfer with params tuned per fold (nested; "
-                                       "minutes at the real size).")] = MLLM.full_cv,
-    model: TransferModel = MLLM.model,
-    run_id: TransferRunId = MLLM.run_id,
-    report: TransferReport = None,
-    name: TransferName = MLLM.name,
-    root: Root = MLLM.root,
-    quiet: Quiet = False,
-) -> None:
+                      "first version's default)."))] = MLLM.method
+    llm_ids: Annotated[Optional[Path], cli(typer.Option("--llm-ids", help="All candidate LLM ids, one per line "
+                       "(llm_ids.txt) (default: the LLMs in the qrels).", show_default=False))] = None
+    discovery: Annotated[Optional[Path], cli(typer.Option("--discovery", help="The discovery set (JSONL, TSV or "
+                         "parquet; one row per question and LLM answer: query_id, query_text, llm_id, answer, "
+                         "logprobs): per-LLM statistics and the answers' confidences near each question become "
+                         "LambdaRank features and its questions further LambdaRank training queries (labelled by the "
+                         "answers' confidence); stored with the dev side, so a rerun reads it no more.",
+                         show_default=False))] = None
+    discovery_columns: Annotated[Optional[str], cli(typer.Option("--discovery-columns", help="Map the discovery "
+                                 "file's column names: field=column pairs, e.g. "
+                                 "query_id=qid,logprobs=token_logprobs.", show_default=False))] = None
+    targets: Annotated[str, cli(typer.Option("--targets", help="Grade → target map; also the nDCG gains."))] \
+        = MLLM.targets
+    k: Annotated[Optional[int], cli(TransferK)] = TRANSFER.k
+    temperature: Annotated[Optional[float], cli(TransferTemp)] = TRANSFER.temperature
+    prior_weight: Annotated[Optional[float], cli(TransferPrior)] = TRANSFER.prior_weight
+    folds: Annotated[int, cli(TransferFolds)] = TRANSFER.folds
+    repeats: Annotated[int, cli(TransferRepeats)] = mllm.REPEATS
+    full: Annotated[bool, cli(typer.Option("--full", help="With --cv: also transfer with params tuned per fold "
+                                           "(nested; minutes at the real size)."))] = MLLM.full_cv
+    model: Annotated[str, cli(TransferModel)] = MLLM.model
+    run_id: Annotated[str, cli(TransferRunId)] = MLLM.run_id
+    report: Annotated[Optional[Path], cli(TransferReport)] = None
+    name: Annotated[str, cli(TransferName)] = MLLM.name
+    root: Annotated[Path, cli(Root)] = MLLM.root
+    quiet: Annotated[bool, cli(Quiet)] = False
+
+
+def _mllm(o: MllmCommandOptions) -> None:
     """TREC 2025 Million LLMs: rank every LLM for a question from the judged dev questions nearest to it."""
-    set_quiet(quiet)
-    options = MllmOptions(targets=targets, model=model, method=method, full_cv=full, run_id=run_id, name=name,
-                          root=root, discovery=discovery, discovery_columns=discovery_columns,
-                          transfer=_transfer(k, temperature, prior_weight, folds))
-    if cv:
-        _print_cv(mllm.cross_validate_dev(dev_queries, qrels, llm_ids, options, repeats=repeats), mllm.labels(), report)
+    set_quiet(o.quiet)
+    options = taken(MllmOptions, o, full_cv=o.full, transfer=_transfer(o.k, o.temperature, o.prior_weight, o.folds))
+    if o.cv:
+        _print_cv(mllm.cross_validate_dev(o.dev_queries, o.qrels, o.llm_ids, options, repeats=o.repeats),
+                  mllm.labels(), o.report)
         return
-    if queries is None or out is None:
+    if o.queries is None or o.out is None:
         raise EngineError(f"give {opt('queries')} TSV and {opt('out')} RUN to rank LLMs, or {opt('cv')} to "
                           "cross-validate")
-    info(mllm.rank_questions(dev_queries, qrels, queries, out, llm_ids, options))
+    info(mllm.rank_questions(o.dev_queries, o.qrels, o.queries, o.out, o.llm_ids, options))
+
+
+mllm_cmd = options_command(MllmCommandOptions, _mllm)
 
 
 def convert_ntcir_a_qrels_cmd(ground_truth: Annotated[Path, typer.Argument(help="ground-truth.csv")],
