@@ -103,19 +103,10 @@ def _generalist_first(seed: int, signal: bool, topics: int = 12, per_topic: int 
     """Planted Million LLMs questions: a generalist (LLM 0) relevant to 75 % of questions and second-best when the
     topic's expert (70 %) is relevant too; a second generalist (LLM 1) 45 %. With `signal`, the question's
     embedding tells its topic; without, the experts are spread over every topic alike (no question signal)."""
-    rng = np.random.default_rng(seed)
-    centres = rng.normal(size=(topics, 8))
-    grades = np.zeros((topics * per_topic, m), dtype=int)
-    emb = np.zeros((topics * per_topic, 8))
-    for t in range(topics):
-        for i in range(per_topic):
-            r = t * per_topic + i
-            emb[r] = centres[t] + 0.5 * rng.normal(size=8)
-            expert = 2 + (t if signal else rng.integers(topics))
-            ranked = [j for j, p in ((expert, 0.7), (0, 0.75), (1, 0.45)) if rng.random() < p]
-            for g, j in zip((1, 2), ranked):
-                grades[r, j] = g
-    return emb / np.linalg.norm(emb, axis=1, keepdims=True), grades
+    from fixtures.planted_llms import topic_questions
+    emb, grades = topic_questions(seed, signal, topics, per_topic, m, noise=0.5, first_expert=2,
+                                  relevant=(0.7, 0.75, 0.45))
+    return emb, grades
 
 
 def test_per_position_keeps_the_prior_first_and_the_methods_gain_below(seed: int = 0):

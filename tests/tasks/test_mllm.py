@@ -442,19 +442,10 @@ def _often_second(seed: int, signal: bool, topics: int = 10, per_topic: int = 6,
     answer, and two generalists often relevant (LLM 0: 0.65, LLM 1: 0.35) are the second-best: the prior puts a
     generalist first (right for MRR, worth little to nDCG@10). With `signal` the question's embedding tells its
     topic; without, each question's expert is drawn at random (no question signal). (embeddings, grades)."""
-    rng = np.random.default_rng(seed)
-    centres = rng.normal(size=(topics, 8))
-    grades = np.zeros((topics * per_topic, m), dtype=int)
-    emb = np.zeros((topics * per_topic, 8))
-    for t in range(topics):
-        for i in range(per_topic):
-            r = t * per_topic + i
-            emb[r] = centres[t] + 0.6 * rng.normal(size=8)
-            expert = 3 + (t if signal else rng.integers(topics))
-            ranked = [j for j, p in ((expert, 0.95), (0, 0.65), (1, 0.35)) if rng.random() < p]
-            for g, j in zip((1, 2), ranked):
-                grades[r, j] = g
-    return (emb / np.linalg.norm(emb, axis=1, keepdims=True)).astype(np.float32), grades
+    from fixtures.planted_llms import topic_questions
+    emb, grades = topic_questions(seed, signal, topics, per_topic, m, noise=0.6, first_expert=3,
+                                  relevant=(0.95, 0.65, 0.35))
+    return emb.astype(np.float32), grades
 
 
 def test_default_keeps_the_gain_where_generalists_are_second_and_is_the_prior_without_signal(seed: int = 0):
