@@ -44,11 +44,10 @@ def time_calls(fn: Callable[[int], object], n: int, warmup: int = 3, seconds: fl
 
 def takes_text(col) -> bool:
     """Whether a collection's encoder embeds text, from the registry (no model loaded for it)."""
-    import re
-    from engine.core.encoders.registry import entry_for
+    from engine.core.encoders.registry import modalities_of
     from engine.errors import EngineError
     try:
-        return "text" in re.findall(r"[a-z]+", entry_for(col.manifest["encoder"])[0].modalities)
+        return "text" in modalities_of(col.manifest["encoder"])
     except EngineError:
         return "text" in col.encoder.modalities  # a spec the registry does not list: ask the encoder
 

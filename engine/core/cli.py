@@ -81,7 +81,8 @@ class BuildCommandOptions:
     device: Annotated[str, cli(Device)] = BUILD.device
     workers: Annotated[int, cli(typer.Option("--workers", help="Image-decoding threads running ahead of the model."))] \
         = BUILD.workers
-    threads: Annotated[int, cli(typer.Option("--threads", help="torch threads (0: torch's default)."))] = BUILD.threads
+    threads: Annotated[int, cli(typer.Option("--threads", help="Encoding threads (0: the default: torch's, or on "
+                                             "the CPU one onnxruntime slice per core)."))] = BUILD.threads
     chunk_size: Annotated[int, cli(typer.Option("--chunk-size", help="Items per flushed chunk (the resume unit)."))] \
         = BUILD.chunk_size
     id_policy: Annotated[str, cli(typer.Option("--id-policy", help="Ids a TREC run cannot hold (empty, white space): "
@@ -335,15 +336,3 @@ def models_cmd(markdown: Annotated[bool, typer.Option("--markdown", help="Print 
     from engine.core.encoders.registry import model_table
     from engine.display import doc_table
     typer.echo(doc_table(*model_table(), markdown=markdown, left=3))
-
-
-COMMANDS = {"build": build_cmd, "search": search_cmd, "delete": delete_cmd, "compact": compact_cmd, "info": info_cmd,
-            "verify": verify_cmd,
-            "list": list_cmd,
-            "bench": bench_cmd,
-            "demo": demo_cmd, "models": models_cmd}
-
-
-def register(app: typer.Typer) -> None:
-    for name, command in COMMANDS.items():
-        app.command(name)(command)

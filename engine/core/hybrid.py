@@ -79,8 +79,9 @@ def check_search_mode(col, mode: str | None, fusion_method: str, where: str | No
     """Everything a mode and a filter need, checked before a model loads."""
     check_mode(mode, fusion_method)
     resolve_mode(col, mode, text_query)
-    if where is not None:
-        filter_mask(col, where)  # parsed, and its fields looked up, before a model loads
+    if where is not None:  # parsed, and its fields looked up, before a model loads (the mask is built by the search)
+        from engine.core.filters import parse_where
+        check_fields(col, parse_where(where), metadata_table(col))
 
 
 def _cache(col) -> dict:

@@ -142,8 +142,8 @@ RANGES: dict[str, Range] = {
     "epochs": Int(1, 100_000),               # engine adapt: most full-batch steps; rerank train: most passes
     "lr": Float(0, 0.01, open_lo=True),      # engine rerank train: AdamW learning rate
     "head_lr": Float(0, 0.1, open_lo=True),  # engine rerank train: a fresh head's AdamW learning rate
-    "negatives": Int(1, 63),
-    "rerank_rounds": Int(1, 100),            # llm-list: grouped-voting rounds (engine.core.rerankers.prompts)                 # engine rerank train: other documents per query per step
+    "negatives": Int(1, 63),                 # engine rerank train: other documents per query per step
+    "rerank_rounds": Int(1, 100),            # llm-list: grouped-voting rounds (engine.core.rerankers.prompts)
 }
 LEAVE_ONE_OUT = Range(2, 1_000, integer=True, zero=True)  # --folds 0: leave-one-out (the help says so)
 PER_COMMAND: dict[tuple[str, str], Range] = {

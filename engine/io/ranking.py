@@ -30,7 +30,7 @@ class Ranking:
     def __init__(self, ids: Sequence[str] = (), scores: Sequence[float] = (),
                  fields: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         self.ids: tuple[str, ...] = tuple(str(i) for i in ids)
-        self.scores: tuple[float, ...] = tuple(_strictly_below(scores))
+        self.scores: tuple[float, ...] = tuple(strictly_below(scores))
         if len(self.ids) != len(self.scores):
             raise EngineError(f"a ranking needs one score per id ({len(self.ids)} ids, {len(self.scores)} scores)")
         self.fields: dict[str, dict[str, Any]] = {d: dict(f) for d, f in (fields or {}).items() if f}
@@ -111,7 +111,7 @@ class Ranking:
         return cls(data["ids"], data["scores"], data.get("fields"))
 
 
-def _strictly_below(scores: Iterable[float]) -> list[float]:
+def strictly_below(scores: Iterable[float]) -> list[float]:
     """Scores as given, each tie or inversion moved just below the one before it (the next float down)."""
     out: list[float] = []
     for s in scores:

@@ -266,13 +266,7 @@ def register_run_reader(suffixes: Iterable[str], reader: str, what: str) -> None
 
 def load_run(path: str | os.PathLike) -> Run:
     """A TREC run, or any registered run format (by file suffix), e.g. an EVENTA submission."""
-    path = Path(path)
-    entry = _READERS.get(path.suffix.lower())
-    if entry is None:
-        return read_run(path)
-    module, _, function = entry[0].partition(":")
-    reader: Callable[[Path], Run] = getattr(importlib.import_module(module), function)
-    return reader(path)
+    return _load(Path(path), _READERS, read_run)
 
 
 _QRELS_READERS: dict[str, tuple[str, str]] = {}
@@ -287,10 +281,13 @@ def register_qrels_reader(suffixes: Iterable[str], reader: str, what: str) -> No
 
 def load_qrels(path: str | os.PathLike) -> Qrels:
     """TREC qrels, or any registered judgments format (by file suffix)."""
-    path = Path(path)
-    entry = _QRELS_READERS.get(path.suffix.lower())
+    return _load(Path(path), _QRELS_READERS, read_qrels)
+
+
+def _load(path: Path, readers: dict[str, tuple[str, str]], default: Callable[[Path], Any]) -> Any:
+    """The reader registered for the file's suffix ("module:function", imported now), else `default`."""
+    entry = readers.get(path.suffix.lower())
     if entry is None:
-        return read_qrels(path)
+        return default(path)
     module, _, function = entry[0].partition(":")
-    reader: Callable[[Path], Qrels] = getattr(importlib.import_module(module), function)
-    return reader(path)
+    return getattr(importlib.import_module(module), function)(path)

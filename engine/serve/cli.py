@@ -74,7 +74,3 @@ def served_pipelines(specs: list[str]) -> tuple:
             raise EngineError(f"--pipeline {name!r} is given twice")
         out[name.strip()] = read_pipeline_file(path.strip())
     return tuple(out.items())
-
-
-def register(app: typer.Typer) -> None:
-    app.command("serve")(serve_cmd)

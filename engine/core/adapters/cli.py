@@ -58,7 +58,3 @@ def _adapt(o: AdaptOptions) -> None:
 
 
 adapt_cmd = options_command(AdaptOptions, _adapt)
-
-
-def register(app: typer.Typer) -> None:
-    app.command("adapt")(adapt_cmd)

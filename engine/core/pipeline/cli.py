@@ -91,7 +91,3 @@ def stages_cmd(markdown: Annotated[bool, typer.Option("--markdown", help="A Mark
     if not markdown:
         rows = [[c.strip("`") for c in r] for r in rows]
     typer.echo(format_table(heads, rows, markdown=markdown, left=2))
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(pipeline_app, name="pipeline")

@@ -119,7 +119,3 @@ def _rerank_train(o: RerankTrainOptions) -> None:
 
 
 rerank_train_cmd = rerank_app.command("train")(options_command(RerankTrainOptions, _rerank_train))
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(rerank_app, name="rerank")

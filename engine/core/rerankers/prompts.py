@@ -58,16 +58,12 @@ def check_instruction(value: object, label: str = "") -> str:
     return value.strip()
 
 
-def check_rounds(value: object, label: str = "") -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ROUNDS:
-        raise EngineError(f"{label or opt('rerank_rounds')} must be a whole number from 1 to {MAX_ROUNDS}, not {value!r}")
-    return value
-
-
-def check_positive(name: str, hi: int):
+def check_positive(name: str, hi: int, flag: str = ""):
+    """A check of a whole-number option from 1 to `hi`, named by the caller's label, else `flag`, else its name."""
     def check(value: object, label: str = "") -> int:
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= hi:
-            raise EngineError(f"{label or 'reranker option ' + name} must be a whole number from 1 to {hi}, not {value!r}")
+            raise EngineError(f"{label or flag or 'reranker option ' + name} must be a whole number from 1 to {hi}, "
+                              f"not {value!r}")
         return value
     return check
 
@@ -75,7 +71,7 @@ def check_positive(name: str, hi: int):
 OPTION_CHECKS = {
     "template": check_template,
     "instruction": check_instruction,
-    "rounds": check_rounds,
+    "rounds": check_positive("rounds", MAX_ROUNDS, opt("rerank_rounds")),
     "batch_size": check_positive("batch_size", 4096),
     "max_length": check_positive("max_length", 131_072),
 }

@@ -76,11 +76,11 @@ def distinct_scores(scores: np.ndarray) -> list[float]:
     tie or an inversion nudged to the next float below the previous score), so two candidates never share a
     score and the order the stage chose is the order of the scores. A non-finite score (an unreadable image's
     -inf) becomes one below the lowest finite one: still last, and a number every writer can print."""
-    from engine.io.ranking import Ranking
+    from engine.io.ranking import strictly_below
     scores = np.asarray(scores, dtype=np.float64)
     finite = np.isfinite(scores)
     floor = (float(scores[finite].min()) if finite.any() else 0.0) - 1.0
-    return list(Ranking([str(i) for i in range(len(scores))], np.where(finite, scores, floor)).scores)
+    return strictly_below(np.where(finite, scores, floor))
 
 
 def rerank_hits(reranker: Reranker, query: str, hits: Sequence[Any], k: int, col: Any) -> list[Any]:
