@@ -164,7 +164,8 @@ class MllmCommandOptions:
                       "raise nDCG@10 (each by CV inside the dev questions, 0 unless its gain is significant); "
                       "guarded-ranking: one weight for the whole ranking, 0 unless nDCG@10 and MRR both gain "
                       "significantly; ensemble: the mean rank position of LambdaRank and of transfer at the fixed "
-                      f"params and at k={mllm.BROAD.k} T={mllm.BROAD.temperature:g}; ltr: LightGBM LambdaRank "
+                      f"params and at k={mllm.BROAD.k} T={mllm.BROAD.temperature:g} (with --discovery also of the "
+                      "discovery confidences at that scale); ltr: LightGBM LambdaRank "
                       "over transfer features; transfer: "
                       f"fixed k={mllm.FIXED.k} T={mllm.FIXED.temperature:g} prior weight "
                       f"{mllm.FIXED.prior_weight:g}; tuned: params by leave-one-out nDCG@10 on the dev questions (the "
@@ -175,7 +176,8 @@ class MllmCommandOptions:
                          "parquet; one row per question and LLM answer: query_id, query_text, llm_id, answer, "
                          "logprobs): per-LLM statistics and the answers' confidences near each question become "
                          "LambdaRank features and its questions further LambdaRank training queries (labelled by the "
-                         "answers' confidence); stored with the dev side, so a rerun reads it no more.",
+                         "answers' confidence), and the confidences of its 30 nearest questions one more ranking of the "
+                         "ensemble; stored with the dev side, so a rerun reads it no more.",
                          show_default=False))] = None
     discovery_columns: Annotated[Optional[str], cli(typer.Option("--discovery-columns", help="Map the discovery "
                                  "file's column names: field=column pairs, e.g. "

@@ -62,12 +62,14 @@ class MllmOptions:
     position: the first place by a weight that must raise MRR, the
     rest by one that must raise nDCG@10, each by CV inside the dev questions and 0 unless its gain is shown
     (`baseline_blend.guarded_positions`); guarded-ranking: one weight for the whole ranking, 0 unless nDCG@10 and
-    MRR both gain; ensemble: the mean rank position of LambdaRank, transfer at FIXED and at BROAD params; ltr:
+    MRR both gain; ensemble: the mean rank position of LambdaRank, transfer at FIXED and at BROAD params (and
+    with a discovery set its confidences at BROAD, `discovery_transfer`); ltr:
     LambdaRank over transfer features; transfer: FIXED params; tuned:
     params by leave-one-out nDCG@10 (the first version's default)."""
     discovery: Path | None = None
     """The discovery set (`discovery.py`): per-LLM statistics and, per question, the confidences of the LLMs
-    that answered the nearest discovery questions, as LambdaRank features."""
+    that answered the nearest discovery questions, as LambdaRank features; its questions as further LambdaRank
+    training queries; and the confidences at the broad scale as one more ranking of the ensemble."""
     discovery_columns: str | None = None
     """field=column pairs mapping the discovery file's column names."""
     full_cv: bool = False
@@ -190,12 +192,12 @@ DISCOVERY_EMB, DISCOVERY_SOFT, LLM_STATS = "discovery_emb", "discovery_soft", "l
 """The discovery set's arrays in the stored dev side."""
 
 
-def discovery_block(emb: np.ndarray, arrays: Mapping[str, np.ndarray], params: TransferParams,
-                    own: np.ndarray | None = None) -> np.ndarray | None:
-    """(questions × LLMs × 2) LambdaRank features from the discovery set: the confidences (z-scored within each
-    discovery question) of each LLM on the k discovery questions nearest to the question, softmax-weighted as
-    transfer weighs neighbours, as a z-score and a rank position within the question. None without one.
-    `own`: the questions ARE these discovery questions (their indices), each one's neighbours the others only."""
+def discovery_transfer(emb: np.ndarray, arrays: Mapping[str, np.ndarray], params: TransferParams,
+                       own: np.ndarray | None = None) -> np.ndarray | None:
+    """(questions × LLMs) each LLM's confidence (z-scored within each discovery question) on the k discovery
+    questions nearest to the question, softmax-weighted as transfer weighs neighbours (no prior). None without a
+    discovery set. `own`: the questions ARE these discovery questions (their indices), each one's neighbours the
+    others only."""
     if DISCOVERY_EMB not in arrays:
         return None
     disc = l2_normalize(np.asarray(arrays[DISCOVERY_EMB], np.float32))
@@ -204,8 +206,15 @@ def discovery_block(emb: np.ndarray, arrays: Mapping[str, np.ndarray], params: T
     if own is not None:
         sim[np.arange(len(own)), own] = -np.inf
     prior = np.nan_to_num(column_prior(soft))
-    pred = transfer(sim, soft, prior, TransferParams(params.k, params.temperature, 0.0))
-    return ltr.query_candidate_block([pred])
+    return transfer(sim, soft, prior, TransferParams(params.k, params.temperature, 0.0))
+
+
+def discovery_block(emb: np.ndarray, arrays: Mapping[str, np.ndarray], params: TransferParams,
+                    own: np.ndarray | None = None) -> np.ndarray | None:
+    """(questions × LLMs × 2) LambdaRank features from the discovery set: `discovery_transfer` as a z-score and a
+    rank position within the question. None without one."""
+    pred = discovery_transfer(emb, arrays, params, own)
+    return None if pred is None else ltr.query_candidate_block([pred])
 
 
 def pseudo_grades(soft: np.ndarray) -> np.ndarray:
@@ -265,15 +274,19 @@ def ltr_predict(train_emb: np.ndarray, query_emb: np.ndarray, scores: np.ndarray
                        label_gain(gain), params, descriptors, pseudo=more)
 
 
-def ensemble(ltr_predictions: np.ndarray, sim: np.ndarray, scores: np.ndarray, params: TransferParams
-             ) -> np.ndarray:
+def ensemble(ltr_predictions: np.ndarray, sim: np.ndarray, scores: np.ndarray, params: TransferParams,
+             discovery: np.ndarray | None = None) -> np.ndarray:
     """The mean rank position (1 best … 0 worst per question) of LambdaRank's predictions and of transfer at
-    `params` and at BROAD from the training questions (`sim`: questions × training questions, their `scores`).
+    `params` and at BROAD from the training questions (`sim`: questions × training questions, their `scores`),
+    and with a discovery set of `discovery` (`discovery_transfer` at BROAD: the confidences of the 30 nearest
+    discovery questions, a view of the question that the dev questions' few neighbours cannot give).
     LambdaRank learns the LLMs' base rates and the neighbours' evidence together but varies with ~100 training
-    questions; transfer is steadier; averaging the three rankings holds up better than any one on the planted
-    sets (docs/model-ranking.md)."""
+    questions; transfer is steadier; averaging the rankings holds up better than any one on the planted sets
+    (docs/model-ranking.md)."""
     prior = column_prior(scores)
     parts = [ltr_predictions, transfer(sim, scores, prior, params), transfer(sim, scores, prior, BROAD)]
+    if discovery is not None:
+        parts.append(discovery)
     return np.mean([rank_targets(p) for p in parts], axis=0)
 
 
@@ -313,7 +326,8 @@ def cross_validate_dev(dev_queries: str | Path, qrels: str | Path, llm_ids: str 
 
     @memoized
     def ensemble_fold(tr, te):
-        return ensemble(ltr_fold(tr, te), emb[te] @ emb[tr].T, scores[tr], params)
+        return ensemble(ltr_fold(tr, te), emb[te] @ emb[tr].T, scores[tr], params,
+                        discovery_transfer(emb[te], side.arrays, BROAD))
 
     chosen: list[float] = []
     per_position: list[tuple[float, ...]] = []
@@ -328,7 +342,8 @@ def cross_validate_dev(dev_queries: str | Path, qrels: str | Path, llm_ids: str 
         ("LTR (LambdaRank)" + (" (default)" if options.method == "ltr" else ""), ltr_fold,
          f"LightGBM {ltr.LTRParams()}; transfer features at {params}"),
         ("ensemble" + (" (default)" if options.method == "ensemble" else ""), ensemble_fold,
-         f"mean rank position of LTR, transfer at {params} and at {BROAD}"),
+         f"mean rank position of LTR, transfer at {params} and at {BROAD}"
+         + (" and the discovery confidences at the broad scale" if DISCOVERY_EMB in side.arrays else "")),
         ("guarded: LTR ⊕ prior per position", guarded_positions(ltr_fold, scores, grades, gain, m, ltr_positions),
          "the blend per position over LTR alone (the previous default)"),
         ("guarded: ensemble ⊕ prior, one weight" + (" (default)" if options.method == "guarded-ranking" else ""),
@@ -401,8 +416,9 @@ def rank_questions(dev_queries: str | Path, qrels: str | Path, queries: str | Pa
         fold = lambda tr, te: ensemble(  # noqa: E731
             ltr_predict(emb[tr], emb[te], side.scores[tr], side.grades[tr], gain,
                         Evidence(side.candidate_ids, side.arrays), params),
-            emb[te] @ emb[tr].T, side.scores[tr], params)
-        what = f"the ensemble (LambdaRank, transfer at {params} and at {BROAD})"
+            emb[te] @ emb[tr].T, side.scores[tr], params, discovery_transfer(emb[te], side.arrays, BROAD))
+        what = (f"the ensemble (LambdaRank, transfer at {params} and at {BROAD}"
+                + (", discovery confidences at the broad scale)" if DISCOVERY_EMB in side.arrays else ")"))
         if options.method == "guarded":
             predictions = guarded_positions(fold, side.scores, side.grades, gain, m, chosen)(
                 np.arange(n), np.arange(n, len(emb)))
