@@ -1,16 +1,20 @@
-"""`engine mllm`'s default (the ensemble of LambdaRank and transfer at two scales, blended with the popularity
-prior per rank position) against the prior, LambdaRank alone, the ensemble alone and the previous default (LambdaRank
-alone blended per rank position) on several planted Million LLMs constructions: nDCG@10 and MRR out of fold, mean ± std over seeds (each seed a new planted set, scored by
-k-fold CV; every default's weights are chosen inside the training folds, nested). With `--discovery`, each set
-also gets a generated discovery file whose confidences carry the relevance (tests/fixtures/discovery.py: 40
-questions per topic, every LLM answering) and every variant is scored again with it. Prints the table, writes
-benchmarks/results/mllm_planted.json.
+"""`engine mllm`'s default (the ensemble of LambdaRank and transfer at two scales, or LambdaRank alone, blended with
+the popularity prior per rank position) against the prior, LambdaRank alone, the ensemble alone, the previous
+default (the ensemble alone blended per rank position) and the one before (LambdaRank alone blended per rank
+position) on several planted Million LLMs constructions: nDCG@10 and MRR out of fold, mean ± std over seeds (each
+seed a new planted set, scored by k-fold CV; every default's weights are chosen inside the training folds, nested).
+With `--discovery`, each set also gets a generated discovery file whose confidences carry the relevance
+(tests/fixtures/discovery.py: 40 questions per topic, every LLM answering) and every variant is scored again with
+it. Prints the table, writes benchmarks/results/mllm_planted.json.
 
-    nice python benchmarks/mllm_planted.py [--seeds 3] [--folds 5] [--constructions a,b] [--discovery] [--quick]
+    nice python benchmarks/mllm_planted.py [--seeds 3] [--first-seed 0] [--folds 5] [--constructions a,b]
+                                           [--discovery] [--text] [--quick]
 
 Questions are synthetic embeddings (a hidden topic's centre + noise), so only the ranking is measured, not a
-sentence model. Per question, each LLM is relevant with a probability; the relevant ones, ordered by a
-per-LLM quality plus noise, get grade 1 (most relevant) and 2 (second); any further ones count as 0.
+sentence model; with `--text` they are texts instead (two of the topic's six words among four filler words)
+embedded with the default sentence model, as `engine mllm` embeds them. Per question, each LLM is relevant with a
+probability; the relevant ones, ordered by a per-LLM quality plus noise, get grade 1 (most relevant) and 2
+(second); any further ones count as 0.
 
   experts        each topic has an expert (0.6) and a second expert (0.35); one popular LLM 0.2 (noise 1.5)
   generalists    three generalists relevant to any question with 0.5 each; a topic expert 0.4 (noise 2.5)
@@ -66,6 +70,9 @@ RESULTS = Path(__file__).resolve().parent / "results" / "mllm_planted.json"
 GENERALISTS = [0, 1, 2]
 LTR, ENSEMBLE, GUARDED = "LTR (LambdaRank)", "ensemble", "guarded per position (default)"
 PREVIOUS = "LTR guarded per position (previous default)"
+"""The default two versions ago (LambdaRank alone blended per rank position)."""
+ENSEMBLE_GUARDED = "ensemble guarded per position"
+"""The previous default: the ensemble alone blended per rank position (the default takes it or LambdaRank)."""
 ONE_WEIGHT = "guarded, one weight"
 DISCOVERY = " + discovery"
 NOISE = {"experts": 1.5, "generalists": 2.5, "second-best": 2.0, "mixture": 2.0, "noisy": 3.0, "pure-prior": 2.0,
@@ -163,6 +170,57 @@ def make_set(root: Path, name: str, seed: int, n_llms: int = 80, dim: int = 32, 
     return files, np.asarray(emb, np.float32), disc_emb
 
 
+TOPIC_WORDS = [t.split() for t in (
+    "dose symptom patient clinical diagnosis drug", "contract court statute liability lawsuit judge",
+    "recipe oven flour sauce bake simmer", "galaxy orbit telescope planet star comet",
+    "stock bond dividend portfolio interest inflation", "python function compile bug loop variable",
+    "guitar chord melody rhythm song piano", "soccer goal league match player coach",
+    "volcano earthquake rock mineral erosion magma", "poem novel metaphor author verse chapter",
+    "vaccine virus infection immune antibody pathogen", "engine gearbox brake tire fuel vehicle",
+    "election senate vote policy parliament campaign", "painting canvas sculpture museum brush gallery",
+    "cell protein gene enzyme dna mutation", "loan mortgage credit debt bank payment",
+    "battery circuit voltage resistor current transistor", "forest wildlife species habitat ecosystem predator",
+    "yoga muscle workout stretch cardio fitness", "treaty empire dynasty war revolution century",
+    "airport flight runway pilot luggage passport", "dog cat puppy kitten veterinarian leash",
+    "rain storm forecast humidity temperature cloud", "chess opening checkmate pawn bishop gambit")]
+FILLER_WORDS = ("what how why explain the a of in please about could you tell me best way some is are my "
+                "for").split()
+
+
+def make_text_set(root: Path, name: str, seed: int, discovery: bool = False
+                  ) -> tuple[dict[str, Path], np.ndarray, np.ndarray | None]:
+    """As `make_set`, but each question is a text — two of its topic's six words among four filler words — embedded
+    with the default sentence model (the topics' count and the relevance as in `make_set`; up to 24 topics)."""
+    from engine.core.encoders.registry import DEFAULT_TEXT_SPEC, load_encoder
+    rng = np.random.default_rng(seed)
+    files, _, _ = make_set(root, name, seed, discovery=discovery)
+    topic_of = [int(line.split("\t")[0][1:3]) for line in files["dev"].read_text().splitlines()]
+    if max(topic_of) >= len(TOPIC_WORDS):
+        raise ValueError(f"{name}: more topics than word lists")
+
+    def question(t: int) -> str:
+        words = list(rng.choice(TOPIC_WORDS[t], 2, replace=False)) + list(rng.choice(FILLER_WORDS, 4))
+        rng.shuffle(words)
+        return " ".join(words)
+    texts = [question(t) for t in topic_of]
+    ids = [line.split("\t")[0] for line in files["dev"].read_text().splitlines()]
+    files["dev"].write_text("".join(f"{q}\t{t}\n" for q, t in zip(ids, texts)))
+    encoder = load_encoder(DEFAULT_TEXT_SPEC)
+    disc_emb = None
+    if discovery:
+        rows = [json.loads(line) for line in files["discovery"].read_text().splitlines()]
+        disc_text = {}
+        for row in rows:
+            qid = row["query_id"]
+            if qid not in disc_text:
+                disc_text[qid] = question(int(qid[1:3]))
+            row["query_text"] = disc_text[qid]
+        from fixtures.discovery import write_jsonl
+        write_jsonl(files["discovery"], rows)
+        disc_emb = np.asarray(encoder.encode_texts(list(disc_text.values())), np.float32)
+    return files, np.asarray(encoder.encode_texts(texts), np.float32), disc_emb
+
+
 def _cell(values: np.ndarray) -> str:
     return f"{values.mean():.4f} ± {values.std(ddof=1):.4f}"
 
@@ -176,14 +234,17 @@ def _delta(res: dict, variant: str, metric: str) -> str:
 def _key(variant: str) -> str:
     if variant.startswith("guarded: LTR"):
         return PREVIOUS
-    if variant.startswith("guarded") and "per position" in variant:
+    if variant.startswith("guarded: ensemble or LTR"):
         return GUARDED
+    if variant.startswith("guarded") and "per position" in variant:
+        return ENSEMBLE_GUARDED
     if variant.startswith("guarded"):
         return ONE_WEIGHT
     return variant.replace(" (default)", "")
 
 
-def run(names: list[str], seeds: int, folds: int, discovery: bool = False) -> dict[str, dict]:
+def run(names: list[str], seeds: int, folds: int, discovery: bool = False, first_seed: int = 0,
+        text: bool = False) -> dict[str, dict]:
     """construction → {variants: variant → metric → one mean per seed, p: variant → metric → paired p against
     the prior over all seeds' questions, weights: per seed the weights the guard chose}."""
     results: dict[str, dict] = {}
@@ -191,8 +252,9 @@ def run(names: list[str], seeds: int, folds: int, discovery: bool = False) -> di
         for name in names:
             res: dict = {"variants": {}, "weights": []}
             per_query: dict[str, dict[str, list]] = {}
-            for seed in range(seeds):
-                files, emb, disc_emb = make_set(Path(tmp) / f"{name}-{seed}", name, seed, discovery=discovery)
+            for seed in range(first_seed, first_seed + seeds):
+                files, emb, disc_emb = (make_text_set if text else make_set)(Path(tmp) / f"{name}-{seed}", name, seed,
+                                                                              discovery=discovery)
                 for with_discovery in ((False, True) if discovery else (False,)):
                     options = MllmOptions(root=Path(tmp) / "idx", name=f"{name}-{seed}-{with_discovery}",
                                           transfer=TransferOptions(folds=folds),
@@ -220,16 +282,16 @@ def run(names: list[str], seeds: int, folds: int, discovery: bool = False) -> di
 
 
 def tables(results: dict[str, dict]) -> str:
-    head = ("| construction | prior nDCG@10 | LTR nDCG@10 | ensemble nDCG@10 | previous default nDCG@10 | "
-            "default nDCG@10 | Δ default − prior nDCG@10 (p) | prior MRR | LTR MRR | ensemble MRR | "
-            "previous default MRR | default MRR | Δ default − prior MRR (p) | weights chosen (first/rest ×folds, "
+    head = ("| construction | prior nDCG@10 | LTR nDCG@10 | ensemble nDCG@10 | ensemble guarded (previous default) "
+            "nDCG@10 | default nDCG@10 | Δ default − prior nDCG@10 (p) | prior MRR | LTR MRR | ensemble MRR | "
+            "ensemble guarded MRR | default MRR | Δ default − prior MRR (p) | weights chosen (first/rest ×folds, "
             "per seed) |")
     rows = [head, "|" + "---|" * 14]
     for name, res in results.items():
         v = {k: {m: np.array(x) for m, x in metrics.items()} for k, metrics in res["variants"].items()}
         cells = []
         for metric in ("ndcg@10", "mrr"):
-            cells += [_cell(v[k][metric]) for k in (mllm.BASELINE, LTR, ENSEMBLE, PREVIOUS, GUARDED)]
+            cells += [_cell(v[k][metric]) for k in (mllm.BASELINE, LTR, ENSEMBLE, ENSEMBLE_GUARDED, GUARDED)]
             cells.append(_delta(res, GUARDED, metric))
         rows.append(f"| {name} | {' | '.join(cells)} | {'; '.join(res['weights'])} |")
     rows += ["", "| construction | variant | Δ nDCG@10 vs prior (p) | Δ MRR vs prior (p) |", "|---|---|---|---|"]
@@ -247,6 +309,10 @@ def main() -> None:
     ap.add_argument("--discovery", action="store_true", help="also score every variant with a generated discovery "
                     "set whose confidences carry the relevance")
     ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--first-seed", type=int, default=0, help="seeds first..first+S−1 (100: where variants were "
+                    "chosen)")
+    ap.add_argument("--text", action="store_true", help="questions as texts (topic words among filler words) "
+                    "embedded with the default sentence model, as `engine mllm` embeds them")
     ap.add_argument("--constructions", default=",".join(CONSTRUCTIONS))
     ap.add_argument("--quick", action="store_true", help="2 seeds, 3 constructions (a smoke run)")
     ap.add_argument("--out", type=Path, default=RESULTS, help="the JSON written")
@@ -272,13 +338,14 @@ def main() -> None:
     if args.quick:
         names = names[:3]
     start = time.perf_counter()
-    results = run(names, seeds, args.folds, args.discovery)
+    results = run(names, seeds, args.folds, args.discovery, args.first_seed, args.text)
     wall = time.perf_counter() - start
     print(f"{seeds} seeds × one {args.folds}-fold CV each; mean ± std over seeds; Δ: mean ± std over seeds, p: "
           f"paired sign-flip test over all seeds' questions; load average {os.getloadavg()[0]:.1f}; {wall:.0f} s")
     print(tables(results))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_json(args.out, {"seeds": seeds, "folds": args.folds, "discovery": args.discovery, "machine": platform.platform(),
+    write_json(args.out, {"seeds": seeds, "first_seed": args.first_seed, "text": args.text, "folds": args.folds,
+                          "discovery": args.discovery, "machine": platform.platform(),
                           "load_average": os.getloadavg()[0], "wall_s": wall, "rule": RULE, "results": results})
     print(f"wrote {args.out}")
 

@@ -136,3 +136,37 @@ def test_per_position_keeps_the_prior_first_and_the_methods_gain_below(seed: int
         else:
             assert sum(w != (0.0, 0.0) for w in chosen) <= 1, chosen
             assert got["ndcg@10"] >= base["ndcg@10"] - 0.01 and got["mrr"] >= base["mrr"] - 0.01, (got, base)
+
+
+# ---------------------------------------------------------------- among several methods
+
+
+def test_among_methods_each_band_takes_the_one_whose_gain_is_shown():
+    """A noise method beside a good one: the good one is chosen, at a level shared by both methods' weights
+    (its lower bound no higher than when it is alone); two noise methods: the baseline; the composed ranking
+    takes each band from the method its fit names."""
+    truth = _truth()
+    good = lambda tr, te: truth[te] + np.random.default_rng(len(tr)).random((len(te), M)) * 0.3  # noqa: E731
+    rows, values, base = np.arange(N), _values(truth), _baseline(truth)
+    alone = baseline_blend.fit_positions(good, base, rows, values, ["hit"], M)[0]
+    both = baseline_blend.fit_positions([_noise(1), good], base, rows, values, ["hit"], M)[0]
+    assert both.method == 1 and both.weight > 0 and alone.weight > 0
+    assert both.lower[both.weight]["hit"] <= alone.lower[both.weight]["hit"]
+    none = baseline_blend.fit_positions([_noise(1), _noise(2)], base, rows, values, ["hit"], M)[0]
+    assert none.weight == 0.0
+    chosen, picked = [], []
+    train, test = rows[::2], rows[1::2]
+    pred = baseline_blend.guarded_positions([_noise(1), good], base, values, ["hit", "hit"], (1, M), M, chosen,
+                                            picked)(train, test)
+    assert picked == [(1, 1)] and all(w > 0 for w in chosen[0])
+    assert values(pred, test)["hit"].mean() > values(base(train, test), test)["hit"].mean() + 0.2
+
+
+def test_compose_takes_one_prediction_per_band():
+    first = np.array([[0.0, 3.0, 2.0, 1.0]])
+    rest = np.array([[0.0, 1.0, 2.0, 3.0]])
+    baseline = np.array([[3.0, 0.0, 1.0, 2.0]])
+    got = baseline_blend.compose([first, rest], baseline, (1.0, 1.0), (1, 4))
+    assert list(np.argsort(-got[0], kind="stable")) == [1, 3, 2, 0]
+    assert np.array_equal(baseline_blend.compose([first, first], baseline, (1.0, 1.0), (1, 4)),
+                          baseline_blend.compose(first, baseline, (1.0, 1.0), (1, 4)))

@@ -26,6 +26,11 @@ the rule above on the metric that band decides alone (Million LLMs: position 1 o
 ModelRetrieval A: position 1 on nDCG@1, 2–3 on nDCG@3, 4–5 on nDCG@5), and the ranking composed band by band
 (`compose`). A gain on one metric is no longer thrown away to protect another: where the method finds the
 second-best answers but not the best, the baseline keeps the first place and the method fills the rest.
+
+Among several methods (a sequence instead of one): every (method, weight) pair is a candidate of the same rule,
+Bonferroni over all the pairs (ALPHA / (methods × non-zero weights)), and each band takes the qualifying pair
+with the largest lower confidence bound. Which method suits a collection (a ranker that learns from the labels,
+or a steadier average) is then decided inside the training queries, like the weight, not fixed beforehand.
 """
 from __future__ import annotations
 
@@ -46,8 +51,15 @@ INNER_REPEATS = 3
 ALPHA = 0.05
 """Family-wise level of the one-sided tests (Bonferroni over the non-zero weights)."""
 TIE = 1e-6
-RULE = (f"inner {INNER_REPEATS} × {INNER_FOLDS}-fold CV on the training queries; w > 0 only if every guarded "
-        f"metric's gain has a one-sided corrected resampled t-test p < {ALPHA:g}/{len(WEIGHTS) - 1}")
+
+
+def rule(methods: int = 1) -> str:
+    """The rule in one line for the CV tables' notes and the run summaries (`methods`: how many it chooses among)."""
+    return (f"inner {INNER_REPEATS} × {INNER_FOLDS}-fold CV on the training queries; w > 0 only if every guarded "
+            f"metric's gain has a one-sided corrected resampled t-test p < {ALPHA:g}/{(len(WEIGHTS) - 1) * methods}")
+
+
+RULE = rule()
 """One line for the CV tables' notes."""
 
 
@@ -72,10 +84,19 @@ def mix(method: np.ndarray, baseline: np.ndarray, weight: float) -> np.ndarray:
 @dataclass
 class BlendFit:
     """The chosen weight and, per weight and metric, the inner-CV mean gain over the baseline and its one-sided
-    lower confidence bound (at the Bonferroni level)."""
+    lower confidence bound (at the Bonferroni level); among several methods, the index of the chosen one."""
     weight: float
     gains: dict[float, dict[str, float]] = field(default_factory=dict)
     lower: dict[float, dict[str, float]] = field(default_factory=dict)
+    method: int = 0
+
+
+Methods = FoldPredictor | Sequence[FoldPredictor]
+"""One method, or several the rule chooses among (per band)."""
+
+
+def _as_list(method: Methods) -> list[FoldPredictor]:
+    return list(method) if isinstance(method, (list, tuple)) else [method]
 
 
 def corrected_lower_bound(fold_gains: np.ndarray, test_fraction: float, alpha: float) -> float:
@@ -119,12 +140,15 @@ def guarded(method: FoldPredictor, baseline: FoldPredictor, values: RowValues, o
     return predict
 
 
-def compose(method: np.ndarray, baseline: np.ndarray, weights: Sequence[float], cuts: Sequence[int]) -> np.ndarray:
+def compose(method: np.ndarray | Sequence[np.ndarray], baseline: np.ndarray, weights: Sequence[float],
+            cuts: Sequence[int]) -> np.ndarray:
     """A ranking composed band by band: positions up to cuts[0] from mix(weights[0]), the next up to cuts[1] from
     mix(weights[1]) among the candidates not yet placed, …; the last band holds the rest. As scores (rows ×
-    candidates, higher first). Equal weights give exactly mix(weight)'s order."""
-    mixes = [mix(method, baseline, w) for w in weights]
-    if len(set(weights)) == 1:
+    candidates, higher first). `method`: one prediction for every band, or one per band. Equal weights of one
+    prediction give exactly mix(weight)'s order."""
+    per_band = list(method) if isinstance(method, (list, tuple)) else [method] * len(weights)
+    mixes = [mix(pred, baseline, w) for pred, w in zip(per_band, weights)]
+    if len(set(weights)) == 1 and all(pred is per_band[0] for pred in per_band):
         return mixes[0]
     n, m = baseline.shape
     out = np.empty((n, m))
@@ -144,15 +168,30 @@ def compose(method: np.ndarray, baseline: np.ndarray, weights: Sequence[float], 
     return out
 
 
-def fit_positions(method: FoldPredictor, baseline: FoldPredictor, rows: np.ndarray, values: RowValues,
+def fit_positions(method: Methods, baseline: FoldPredictor, rows: np.ndarray, values: RowValues,
                   bands: Sequence[str], m: int, cv: InnerCV = InnerCV()) -> list[BlendFit]:
     """One weight per band of rank positions, each by the module's rule with its own metric as objective and
-    guard (`bands`: the metric deciding each band, best positions first)."""
+    guard (`bands`: the metric deciding each band, best positions first); among several methods, each band's
+    (method, weight) pair by the rule over all pairs (`BlendFit.method`)."""
     rows = np.asarray(rows)
     if len(rows) < 2 * cv.folds:
         return [BlendFit(0.0) for _ in bands]
-    preds = _inner_predictions(method, baseline, rows, m, cv.folds, cv.repeats)
-    return [_fit_cached(preds, rows, values, [metric], [metric], cv.folds, cv.alpha) for metric in bands]
+    methods = _as_list(method)
+    preds = [_inner_predictions(one, baseline, rows, m, cv.folds, cv.repeats) for one in methods]
+    return [_fit_among(preds, rows, values, [metric], [metric], cv.folds, cv.alpha) for metric in bands]
+
+
+def _fit_among(preds: Sequence, rows: np.ndarray, values: RowValues, objective: Sequence[str],
+               guard: Sequence[str], folds: int, alpha: float) -> BlendFit:
+    """The rule over every (method, weight) pair: each method's fit at the level shared by all the pairs, then
+    the qualifying one with the largest lower bound of the objective gain (none: the baseline)."""
+    fits = [_fit_cached(p, rows, values, objective, guard, folds, alpha, len(preds)) for p in preds]
+    qualifying = [(fit.lower[fit.weight]["objective"], -i) for i, fit in enumerate(fits) if fit.weight > 0]
+    if not qualifying:
+        return fits[0]
+    _, negative = max(qualifying)
+    fits[-negative].method = -negative
+    return fits[-negative]
 
 
 def _inner_predictions(method: FoldPredictor, baseline: FoldPredictor, rows: np.ndarray, m: int, folds: int,
@@ -164,8 +203,9 @@ def _inner_predictions(method: FoldPredictor, baseline: FoldPredictor, rows: np.
 
 
 def _fit_cached(preds, rows, values: RowValues, objective: Sequence[str], guard: Sequence[str], folds: int,
-                alpha: float) -> BlendFit:
-    """`fit_weight`'s rule on out-of-fold predictions already made (one (folds, method, baseline) per repeat)."""
+                alpha: float, methods: int = 1) -> BlendFit:
+    """`fit_weight`'s rule on out-of-fold predictions already made (one (folds, method, baseline) per repeat);
+    `methods`: how many methods' weights the level is shared among."""
     names = sorted(set(objective) | set(guard))
     fold_gains: dict[float, dict[str, list[float]]] = {w: {k: [] for k in [*names, "objective"]}
                                                        for w in WEIGHTS[1:]}
@@ -179,7 +219,7 @@ def _fit_cached(preds, rows, values: RowValues, objective: Sequence[str], guard:
                 sel = fold_of == f
                 for k, d in diffs.items():
                     fold_gains[w][k].append(float(d[sel].mean()))
-    level = alpha / (len(WEIGHTS) - 1)
+    level = alpha / ((len(WEIGHTS) - 1) * methods)
     fit, best = BlendFit(0.0), -np.inf
     for w, per_metric in fold_gains.items():
         fit.gains[w] = {k: float(np.mean(g)) for k, g in per_metric.items()}
@@ -189,14 +229,24 @@ def _fit_cached(preds, rows, values: RowValues, objective: Sequence[str], guard:
     return fit
 
 
-def guarded_positions(method: FoldPredictor, baseline: FoldPredictor, values: RowValues, bands: Sequence[str],
-                      cuts: Sequence[int], m: int, chosen: list[tuple[float, ...]] | None = None) -> FoldPredictor:
+def guarded_positions(method: Methods, baseline: FoldPredictor, values: RowValues, bands: Sequence[str],
+                      cuts: Sequence[int], m: int, chosen: list[tuple[float, ...]] | None = None,
+                      picked: list[tuple[int, ...]] | None = None) -> FoldPredictor:
     """A fold predictor: one weight per band of rank positions fitted inside the training rows (`fit_positions`),
-    then the composed ranking (`compose`) on the held-out rows. Each chosen tuple is appended to `chosen`."""
+    then the composed ranking (`compose`) on the held-out rows. Each chosen tuple of weights is appended to
+    `chosen`, and among several methods each band's method index to `picked`."""
+    methods = _as_list(method)
+
     def predict(train: np.ndarray, test: np.ndarray) -> np.ndarray:
-        weights = tuple(f.weight for f in fit_positions(method, baseline, train, values, bands, m))
+        fits = fit_positions(methods, baseline, train, values, bands, m)
+        weights = tuple(f.weight for f in fits)
         if chosen is not None:
             chosen.append(weights)
+        if picked is not None:
+            picked.append(tuple(f.method for f in fits))
         base = baseline(train, test)
-        return compose(method(train, test) if any(weights) else base, base, weights, cuts)
+        made: dict[int, np.ndarray] = {}
+        per_band = [made.setdefault(f.method, methods[f.method](train, test)) if f.weight > 0 else base
+                    for f in fits]
+        return compose(per_band, base, weights, cuts)
     return predict

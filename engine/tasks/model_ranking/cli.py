@@ -159,9 +159,10 @@ class MllmCommandOptions:
                                          "prior, transfer (fixed and tuned per fold), LTR, the ensemble and the "
                                          "guarded blends, mean ± std over --repeats, paired p against the "
                                          "prior."))] = False
-    method: Annotated[str, cli(typer.Option("--method", help="guarded: the ensemble blended with the popularity prior "
-                      "per rank position, the first place by a weight that must raise MRR, the rest by one that must "
-                      "raise nDCG@10 (each by CV inside the dev questions, 0 unless its gain is significant); "
+    method: Annotated[str, cli(typer.Option("--method", help="guarded: the ensemble or LambdaRank alone blended with "
+                      "the popularity prior per rank position, the first place by the method and weight that must "
+                      "raise MRR, the rest by those that must raise nDCG@10 (each by CV inside the dev questions, the "
+                      "prior unless a gain is significant); "
                       "guarded-ranking: one weight for the whole ranking, 0 unless nDCG@10 and MRR both gain "
                       "significantly; ensemble: the mean rank position of LambdaRank and of transfer at the fixed "
                       f"params and at k={mllm.BROAD.k} T={mllm.BROAD.temperature:g} (with --discovery also of the "

@@ -4,9 +4,10 @@ Dev questions are embedded with a sentence model; their qrels grades (0 not rele
 2 second-most relevant) become per-LLM targets through a grade → target map (`data.read_dev`), which also
 gives the nDCG gains; `transfer` does the rest. The dev side (embeddings, targets, grades, LLM ids) is stored
 as a collection (`training_store`) and reused while the dev files, the model and the grade map are unchanged.
-The discovery set (`discovery.py`), when given, is stored with it and feeds LambdaRank. The default blends
-an ensemble of LambdaRank and transfer at two scales (`ensemble`) with the popularity prior per rank position
-(`guarded_positions`).
+The discovery set (`discovery.py`), when given, is stored with it and feeds LambdaRank and the ensemble. The
+default blends an ensemble of LambdaRank and transfer at two scales (`ensemble`), or LambdaRank alone, with the
+popularity prior per rank position (`guarded_positions`): which of the two, and with what weight, is decided per
+band inside the dev questions.
 """
 from __future__ import annotations
 
@@ -58,10 +59,10 @@ class MllmOptions:
     """grade → target map; also the nDCG gains."""
     model: str = DEFAULT_TEXT_SPEC
     method: str = "guarded"
-    """guarded: the ensemble (LambdaRank and transfer at two scales, `ensemble`) blended with the prior per rank
-    position: the first place by a weight that must raise MRR, the
-    rest by one that must raise nDCG@10, each by CV inside the dev questions and 0 unless its gain is shown
-    (`baseline_blend.guarded_positions`); guarded-ranking: one weight for the whole ranking, 0 unless nDCG@10 and
+    """guarded: the ensemble (LambdaRank and transfer at two scales, `ensemble`) or LambdaRank alone blended
+    with the prior per rank position: the first place by the (method, weight) that must raise MRR, the rest by
+    one that must raise nDCG@10, each by CV inside the dev questions and the prior unless a gain is shown
+    (`baseline_blend.guarded_positions` over both methods); guarded-ranking: one weight for the whole ranking, 0 unless nDCG@10 and
     MRR both gain; ensemble: the mean rank position of LambdaRank, transfer at FIXED and at BROAD params (and
     with a discovery set its confidences at BROAD, `discovery_transfer`); ltr:
     LambdaRank over transfer features; transfer: FIXED params; tuned:
@@ -332,6 +333,8 @@ def cross_validate_dev(dev_queries: str | Path, qrels: str | Path, llm_ids: str 
     chosen: list[float] = []
     per_position: list[tuple[float, ...]] = []
     ltr_positions: list[tuple[float, ...]] = []
+    either_positions: list[tuple[float, ...]] = []
+    either_picked: list[tuple[int, ...]] = []
 
     variants: list[tuple[str, Callable, str]] = [
         (BASELINE, lambda tr, te: np.tile(column_prior(scores[tr]), (len(te), 1)), "mean target per LLM"),
@@ -349,18 +352,24 @@ def cross_validate_dev(dev_queries: str | Path, qrels: str | Path, llm_ids: str 
         ("guarded: ensemble ⊕ prior, one weight" + (" (default)" if options.method == "guarded-ranking" else ""),
          guarded(ensemble_fold, scores, grades, gain, m, chosen),
          f"weight of the ensemble: {baseline_blend.RULE} (nested)"),
-        ("guarded: ensemble ⊕ prior per position" + (" (default)" if options.method == "guarded" else ""),
-         guarded_positions(ensemble_fold, scores, grades, gain, m, per_position),
-         f"weights of the ensemble (first place by MRR, the rest by nDCG@10): {baseline_blend.RULE} per metric "
-         "(nested)")]
+        ("guarded: ensemble ⊕ prior per position", guarded_positions(ensemble_fold, scores, grades, gain, m,
+                                                                     per_position),
+         "the blend per position over the ensemble alone"),
+        ("guarded: ensemble or LTR ⊕ prior per position" + (" (default)" if options.method == "guarded" else ""),
+         guarded_positions([ensemble_fold, ltr_fold], scores, grades, gain, m, either_positions, either_picked),
+         f"per band the ensemble or LTR and its weight (first place by MRR, the rest by nDCG@10): "
+         f"{baseline_blend.rule(2)} (both methods' weights), per metric (nested)")]
     if not options.full_cv:
         variants = [v for v in variants if "per fold" not in v[0] or "(default)" in v[0]]
     scored = [run_variant(name, fn, lambda p: per_query_scores(grades, gain, p), n, m, folds, repeats, note)
               for name, fn, note in variants]
     values, counts = np.unique(np.asarray(chosen), return_counts=True)
-    scored[-2].note += "; weights chosen: " + ", ".join(f"{v:g} ×{c}" for v, c in zip(values, counts))
-    for variant, positions in ((scored[-3], ltr_positions), (scored[-1], per_position)):
-        pairs = [f"{a:g}/{b:g}" for a, b in positions]
+    scored[-3].note += "; weights chosen: " + ", ".join(f"{v:g} ×{c}" for v, c in zip(values, counts))
+    names = ("ensemble", "LTR")
+    either = ["/".join(f"{names[i]} {w:g}" if w else "prior" for w, i in zip(weights, picks))
+              for weights, picks in zip(either_positions, either_picked)]
+    for variant, pairs in ((scored[-4], [f"{a:g}/{b:g}" for a, b in ltr_positions]),
+                           (scored[-2], [f"{a:g}/{b:g}" for a, b in per_position]), (scored[-1], either)):
         variant.note += "; weights chosen (first/rest): " + ", ".join(f"{v} ×{pairs.count(v)}"
                                                                        for v in sorted(set(pairs)))
     return Study(scored, [metric.name for metric in METRICS], BASELINE, folds, repeats)
@@ -380,13 +389,15 @@ POSITION_BANDS = ("mrr", TUNED.name)
 """The metric deciding each band of rank positions: the first place (MRR), the rest (nDCG@10)."""
 
 
-def guarded_positions(method: Callable, scores: np.ndarray, grades: np.ndarray, gain: Mapping[int, float], m: int,
-                      chosen: list[tuple[float, ...]] | None = None) -> Callable:
+def guarded_positions(method: Callable | Sequence[Callable], scores: np.ndarray, grades: np.ndarray,
+                      gain: Mapping[int, float], m: int, chosen: list[tuple[float, ...]] | None = None,
+                      picked: list[tuple[int, ...]] | None = None) -> Callable:
     """`method` blended with the prior per rank position (`baseline_blend.guarded_positions`): the first place
-    by the weight whose MRR gain is shown inside the training rows, the rest by the one whose nDCG@10 gain is."""
+    by the weight whose MRR gain is shown inside the training rows, the rest by the one whose nDCG@10 gain is;
+    among several methods, each band's method with its weight."""
     return baseline_blend.guarded_positions(
         method, lambda tr, te: np.tile(column_prior(scores[tr]), (len(te), 1)),
-        lambda p, rows: per_query_scores(grades[rows], gain, p), POSITION_BANDS, (1, m), m, chosen)
+        lambda p, rows: per_query_scores(grades[rows], gain, p), POSITION_BANDS, (1, m), m, chosen, picked)
 
 
 def rank_questions(dev_queries: str | Path, qrels: str | Path, queries: str | Path, out: str | Path,
@@ -394,8 +405,8 @@ def rank_questions(dev_queries: str | Path, qrels: str | Path, queries: str | Pa
                    embeddings: Mapping[str, np.ndarray] | None = None) -> str:
     """`engine mllm --queries`: rank every LLM for every question and write a TREC run.
 
-    `guarded` (default) blends the ensemble (LambdaRank and transfer at two scales) with the prior per rank
-    position, `guarded-ranking` with one weight, `ensemble` is that ensemble alone, `ltr` trains LambdaRank on the dev questions' transfer features, `transfer` uses FIXED params (or
+    `guarded` (default) blends the ensemble (LambdaRank and transfer at two scales) or LambdaRank alone with the
+    prior per rank position, `guarded-ranking` the ensemble with one weight, `ensemble` is that ensemble alone, `ltr` trains LambdaRank on the dev questions' transfer features, `transfer` uses FIXED params (or
     those the user sets), `tuned` chooses them by leave-one-out nDCG@10 over the dev questions. `embeddings`
     ({"dev": ..., "queries": ..., "discovery": ...}) replace the sentence model, e.g. in tests.
     """
@@ -413,17 +424,21 @@ def rank_questions(dev_queries: str | Path, qrels: str | Path, queries: str | Pa
     if options.method in ("guarded", "guarded-ranking", "ensemble"):
         emb = l2_normalize(np.concatenate([side.embeddings[EMBEDDING], new_emb]))
         n, m, chosen = len(side.query_ids), len(side.candidate_ids), []
+        ltr_fold = memoized(lambda tr, te: ltr_predict(emb[tr], emb[te], side.scores[tr], side.grades[tr], gain,
+                                                       Evidence(side.candidate_ids, side.arrays), params))
         fold = lambda tr, te: ensemble(  # noqa: E731
-            ltr_predict(emb[tr], emb[te], side.scores[tr], side.grades[tr], gain,
-                        Evidence(side.candidate_ids, side.arrays), params),
-            emb[te] @ emb[tr].T, side.scores[tr], params, discovery_transfer(emb[te], side.arrays, BROAD))
+            ltr_fold(tr, te), emb[te] @ emb[tr].T, side.scores[tr], params,
+            discovery_transfer(emb[te], side.arrays, BROAD))
         what = (f"the ensemble (LambdaRank, transfer at {params} and at {BROAD}"
                 + (", discovery confidences at the broad scale)" if DISCOVERY_EMB in side.arrays else ")"))
         if options.method == "guarded":
-            predictions = guarded_positions(fold, side.scores, side.grades, gain, m, chosen)(
+            picked: list[tuple[int, ...]] = []
+            predictions = guarded_positions([fold, ltr_fold], side.scores, side.grades, gain, m, chosen, picked)(
                 np.arange(n), np.arange(n, len(emb)))
-            how = (f"weights {chosen[0][0]:g} (first place) and {chosen[0][1]:g} (the rest) on {what}, the "
-                   f"remainder on the prior ({baseline_blend.RULE}, per metric)")
+            names = (what, "LambdaRank alone")
+            band = [f"{w:g} on {names[i]}" if w else "the prior" for w, i in zip(chosen[0], picked[0])]
+            how = (f"first place: {band[0]}; the rest: {band[1]}; the remainder on the prior "
+                   f"({baseline_blend.rule(2)} (both methods' weights), per metric)")
         elif options.method == "guarded-ranking":
             predictions = guarded(fold, side.scores, side.grades, gain, m, chosen)(
                 np.arange(n), np.arange(n, len(emb)))
