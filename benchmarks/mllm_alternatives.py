@@ -219,7 +219,15 @@ def main() -> None:
     args = ap.parse_args()
     variants, score = (DISCOVERY_VARIANTS, score_discovery_set) if args.discovery else (VARIANTS, score_set)
     set_quiet(True)
-    seeds, names = [int(x) for x in args.seeds.split(",")], args.constructions.split(",")
+    try:
+        seeds = [int(x) for x in args.seeds.split(",")]
+    except ValueError:
+        ap.error(f"--seeds: seeds separated by commas, e.g. 0,1,2 (not {args.seeds!r})")
+    if len(seeds) < 2 or min(seeds) < 0:
+        ap.error(f"--seeds: at least two seeds, each at least 0 (not {args.seeds!r})")
+    if args.folds < 2:
+        ap.error(f"--folds must be at least 2, not {args.folds}")
+    names = args.constructions.split(",")
     unknown = [x for x in names if x not in mllm_planted.NOISE]
     if unknown:
         ap.error(f"--constructions: unknown {unknown[0]!r}")

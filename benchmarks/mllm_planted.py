@@ -45,6 +45,7 @@ often-second; the table reports seeds 0..S−1, new planted sets.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -187,14 +188,21 @@ FILLER_WORDS = ("what how why explain the a of in please about could you tell me
                 "for").split()
 
 
+@functools.lru_cache(maxsize=1)
+def _text_encoder():
+    """The default sentence model, loaded once for every text set."""
+    from engine.core.encoders.registry import DEFAULT_TEXT_SPEC, load_encoder
+    return load_encoder(DEFAULT_TEXT_SPEC)
+
+
 def make_text_set(root: Path, name: str, seed: int, discovery: bool = False
                   ) -> tuple[dict[str, Path], np.ndarray, np.ndarray | None]:
     """As `make_set`, but each question is a text — two of its topic's six words among four filler words — embedded
     with the default sentence model (the topics' count and the relevance as in `make_set`; up to 24 topics)."""
-    from engine.core.encoders.registry import DEFAULT_TEXT_SPEC, load_encoder
     rng = np.random.default_rng(seed)
     files, _, _ = make_set(root, name, seed, discovery=discovery)
-    topic_of = [int(line.split("\t")[0][1:3]) for line in files["dev"].read_text().splitlines()]
+    ids = [line.split("\t")[0] for line in files["dev"].read_text().splitlines()]
+    topic_of = [int(q[1:3]) for q in ids]
     if max(topic_of) >= len(TOPIC_WORDS):
         raise ValueError(f"{name}: more topics than word lists")
 
@@ -203,9 +211,8 @@ def make_text_set(root: Path, name: str, seed: int, discovery: bool = False
         rng.shuffle(words)
         return " ".join(words)
     texts = [question(t) for t in topic_of]
-    ids = [line.split("\t")[0] for line in files["dev"].read_text().splitlines()]
     files["dev"].write_text("".join(f"{q}\t{t}\n" for q, t in zip(ids, texts)))
-    encoder = load_encoder(DEFAULT_TEXT_SPEC)
+    encoder = _text_encoder()
     disc_emb = None
     if discovery:
         rows = [json.loads(line) for line in files["discovery"].read_text().splitlines()]
@@ -334,6 +341,8 @@ def main() -> None:
         ap.error(f"--constructions: unknown {unknown[0]!r} (one of {', '.join(CONSTRUCTIONS)})")
     if args.seeds < 2 or args.folds < 2:
         ap.error("--seeds and --folds must be at least 2")
+    if args.first_seed < 0:
+        ap.error(f"--first-seed must be at least 0, not {args.first_seed}")
     seeds = 2 if args.quick else args.seeds
     if args.quick:
         names = names[:3]

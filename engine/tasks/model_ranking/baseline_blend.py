@@ -186,12 +186,12 @@ def _fit_among(preds: Sequence, rows: np.ndarray, values: RowValues, objective: 
     """The rule over every (method, weight) pair: each method's fit at the level shared by all the pairs, then
     the qualifying one with the largest lower bound of the objective gain (none: the baseline)."""
     fits = [_fit_cached(p, rows, values, objective, guard, folds, alpha, len(preds)) for p in preds]
-    qualifying = [(fit.lower[fit.weight]["objective"], -i) for i, fit in enumerate(fits) if fit.weight > 0]
+    qualifying = [i for i, fit in enumerate(fits) if fit.weight > 0]
     if not qualifying:
         return fits[0]
-    _, negative = max(qualifying)
-    fits[-negative].method = -negative
-    return fits[-negative]
+    best = max(qualifying, key=lambda i: fits[i].lower[fits[i].weight]["objective"])  # ties: the first method
+    fits[best].method = best
+    return fits[best]
 
 
 def _inner_predictions(method: FoldPredictor, baseline: FoldPredictor, rows: np.ndarray, m: int, folds: int,
@@ -245,8 +245,6 @@ def guarded_positions(method: Methods, baseline: FoldPredictor, values: RowValue
         if picked is not None:
             picked.append(tuple(f.method for f in fits))
         base = baseline(train, test)
-        made: dict[int, np.ndarray] = {}
-        per_band = [made.setdefault(f.method, methods[f.method](train, test)) if f.weight > 0 else base
-                    for f in fits]
-        return compose(per_band, base, weights, cuts)
+        made = {i: methods[i](train, test) for i in {f.method for f in fits if f.weight > 0}}
+        return compose([made[f.method] if f.weight > 0 else base for f in fits], base, weights, cuts)
     return predict
