@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.core.adapters.neighbours import r_at_1
+from engine.core.ranking.adapters.neighbours import r_at_1
 
 HERE = Path(__file__).resolve().parent
 COCO = next((p for p in (HERE.parent.parent / "shared" / "data" / "coco-mini",
@@ -63,7 +63,7 @@ def view_embeddings(cache: Path) -> tuple[np.ndarray, np.ndarray]:
     if cache.is_file():
         z = np.load(cache)
         return z["conse"], z["pooled"]
-    from engine.core.adapters.fit import embed_views
+    from engine.core.ranking.adapters.fit import embed_views
     from engine.core.encoders.registry import load_encoder
     conse, pooled = embed_views(load_encoder("conse"), photo_paths(), COCO)
     np.savez(cache, conse=conse, pooled=pooled)
@@ -78,7 +78,7 @@ def neighbours_split(caps, owner, conse, pooled, train, test, seed: int) -> dict
     """conse-neighbours fitted on the train photos (knobs by its own CV inside them), scored on the test
     captions: deployed 80-photo gallery, train photos encoded as unseen, test photos alone; and its alpha-0
     form (centring + views, fixed)."""
-    from engine.core.adapters.neighbours import fit_neighbours, remember
+    from engine.core.ranking.adapters.neighbours import fit_neighbours, remember
     fitted = np.isin(owner, train)
     local = {p: i for i, p in enumerate(train)}
     form, rep = fit_neighbours(caps[fitted], np.array([local[o] for o in owner[fitted]]), conse[train],
@@ -142,7 +142,7 @@ def via_cli(split: int, train: np.ndarray, test: np.ndarray, work: Path) -> floa
 def main() -> None:
     from scipy.stats import wilcoxon
 
-    from engine.core.adapters.fit import FitOptions, fit_maps
+    from engine.core.ranking.adapters.fit import FitOptions, fit_maps
     ap = argparse.ArgumentParser()
     ap.add_argument("--splits", type=int, default=10)
     ap.add_argument("--test-share", type=float, default=0.25)

@@ -97,7 +97,7 @@ def bench_build_pipeline(image_dir: Path | None, root: Path, batch: int = 32) ->
 
 def bench_ann(n: int, dim: int, factories: list[str]) -> list[dict]:
     import faiss
-    from engine.core.index.faiss_index import build_index
+    from engine.core.storage.index.faiss_index import build_index
     xb, xq = synthetic(n, 1000, dim, seed=1)
     exact = faiss.IndexFlatIP(dim)
     exact.add(xb)

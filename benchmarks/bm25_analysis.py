@@ -61,7 +61,7 @@ def planted_set(folder: Path) -> tuple[Path, Path, Path]:
 
 def runs_for(name: str, docs: Path, queries: Path, work: Path) -> dict[str, Path]:
     """One collection per analysis (the legacy one registered for this process only), a run per mode."""
-    import engine.core.bm25 as bm25
+    import engine.core.storage.index.bm25 as bm25
     from engine.core.collection import Collection
     from engine.io.runs import write_run
     from engine.io.tables import read_queries

@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=RESULTS / "eventa_bench.json")
     args = ap.parse_args(argv)
 
-    from engine.core.bm25 import BM25Index
+    from engine.core.storage.index.bm25 import BM25Index
     from engine.core.collection import Collection
     from engine.core.encoders.registry import DEFAULT_TEXT_SPEC, load_encoder
     from engine.core.encoders.base import configure_threads
@@ -106,9 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     from engine.tasks.eventa.build import ARTICLE_IMAGES, BM25, IMAGES, commit_articles, encode_passages
     from engine.tasks.eventa.data import read_database
     from engine.tasks.eventa.fixture import THEMES, captions_for, generated_articles
-    from engine.core.pipeline import Context, Query
-    from engine.core.pipeline.parse import parse_pipeline
-    from engine.core.pipeline.run import run_pipeline
+    from engine.core.ranking.pipeline import Context, Query
+    from engine.core.ranking.pipeline.parse import parse_pipeline
+    from engine.core.ranking.pipeline.run import run_pipeline
     from engine.tasks.eventa.rank import RankParams
     from engine.tasks.eventa.stages import default_pipeline, parts
     from engine.tasks.eventa.submission import write_eventa_submission

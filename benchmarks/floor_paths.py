@@ -69,7 +69,7 @@ def _timed(fn, items, rounds: int) -> tuple[float, float, list]:
 
 def work_filter(root: Path, q: int) -> dict:
     from engine.core.collection import Collection
-    from engine.core.hybrid import search_rows
+    from engine.core.ranking.hybrid import search_rows
     queries = np.load(root / "queries.npy")[:q]
     col = Collection.open("c", root)
     where = "g == 7"
@@ -84,9 +84,9 @@ def work_filter(root: Path, q: int) -> dict:
 
 
 def work_delete(root: Path, q: int) -> dict:
-    from engine.core.build.update import delete_ids
+    from engine.core.storage.builder.update import delete_ids
     from engine.core.collection import Collection
-    from engine.core.hybrid import search_rows
+    from engine.core.ranking.hybrid import search_rows
     queries = np.load(root / "queries.npy")[:q]
     n = len(Collection.open("c", root))
     before = Collection.open("c", root)

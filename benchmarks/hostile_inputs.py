@@ -547,7 +547,7 @@ def option_tally(work: Path) -> list[dict]:
 def damage(w: Path, how: str) -> str:
     """A collection damaged in one way, checksums recomputed; returns its name."""
     from engine.core.collection import MANIFEST, Collection
-    from engine.core.store.generations import sha256
+    from engine.core.storage.store.generations import sha256
     name = "dmg-" + how.replace(" ", "-")
     col = Collection.from_vectors(name, [f"i{k}" for k in range(20)],
                                   np.random.default_rng(0).normal(size=(20, 8)).astype(np.float32), None, "text",

@@ -11,7 +11,7 @@ Sections (all by default; `--sections hybrid,filter,delete`):
   filter  N synthetic vectors (Collection.from_vectors) with a field matching 1 % of them: one query filtered
           vs unfiltered, alternated, medians; the filtered top-k checked against brute-force filtering of
           exact scores. Goal: within 2× of unfiltered, exact.
-  delete  10 % of the N items deleted (`engine.core.build.update.delete_ids`) vs building the remaining 90 %
+  delete  10 % of the N items deleted (`engine.core.storage.builder.update.delete_ids`) vs building the remaining 90 %
           afresh (`Collection.from_vectors`), for Flat and IVF; the result compared with the fresh build.
           Goal: well under the rebuild's time, equal results.
 
@@ -126,7 +126,7 @@ def _median_pair(f, g, repeat: int) -> tuple[float, float]:
 
 def section_filter(work: Path, n: int, dim: int, repeat: int) -> dict:
     from engine.core.collection import Collection
-    from engine.core.hybrid import filter_mask, search_rows
+    from engine.core.ranking.hybrid import filter_mask, search_rows
     vec, queries = synthetic(n, 20, dim)
     meta = [{"g": i % 100, "year": 2000 + i % 25} for i in range(n)]
     t = time.perf_counter()
@@ -163,9 +163,9 @@ def section_filter(work: Path, n: int, dim: int, repeat: int) -> dict:
 
 
 def section_delete(work: Path, n: int, dim: int) -> list[dict]:
-    from engine.core.build.update import delete_ids
+    from engine.core.storage.builder.update import delete_ids
     from engine.core.collection import Collection
-    from engine.core.index.faiss_index import SearchKnobs
+    from engine.core.storage.index.faiss_index import SearchKnobs
     vec, queries = synthetic(n, 20, dim, seed=1)
     ids = [f"d{i}" for i in range(n)]
     gone = ids[::10]

@@ -51,13 +51,13 @@ def conse_like(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
         out[lo:lo + m] = l2_normalize(np.einsum("mk,mkd->md", p.astype(np.float32), classes[members]))
     coco = HERE.parent.parent / "shared" / "data" / "coco-mini" / "captions.json"
     caps = [a["caption"] for a in json.loads(coco.read_text())["annotations"]] if coco.is_file() else \
-        __import__("engine.core.build.from_source", fromlist=["x"]).generic_captions(400)
+        __import__("engine.core.storage.builder.from_source", fromlist=["x"]).generic_captions(400)
     return out, text.encode_texts(caps)
 
 
 def run_case(label: str, vectors: np.ndarray, queries: np.ndarray, target: float, own: np.ndarray | None) -> dict:
-    from engine.core.index.auto import choose
-    from engine.core.build.from_source import show_choice
+    from engine.core.storage.index.auto import choose
+    from engine.core.storage.builder.from_source import show_choice
     from engine.progress import console
     t = time.perf_counter()
     index, choice = choose(vectors, queries, target, None, label)
@@ -65,9 +65,9 @@ def run_case(label: str, vectors: np.ndarray, queries: np.ndarray, target: float
     m["seconds"] = time.perf_counter() - t
     show_choice(m)
     if own is not None:  # the failure --index auto avoids: tuned on image-vector queries, searched with text
-        from engine.core.index.auto import _recall, _truth
+        from engine.core.storage.index.auto import _recall, _truth
         _, c2 = choose(vectors, own, target, None, "image-vector queries")
-        from engine.core.index.faiss_index import apply_search_params, build_index
+        from engine.core.storage.index.faiss_index import apply_search_params, build_index
         idx2 = index if c2.factory == choice.factory else build_index(vectors, c2.factory)
         apply_search_params(idx2, c2.params)
         got = idx2.search(queries, 10)[1]

@@ -42,9 +42,9 @@ SPEC = "sbert:all-MiniLM-L6-v2"
 def work_encode(way: str, n: int, out: str, spec: str = SPEC, photos: str = "") -> dict:
     """In a fresh process: encode n items one `way` (texts of `documents(n)`, or the image files in `photos`),
     timed after the model is loaded; the rows saved to `out`."""
-    from engine.core.build.chunks import chunk_bounds, encode_local
-    from engine.core.build.from_source import build_encoder
-    from engine.core.build.options import BuildOptions
+    from engine.core.storage.builder.chunks import chunk_bounds, encode_local
+    from engine.core.storage.builder.from_source import build_encoder
+    from engine.core.storage.builder.options import BuildOptions
     from engine.core.encoders.registry import load_encoder
     from engine.core.sources import Item
     kind = "image" if photos else "text"

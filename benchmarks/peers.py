@@ -243,7 +243,7 @@ def vector_stores(folder: Path, n: int, nq: int) -> np.ndarray:
     import pyarrow as pa
     from bench_core import synthetic
 
-    from engine.core.build.lexical import bm25_files, lexical_analyzer
+    from engine.core.storage.builder.lexical import bm25_files, lexical_analyzer
     from engine.core.collection import Collection
     x, q = synthetic(n, nq, 384)
     docs, texts = vector_texts(n)

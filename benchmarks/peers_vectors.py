@@ -56,7 +56,7 @@ def first(fn, item) -> float:
 # ---------------------------------------------------------------------------------------------- engine
 def engine_searches(folder: Path, name: str):
     from engine.core.collection import Collection
-    from engine.core.hybrid import search_rows
+    from engine.core.ranking.hybrid import search_rows
     col = Collection.open(name, folder / "engine")
 
     def ids(scores_rows) -> list[str]:
@@ -71,7 +71,7 @@ def engine_searches(folder: Path, name: str):
 
 
 def engine_delete(folder: Path, gone: list[str]) -> None:
-    from engine.core.build.update import delete_ids
+    from engine.core.storage.builder.update import delete_ids
     delete_ids("d", gone, root=folder / "engine")
 
 

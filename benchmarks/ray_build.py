@@ -4,7 +4,7 @@
    end to end as a user sees it (Ray's start, actor start-up and model loads included) — Ray's overhead
    ratio on this machine;
 2. the driver's memory while building an IVF index over N vectors (default 1M × 384): shards filled in
-   Ray tasks and merged on disk (`engine.core.index.ondisk`) vs one index built in memory (`build_index`), each
+   Ray tasks and merged on disk (`engine.core.storage.index.ondisk`) vs one index built in memory (`build_index`), each
    in a fresh process; peak anonymous memory (what the process itself holds) and peak RSS (with mapped
    file pages), and whether both indexes return the same neighbours.
 
@@ -119,7 +119,7 @@ class PeakMemory:
 
 def memory_child(mode: str, folder: Path, factory: str, cpus: int) -> None:
     """One measurement in a fresh process: prints a JSON line."""
-    from engine.core.index.faiss_index import build_index
+    from engine.core.storage.index.faiss_index import build_index
     parts = sorted(folder.glob("part-*.npy"))
     queries = np.load(folder / "queries.npy")
     t = time.perf_counter()
@@ -129,7 +129,7 @@ def memory_child(mode: str, folder: Path, factory: str, cpus: int) -> None:
         else:
             import ray
 
-            from engine.core.index.ondisk import build_ivf_on_disk
+            from engine.core.storage.index.ondisk import build_ivf_on_disk
             ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
             try:
                 index = build_ivf_on_disk(parts, factory, folder / "ondisk", on_ray=True)

@@ -34,7 +34,7 @@ def tiny_qwen3(folder: Path) -> Path:
     from tokenizers import Tokenizer, models, pre_tokenizers
 
     from engine.core.encoders import torchvision_patch  # noqa: F401  (before transformers)
-    from engine.core.rerankers.prompts import QWEN3_RERANKER
+    from engine.core.ranking.rerankers.prompts import QWEN3_RERANKER
     from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
     torch.manual_seed(0)
     special = ["<unk>", "<pad>", "<|im_start|>", "<|im_end|>"]
@@ -72,7 +72,7 @@ def forward_only(scorer, seqs: list[list[int]], batches: list[list[int]]) -> Non
 
 def pointwise(spec: str, queries: list[str], docs: list[list[str]], template: str) -> dict:
     """Paired, alternating per query: the reranker's score() against the raw loop and the bare forward."""
-    from engine.core.rerankers.registry import load_reranker
+    from engine.core.ranking.rerankers.registry import load_reranker
     reranker = load_reranker(spec, template=template)
     scorer = reranker.info["scorer"]
     timing: dict[str, list[float]] = {"reranker": [], "raw": [], "forward": []}
@@ -106,7 +106,7 @@ def pointwise(spec: str, queries: list[str], docs: list[list[str]], template: st
 
 
 def listwise_cost(spec: str, query: str, docs: list[str]) -> dict:
-    from engine.core.rerankers.registry import load_reranker
+    from engine.core.ranking.rerankers.registry import load_reranker
     reranker = load_reranker(spec)
     t0 = time.perf_counter()
     reranker.score(query, docs)

@@ -52,7 +52,7 @@ def main() -> None:
     ap.add_argument("--grid", default=",".join(f"{a:g}:{b:g}" for a, b in GRID), help="lr:head_lr,…")
     ap.add_argument("--out", default="rerank_train_defaults.json")
     args = ap.parse_args()
-    from engine.core.rerankers.train import TrainOptions, train_cross_encoder
+    from engine.core.ranking.rerankers.train import TrainOptions, train_cross_encoder
     tmp = Path(os.environ.get("TMPDIR", "/tmp")) / "rerank-train-defaults"
     tmp.mkdir(exist_ok=True)
     files = {"planted": lambda: planted(tmp / "planted.csv"), "coco-joined": lambda: coco_joined(tmp / "coco.csv")}

@@ -93,7 +93,7 @@ def section_batch(work: Path, reps_vectors: int = 1024) -> list[dict]:
     import faiss
 
     from engine.core.collection import Collection
-    from engine.core.index.faiss_index import BLAS_MIN_BYTES
+    from engine.core.storage.index.faiss_index import BLAS_MIN_BYTES
     col = Collection.open("big", work)
     index = col.index
     assert len(col) * col.dim * 4 >= BLAS_MIN_BYTES  # the engine's setting at this size is threshold 1
@@ -125,9 +125,9 @@ def section_batch(work: Path, reps_vectors: int = 1024) -> list[dict]:
 
 
 def section_store(work: Path, nq: int = 256) -> list[dict]:
-    from engine.core.index.auto import _recall, _truth
+    from engine.core.storage.index.auto import _recall, _truth
     from engine.core.collection import Collection
-    from engine.core.index.faiss_index import STORES, build_index, use_blas_for
+    from engine.core.storage.index.faiss_index import STORES, build_index, use_blas_for
     col = Collection.open("big", work)
     emb = col.embeddings
     q = np.ascontiguousarray(synthetic(1, nq, col.dim, seed=4)[1])

@@ -37,7 +37,7 @@ def main() -> None:
 
     from engine.core.encoders.onnx_text import ORT_SPIN_ENV, ORT_THREADS_ENV, text_encoder
     from engine.display import format_table
-    from engine.core.index.faiss_index import search_index
+    from engine.core.storage.index.faiss_index import search_index
     from engine.progress import set_quiet
     set_quiet(True)
     all_threads = faiss.omp_get_max_threads()
@@ -56,7 +56,7 @@ def main() -> None:
     batches = [int(b) for b in args.batches.split(",")]
     cases = list(itertools.product(encoders, (1, all_threads), indexes, batches))
     times: dict = {c: ([], []) for c in cases}
-    import engine.core.index.faiss_index as fi
+    import engine.core.storage.index.faiss_index as fi
     fi.SINGLE_THREAD_WORK = 0  # this benchmark sets the thread count itself
     for r in range(args.repeat):
         print(f"round {r + 1}/{args.repeat} (load {os.getloadavg()[0]:.1f})", flush=True)

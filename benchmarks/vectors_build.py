@@ -103,8 +103,8 @@ ENGINE = [sys.executable, "-c", "import sys; from engine.cli import main; sys.ar
 def vectors_builds(n: int, dim: int, tmp: Path, factories: list[str], budget: str) -> list[dict]:
     from engine.core.collection import Collection
     from engine.core.encoders.base import l2_normalize
-    from engine.core.index.faiss_index import exact_top_k
-    from engine.core.store.npy_rows import NpyRows
+    from engine.core.storage.index.faiss_index import exact_top_k
+    from engine.core.storage.store.npy_rows import NpyRows
     vec = tmp / "vectors.npy"
     t = time.perf_counter()
     queries = l2_normalize(write_vectors(vec, n, dim))

@@ -18,17 +18,17 @@ from engine.errors import set_option_names
 
 TASKS = ("engine.tasks.eventa", "engine.tasks.model_ranking", "engine.tasks.lora", "engine.tasks.dse")
 COMMANDS: dict[str, str] = {
-    "build": "engine.core.cli:build_cmd", "search": "engine.core.cli:search_cmd",
-    "delete": "engine.core.cli:delete_cmd", "compact": "engine.core.cli:compact_cmd", "info": "engine.core.cli:info_cmd",
-    "verify": "engine.core.cli:verify_cmd", "list": "engine.core.cli:list_cmd", "bench": "engine.core.cli:bench_cmd",
-    "demo": "engine.core.cli:demo_cmd", "models": "engine.core.cli:models_cmd",
-    "rerank": "engine.core.rerankers.cli:rerank_app", "adapt": "engine.core.adapters.cli:adapt_cmd",
-    "pipeline": "engine.core.pipeline.cli:pipeline_app",
-    "eval": "engine.eval.cli:eval_cmd", "metrics": "engine.eval.cli:metrics_cmd",
-    "compare": "engine.eval.cli:compare_cmd", "fuse": "engine.eval.cli:fuse_cmd",
-    "experiment": "engine.eval.cli:experiment_cmd",
+    "build": "engine.commands.collection:build_cmd", "search": "engine.commands.collection:search_cmd",
+    "delete": "engine.commands.collection:delete_cmd", "compact": "engine.commands.collection:compact_cmd", "info": "engine.commands.collection:info_cmd",
+    "verify": "engine.commands.collection:verify_cmd", "list": "engine.commands.collection:list_cmd", "bench": "engine.commands.collection:bench_cmd",
+    "demo": "engine.commands.collection:demo_cmd", "models": "engine.commands.collection:models_cmd",
+    "rerank": "engine.commands.rerank:rerank_app", "adapt": "engine.commands.adapt:adapt_cmd",
+    "pipeline": "engine.commands.pipeline:pipeline_app",
+    "eval": "engine.commands.eval:eval_cmd", "metrics": "engine.commands.eval:metrics_cmd",
+    "compare": "engine.commands.eval:compare_cmd", "fuse": "engine.commands.eval:fuse_cmd",
+    "experiment": "engine.commands.eval:experiment_cmd",
     "validate": "engine.cli:validate_group", "convert": "engine.cli:convert_group",
-    "serve": "engine.serve.cli:serve_cmd",
+    "serve": "engine.commands.serve:serve_cmd",
     "eventa": "engine.tasks.eventa.cli:eventa_app",
     "modelret-a": "engine.tasks.model_ranking.cli:modelret_a_cmd", "mllm": "engine.tasks.model_ranking.cli:mllm_cmd",
     "lora": "engine.tasks.lora.cli:lora_app", "dse": "engine.tasks.dse.cli:dse_app",
@@ -84,7 +84,7 @@ def convert_group() -> typer.Typer:
 
 
 def _shared_groups() -> tuple[typer.Typer, typer.Typer]:
-    from engine.eval import cli as eval_cli
+    from engine.commands import eval as eval_cli
     groups = eval_cli.register(typer.Typer())
     for task in TASKS:
         importlib.import_module(f"{task}.cli").register(typer.Typer(), *groups)

@@ -269,8 +269,8 @@ def tiny_lm(tmp_path_factory) -> Path:
     import torch
 
     from engine.core.encoders import torchvision_patch  # noqa: F401  (before transformers)
-    from engine.core.rerankers.listwise import RANKGPT_PROMPT_WORDS
-    from engine.core.rerankers.prompts import QWEN3_RERANKER
+    from engine.core.ranking.rerankers.listwise import RANKGPT_PROMPT_WORDS
+    from engine.core.ranking.rerankers.prompts import QWEN3_RERANKER
     from transformers import Qwen3Config, Qwen3ForCausalLM
     torch.manual_seed(0)
     out = tmp_path_factory.mktemp("tiny-lm")

@@ -63,7 +63,7 @@ def default_bench_queries(col, n: int) -> tuple[str, list[str]]:
             fields = col.manifest.get("text_fields")
             texts = [stored_text(items[i], fields) or items[i]["id"] for i in picks]
             return "text", texts
-        from engine.core.build.from_source import generic_captions
+        from engine.core.storage.builder.from_source import generic_captions
         return "text", generic_captions(n)
     from pathlib import Path
     paths = [it.get("path") for it in col.items]
@@ -114,7 +114,7 @@ def bench_collection(col, queries: Sequence[str] | None = None, n: int = 200, ba
         qvec = np.ascontiguousarray(qvec, dtype=np.float32)
         qvec = qvec[np.arange(max(n, len(qvec))) % len(qvec)]  # n queries, the encoded ones in turn
         index = col.index
-        from engine.core.index.faiss_index import search_index  # as Collection.search: BLAS and threads per batch
+        from engine.core.storage.index.faiss_index import search_index  # as Collection.search: BLAS and threads per batch
         result["search_single"] = latency_stats(measure("searching one query at a time",
                                                         lambda i: search_index(index, qvec[i:i + 1], k), len(qvec)))
         nb = max(1, len(qvec) // batch)

@@ -1,7 +1,7 @@
 """`engine experiment`: several pipelines run on the same queries, scored on the same qrels, each tested
 against the first (PyTerrier's `pt.Experiment`): per metric the mean, the paired t-test p against the first
 pipeline, the Holm-corrected p over the others, and per-query wins/ties/losses. Stage outputs come from the
-stage cache where an earlier experiment left them (`engine.core.pipeline.cache`)."""
+stage cache where an earlier experiment left them (`engine.core.ranking.pipeline.cache`)."""
 from __future__ import annotations
 
 import os
@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from engine.core.pipeline.query import Query
-from engine.core.pipeline.ops import prefixes
-from engine.core.pipeline.run import Context, run_pipeline, write_pipeline_run
-from engine.core.pipeline.stage import Run as StageRun
-from engine.core.pipeline.stage import Stage
+from engine.core.ranking.pipeline.query import Query
+from engine.core.ranking.pipeline.ops import prefixes
+from engine.core.ranking.pipeline.run import Context, run_pipeline, write_pipeline_run
+from engine.core.ranking.pipeline.stage import Run as StageRun
+from engine.core.ranking.pipeline.stage import Stage
 from engine.errors import EngineError
 from engine.eval.compare import CompareOptions, Comparison, compare
 from engine.io.runs import Qrels, Run

@@ -136,14 +136,14 @@ RANGES: dict[str, Range] = {
     "weights": Float(0, 1_000, listed=True),
     "max_texts": Int(2, 100_000),            # modelret-a: labelled texts per task the candidates embed
     "max_length": Int(8, 8192),              # modelret-a: tokens per text for the candidates
-    "rerank_depth": Int(1, 10_000),          # first-stage hits a reranker orders (engine.core.rerankers reads its cap here)
+    "rerank_depth": Int(1, 10_000),          # first-stage hits a reranker orders (engine.core.ranking.rerankers reads its cap here)
     "holdout": Float(0.05, 0.5),             # engine adapt: pairs held out for early stopping
     "reg": Float(0, 1_000),                  # engine adapt: pull toward the identity
     "epochs": Int(1, 100_000),               # engine adapt: most full-batch steps; rerank train: most passes
     "lr": Float(0, 0.01, open_lo=True),      # engine rerank train: AdamW learning rate
     "head_lr": Float(0, 0.1, open_lo=True),  # engine rerank train: a fresh head's AdamW learning rate
     "negatives": Int(1, 63),                 # engine rerank train: other documents per query per step
-    "rerank_rounds": Int(1, 100),            # llm-list: grouped-voting rounds (engine.core.rerankers.prompts)
+    "rerank_rounds": Int(1, 100),            # llm-list: grouped-voting rounds (engine.core.ranking.rerankers.prompts)
 }
 LEAVE_ONE_OUT = Range(2, 1_000, integer=True, zero=True)  # --folds 0: leave-one-out (the help says so)
 PER_COMMAND: dict[tuple[str, str], Range] = {

@@ -2,7 +2,7 @@
 
 A `Ranking` is one system's answer to one query: ids best first with strictly decreasing scores, plus the
 per-item fields a later stage needs (its text, image file, parent id). Every stage of a pipeline
-(`engine.core.pipeline`) takes and returns rankings; writers, fusion and submissions accept a `Ranking`
+(`engine.core.ranking.pipeline`) takes and returns rankings; writers, fusion and submissions accept a `Ranking`
 or the plain forms a user hands in ({docid: score} or (docid, score) pairs: `RankingLike`), which
 `as_pairs` reads in their given order.
 """

@@ -56,7 +56,7 @@ class Lexical(BaseModel):
     where: str | None = Field(None, description="metadata filter, e.g. year >= 2020 and split == \"a\"")
 
     def given(self, col) -> bool:
-        from engine.core.hybrid import has_bm25
+        from engine.core.ranking.hybrid import has_bm25
         return self.mode is not None or self.where is not None or self.fusion != "weighted" or has_bm25(col)
 
 
@@ -256,8 +256,8 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
         return [results[n] for n in range(len(queries))]
 
     def lexical(s: Served, queries: list[Query], k: int, how: Lexical) -> list[list[Hit]]:
-        """Queries in a mode other than plain dense, or filtered (`engine.core.hybrid`): one by one, here."""
-        from engine.core.hybrid import search_rows
+        """Queries in a mode other than plain dense, or filtered (`engine.core.ranking.hybrid`): one by one, here."""
+        from engine.core.ranking.hybrid import search_rows
         for q in queries:
             check_query(q)
         return [s.col.search(text=q.text, k=k, mode=how.mode, fusion=how.fusion, where=how.where)
@@ -339,9 +339,9 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
         return [{"name": n, "pipeline": str(p)} for n, p in pipelines.items()]
 
     def run_pipeline_query(name: str, text: str, k: int) -> list[dict]:
-        from engine.core.pipeline import Context
-        from engine.core.pipeline import Query as PipelineQuery
-        from engine.core.pipeline.run import run_pipeline
+        from engine.core.ranking.pipeline import Context
+        from engine.core.ranking.pipeline import Query as PipelineQuery
+        from engine.core.ranking.pipeline.run import run_pipeline
         ranking = run_pipeline(pipelines[name], [PipelineQuery("q", text)],
                                Context(root=opts.root, opened=Current()))["q"].cut(k)
         return [{"rank": r, "id": d, "score": sc, "meta": ranking.fields.get(d, {}), "thumb": None}

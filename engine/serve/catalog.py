@@ -1,6 +1,6 @@
 """The collections a server holds open, re-opened when their manifest changes.
 
-A commit (`engine.core.store.generations.commit`) writes a generation's files first and its manifest last, so a
+A commit (`engine.core.storage.store.generations.commit`) writes a generation's files first and its manifest last, so a
 manifest that changed names complete files; the new generation is opened and verified beside the old one,
 which keeps answering until the swap, and any failure (a later commit already deleting those files) keeps
 the old one and tries again on the next request. No request ever sees a half-written generation.
@@ -71,7 +71,7 @@ def open_served(name: str, root: Path) -> Served:
     live = col.live_mask()
     rows = {item["id"]: i for i, item in enumerate(col.items) if live is None or live[i]}  # deleted: unknown ids
     files = col.document(IMAGE_FILES) if IMAGE_FILES in col.stored else {}
-    from engine.core.hybrid import pin
+    from engine.core.ranking.hybrid import pin
     pin(col)  # BM25 and the filter columns: a request never opens a file the next commit may delete
     if col.manifest.get("encoder"):
         # models are cached per process: one load, shared by every collection; text queries go through the

@@ -9,7 +9,7 @@ from engine.errors import EngineError
 
 def check_allowed(specs: tuple[str, ...]) -> tuple[str, ...]:
     """`engine serve --rerank SPEC` values, spelled right (no model loads until a request asks)."""
-    from engine.core.rerankers.registry import check_reranker
+    from engine.core.ranking.rerankers.registry import check_reranker
     for spec in specs:
         check_reranker(spec)
     return tuple(s.strip() for s in specs)
@@ -35,7 +35,7 @@ def reranked_search(col: Any, text: str | None, k: int, spec: str, depth: int | 
     if text is None:
         raise EngineError("rerank reorders the hits of a text query; an id or vector query takes none")
     col.check_rerank(spec, depth, k, True)
-    from engine.core.rerankers.registry import cached_reranker
+    from engine.core.ranking.rerankers.registry import cached_reranker
     return col.search(text=text, k=k, rerank=cached_reranker(spec), rerank_depth=depth, **lexical)
 
 
@@ -48,5 +48,5 @@ def reranked_batch(col: Any, texts: list[str | None], k: int, spec: str, depth: 
             raise EngineError(f"queries.{n}: rerank reorders the hits of a text query; an id or vector query "
                               "takes none")
     col.check_rerank(spec, depth, k, True)
-    from engine.core.rerankers.registry import cached_reranker
+    from engine.core.ranking.rerankers.registry import cached_reranker
     return col.search_many(texts=texts, k=k, rerank=cached_reranker(spec), rerank_depth=depth, **lexical)

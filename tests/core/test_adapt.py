@@ -12,7 +12,7 @@ import pytest
 def test_fit_recovers_a_planted_map_on_held_out_groups():
     """Documents are a fixed rotation of their queries plus noise: the base (identity) ranks poorly, the
     adapter fitted on some documents ranks held-out ones far better."""
-    from engine.core.adapters.fit import FitOptions, fit_maps
+    from engine.core.ranking.adapters.fit import FitOptions, fit_maps
     rng = np.random.default_rng(0)
     d, n = 16, 120
     rot, _ = np.linalg.qr(rng.normal(size=(d, d)))
@@ -98,7 +98,7 @@ def planted_photos(seed: int = 0, topics: int = 8, per_topic: int = 6, d: int = 
 
 def test_neighbours_gain_on_held_out_photos_of_a_planted_split():
     """The memory is chosen by the form's own CV on the fitted photos and lifts R@1 on photos it never saw."""
-    from engine.core.adapters.neighbours import fit_neighbours, r_at_1
+    from engine.core.ranking.adapters.neighbours import fit_neighbours, r_at_1
     from engine.core.encoders.base import l2_normalize
     caps, owner, conse, pooled, topic = planted_photos()
     n = len(conse)
@@ -122,7 +122,7 @@ def test_conse_neighbours_round_trip_through_the_cli(run_cli, tmp_path, monkeypa
     form to conse's own text vectors and to the 10-view image features; build and search take it."""
     import json
 
-    from engine.core.adapters.fit import embed_views
+    from engine.core.ranking.adapters.fit import embed_views
     from engine.core.collection import Collection
     from engine.core.encoders.neighbours import load_neighbours
     from engine.core.encoders.registry import load_encoder

@@ -1,11 +1,11 @@
-"""engine.core.bm25: scores follow the BM25 formula, and an index survives save/load in bm25s' format."""
+"""engine.core.storage.index.bm25: scores follow the BM25 formula, and an index survives save/load in bm25s' format."""
 from __future__ import annotations
 
 import math
 
 import pytest
 
-from engine.core.bm25 import BM25Index
+from engine.core.storage.index.bm25 import BM25Index
 from engine.errors import EngineError
 
 DOCS = {"a": "solar panels capacity", "b": "solar solar farms report annual", "c": "bus ridership"}
@@ -81,7 +81,7 @@ def test_english_analyzer_stems_and_drops_stop_words():
 def test_analyzer_is_recorded_and_an_unnamed_index_keeps_its_own(tmp_path):
     import json
 
-    from engine.core.bm25 import recorded_analyzer
+    from engine.core.storage.index.bm25 import recorded_analyzer
     docs = ["flooding closed the road", "the bridge was painted"]
     folder = BM25Index.build(["f", "b"], docs, analyzer="none").save(tmp_path / "none")
     assert BM25Index.load(folder).analyzer.name == "none"

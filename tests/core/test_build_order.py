@@ -30,8 +30,8 @@ class _LengthEncoder:
 
 
 def test_each_chunk_reaches_the_encoder_longest_first_and_rows_land_in_input_order(tmp_path):
-    from engine.core.build.chunks import encode_chunked
-    from engine.core.build.options import BuildOptions, BuildReport
+    from engine.core.storage.builder.chunks import encode_chunked
+    from engine.core.storage.builder.options import BuildOptions, BuildReport
     from engine.core.sources import Item
     rng = np.random.default_rng(0)
     texts = [f"{'w ' * int(rng.integers(1, 60))}#{i}" for i in range(600)]
@@ -54,8 +54,8 @@ def test_a_parallel_encoder_takes_slices_at_once_and_rows_land_in_input_order(tm
     import threading
     import time
 
-    from engine.core.build.chunks import encode_chunked
-    from engine.core.build.options import BuildOptions, BuildReport
+    from engine.core.storage.builder.chunks import encode_chunked
+    from engine.core.storage.builder.options import BuildOptions, BuildReport
     from engine.core.sources import Item
     rng = np.random.default_rng(1)
     texts = [f"{'w ' * int(rng.integers(1, 60))}#{i}" for i in range(n)]

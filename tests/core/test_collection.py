@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from engine.core.build.options import BuildReport
+from engine.core.storage.builder.options import BuildReport
 from engine.core.collection import MANIFEST, PARTIAL, Collection
 from engine.core.encoders.base import Encoder
 from engine.errors import EngineError

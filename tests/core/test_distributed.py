@@ -7,9 +7,9 @@ import signal
 import numpy as np
 import pytest
 
-from engine.core.build.options import BuildReport
+from engine.core.storage.builder.options import BuildReport
 from engine.core.collection import MANIFEST, PARTIAL, Collection
-from engine.core.index.faiss_index import build_index
+from engine.core.storage.index.faiss_index import build_index
 
 WORDS = ("apple river mountain neural bread castle ocean train music forest engine garden winter "
          "market violin desert harbor glacier circuit poem").split()
@@ -66,7 +66,7 @@ def _encode_actor_pids() -> list[int]:
 
 def test_killed_worker_block_is_rerun(ray_local, texts, local, tmp_path, monkeypatch):
     """SIGKILL an encoding actor once the first chunk is back; Ray restarts it and re-runs its batch."""
-    import engine.core.build.ray_encode as dist
+    import engine.core.storage.builder.ray_encode as dist
     real = dist.encode_on_ray
     seen = {"killed": [], "after": 0}
 
@@ -90,7 +90,7 @@ def test_killed_worker_block_is_rerun(ray_local, texts, local, tmp_path, monkeyp
 @pytest.mark.slow
 def test_interrupted_driver_resumes(ray_local, texts, local, tmp_path, monkeypatch):
     """The driver dies after 3 chunks are flushed; the same build run again encodes only the rest."""
-    import engine.core.build.ray_encode as dist
+    import engine.core.storage.builder.ray_encode as dist
     real = dist.encode_on_ray
 
     def dying(*args, **kwargs):

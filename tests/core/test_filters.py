@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.core.collection import Collection
-from engine.core.filters import matches, parse_where
-from engine.core.hybrid import filter_mask, search_rows
+from engine.core.ranking.filters import matches, parse_where
+from engine.core.ranking.hybrid import filter_mask, search_rows
 from engine.errors import EngineError
 
 FIELDS = ("year", "split", "score")
@@ -102,7 +102,7 @@ def test_filtered_search_equals_brute_force_filtering(filtered, expr, monkeypatc
     q = np.asarray(col.embeddings[7], dtype=np.float32)
     mask = filter_mask(col, expr)
     for exact_rows in (10**9, 0):  # exact over the matching rows; FAISS with an IDSelector
-        monkeypatch.setattr("engine.core.index.filtered.EXACT_ROWS", exact_rows)
+        monkeypatch.setattr("engine.core.storage.index.filtered.EXACT_ROWS", exact_rows)
         for k in (1, 5, 50):
             hits = col.hits(*search_rows(
                 col, k, vectors=q[None], where=expr))[0]
@@ -113,15 +113,15 @@ def test_filtered_search_equals_brute_force_filtering(filtered, expr, monkeypatc
 def test_filtered_search_on_an_ivf_index_returns_k(tmp_path, monkeypatch):
     """An approximate index restricted by a selector: k results whenever k items match, the exact ones at
     nprobe = nlist."""
-    from engine.core.hybrid import search_rows
+    from engine.core.ranking.hybrid import search_rows
     rng = np.random.default_rng(1)
     n = 2000
     col = Collection.from_vectors("ivf", [f"d{i}" for i in range(n)], rng.normal(size=(n, 8)).astype(np.float32),
                                   None, "text", root=tmp_path, index="IVF16,Flat",
                                   meta=[{"g": i % 50} for i in range(n)])
-    monkeypatch.setattr("engine.core.index.filtered.EXACT_ROWS", 0)
+    monkeypatch.setattr("engine.core.storage.index.filtered.EXACT_ROWS", 0)
     q = np.asarray(col.embeddings[3], dtype=np.float32)[None]
-    from engine.core.index.faiss_index import SearchKnobs
+    from engine.core.storage.index.faiss_index import SearchKnobs
     hits = col.hits(*search_rows(col, 20, vectors=q, where="g == 7", knobs=SearchKnobs(nprobe=16)))[0]
     assert [h.id for h in hits] == _brute(col, q[0], filter_mask(col, "g == 7"), 20)
     hits = col.hits(*search_rows(col, 20, vectors=q, where="g < 25"))[0]
@@ -163,7 +163,7 @@ def test_a_wide_filter_on_an_exact_index_searches_the_index_and_stays_exact(filt
     """A filter keeping more than GATHER_SHARE of a Flat collection's rows searches the index with a selector
     (no gather of the rows) and returns the brute-force top-k; a narrow one gathers its rows; an approximate
     index gathers even a wide filter's rows (exact results)."""
-    from engine.core.index import filtered as module
+    from engine.core.storage.index import filtered as module
     col, _ = filtered
     q = np.asarray(col.embeddings[11], dtype=np.float32)[None]
     gathered = []

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.core.bm25 import BM25Index
+from engine.core.storage.index.bm25 import BM25Index
 from engine.core.collection import Collection
 from engine.errors import EngineError
 from fixtures.planted import planted, write_planted
@@ -132,8 +132,8 @@ def test_bm25_finds_an_inflected_form_at_rank_1(run_cli, tmp_path, monkeypatch, 
 def test_a_collection_built_before_analyzers_keeps_its_own(tmp_path, monkeypatch):
     """A BM25 role written by the old writer (stop words, no stemming, no analyzer recorded) is searched and
     rebuilt on --add / delete with what it was built with, equal to a fresh index under that analysis."""
-    import engine.core.bm25 as bm25
-    from engine.core.build.update import delete_ids
+    import engine.core.storage.index.bm25 as bm25
+    from engine.core.storage.builder.update import delete_ids
     legacy = bm25.Analyzer("stopwords-en", "en", None)
 
     def old_writer(self, folder):  # the writer before analyzers had names

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from engine.core.pipeline import Context, Query
-from engine.core.pipeline.cache import StageCache
-from engine.core.pipeline.parse import parse_pipeline, read_pipeline_file
-from engine.core.pipeline.ops import prefixes
-from engine.core.pipeline.run import run_pipeline
+from engine.core.ranking.pipeline import Context, Query
+from engine.core.ranking.pipeline.cache import StageCache
+from engine.core.ranking.pipeline.parse import parse_pipeline, read_pipeline_file
+from engine.core.ranking.pipeline.ops import prefixes
+from engine.core.ranking.pipeline.run import run_pipeline
 from engine.io.ranking import Ranking
 from engine.errors import EngineError
 
@@ -281,7 +281,7 @@ def test_search_by_example_from_a_jsonl_query_file(run_cli, docs, monkeypatch, c
 
 @pytest.mark.parametrize("n", [3_000, 200_000])
 def test_a_pipeline_chaining_thousands_of_stages_is_one_line(n):
-    from engine.core.pipeline.parse import PipelineSyntaxError
+    from engine.core.ranking.pipeline.parse import PipelineSyntaxError
     text = " | ".join(['retrieve("docs")'] * n)
     with pytest.raises(PipelineSyntaxError, match="nests or chains too many stages") as exc:
         parse_pipeline(text, "p.toml: ")

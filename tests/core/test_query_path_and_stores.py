@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.core.store import generations
+from engine.core.storage.store import generations
 from engine.core.collection import MANIFEST, Collection
-from engine.core.index.faiss_index import SearchKnobs
+from engine.core.storage.index.faiss_index import SearchKnobs
 from engine.errors import EngineError
 
 
@@ -69,8 +69,8 @@ def test_hits_read_only_their_rows_and_the_previous_format_opens(tmp_path):
 
 @pytest.mark.parametrize("factory,min_recall", [("SQfp16", 0.99), ("SQ8", 0.9)])
 def test_float16_and_sq8_stores_round_trip(tmp_path, factory, min_recall):
-    from engine.core.build.options import BuildOptions
-    from engine.core.index.faiss_index import STORES
+    from engine.core.storage.builder.options import BuildOptions
+    from engine.core.storage.index.faiss_index import STORES
     assert STORES == {"float32": "Flat", "float16": "SQfp16", "sq8": "SQ8"}
     assert BuildOptions(store="float16").factory() == "SQfp16"
     with pytest.raises(EngineError, match="store sq8 is for exact search"):
@@ -111,7 +111,7 @@ def test_query_time_knobs_override_for_one_call_only(tmp_path):
 
 
 def test_index_auto_measures_and_respects_a_tiny_budget(tmp_path):
-    from engine.core.index.auto import memory_bytes, parse_bytes
+    from engine.core.storage.index.auto import memory_bytes, parse_bytes
     assert parse_bytes("4G") == 4 * 2**30 and parse_bytes("512m") == 512 * 2**20 and parse_bytes(None) is None
     with pytest.raises(EngineError, match="memory_budget must be a size"):
         parse_bytes("lots")
@@ -203,8 +203,8 @@ def test_engine_search_starts_without_build_or_write_modules(repo, tmp_path, tex
                             text_encoder.spec, "text", root=tmp_path)
     from engine.core.encoders.onnx_text import text_encoder as onnx_encoder
     assert onnx_encoder("all-MiniLM-L6-v2") is not None
-    build_only = ("engine.core.index.shards", "engine.core.index.ondisk", "engine.core.index.auto",
-                  "engine.core.store.lock", "engine.core.filters", "engine.io.tables", "torch", "transformers",
+    build_only = ("engine.core.storage.index.shards", "engine.core.storage.index.ondisk", "engine.core.storage.index.auto",
+                  "engine.core.storage.store.lock", "engine.core.ranking.filters", "engine.io.tables", "torch", "transformers",
                   "concurrent.futures", "socket", "rich", "engine.eval", "engine.serve", "engine.tasks")
     code = ("import sys, runpy\nsys.argv = ['engine', 'search', 't', 'puppy at the seaside', '-k', '1', '--json',"
             f" '--root', {str(tmp_path)!r}, '-q']\n"
@@ -220,7 +220,7 @@ def test_streamed_flat_index_file_is_what_faiss_writes(tmp_path):
     import faiss
 
     from engine.core.encoders.base import l2_normalize
-    from engine.core.index.faiss_index import FlatFile
+    from engine.core.storage.index.faiss_index import FlatFile
     x = _clustered(1000, dim=24)
     FlatFile(x, normalize=True, block=300).write(tmp_path / "streamed.faiss")
     ref = faiss.IndexFlatIP(24)
@@ -262,7 +262,7 @@ def test_a_single_query_scans_on_faiss_and_a_batch_on_blas():
 
     import faiss
 
-    from engine.core.index.faiss_index import BLAS_MIN_BYTES, faiss_module, search_index, use_blas_for
+    from engine.core.storage.index.faiss_index import BLAS_MIN_BYTES, faiss_module, search_index, use_blas_for
     faiss_module()
     default = faiss.cvar.distance_compute_blas_threshold
     big = SimpleNamespace(ntotal=BLAS_MIN_BYTES // (4 * 64), d=64)

@@ -38,7 +38,7 @@ def reference_log_odds(folder, texts: list[str], batch_size: int = 5) -> np.ndar
 
 
 def test_order_equals_the_published_format_computed_independently(tiny_lm):
-    from engine.core.rerankers.registry import load_reranker
+    from engine.core.ranking.rerankers.registry import load_reranker
     query = "a question about animals"
     reranker = load_reranker(f"llm:{tiny_lm}", template="qwen3-reranker", batch_size=3)
     got = reranker.score(query, DOCS)
@@ -51,7 +51,7 @@ def test_order_equals_the_published_format_computed_independently(tiny_lm):
 def test_chat_template_and_file_template(tiny_lm, tmp_path):
     from transformers import AutoTokenizer
 
-    from engine.core.rerankers.registry import load_reranker
+    from engine.core.ranking.rerankers.registry import load_reranker
     query, instruction = "food and drink", "Find the document about a meal"
     tok = AutoTokenizer.from_pretrained(tiny_lm)
     judge = PUBLISHED.split("system\n")[1].split("<|im_end|>")[0]
@@ -71,7 +71,7 @@ def test_chat_template_and_file_template(tiny_lm, tmp_path):
 def test_max_length_cuts_the_document_only(tiny_lm):
     from transformers import AutoTokenizer
 
-    from engine.core.rerankers.registry import load_reranker
+    from engine.core.ranking.rerankers.registry import load_reranker
     query = "a question about water and rivers"
     long_doc = " ".join(["music"] * 30 + ["cats"] * 30)
     tok = AutoTokenizer.from_pretrained(tiny_lm)
@@ -90,7 +90,7 @@ def test_max_length_cuts_the_document_only(tiny_lm):
 
 
 def test_default_template_follows_the_model_name():
-    from engine.core.rerankers.prompts import default_template
+    from engine.core.ranking.rerankers.prompts import default_template
     assert default_template("Qwen/Qwen3-Reranker-0.6B") == "qwen3-reranker"
     assert default_template("/models/llama-3-8b-instruct") == "chat"
 
@@ -136,7 +136,7 @@ def test_bad_llm_options_are_one_line_before_any_model_loads(run_cli, args, mess
 
 
 def test_template_file_must_hold_query_and_document(tmp_path):
-    from engine.core.rerankers.registry import check_reranker
+    from engine.core.ranking.rerankers.registry import check_reranker
     from engine.errors import EngineError
     bad = tmp_path / "t.txt"
     bad.write_text("{query} only")
@@ -145,7 +145,7 @@ def test_template_file_must_hold_query_and_document(tmp_path):
 
 
 def test_cached_reranker_is_keyed_by_options(tiny_lm):
-    from engine.core.rerankers.registry import cached_reranker
+    from engine.core.ranking.rerankers.registry import cached_reranker
     a = cached_reranker(f"llm:{tiny_lm}", instruction="one")
     assert cached_reranker(f"llm:{tiny_lm}", instruction="one") is a
     assert cached_reranker(f"llm:{tiny_lm}", instruction="two") is not a
@@ -167,10 +167,10 @@ def llm_docs(tmp_path):
 def test_pipeline_rerank_stage_passes_its_options_to_the_loader(tiny_lm, llm_docs, tmp_path, monkeypatch):
     """`rerank("llm:DIR", depth=…, template=…, instruction=…)`: the options reach `llm_reranker` as keyword
     arguments, and the order is the published format's with that instruction, computed independently."""
-    import engine.core.rerankers.llm as llm
-    from engine.core.pipeline import Context, Query
-    from engine.core.pipeline.parse import parse_pipeline
-    from engine.core.pipeline.run import run_pipeline
+    import engine.core.ranking.rerankers.llm as llm
+    from engine.core.ranking.pipeline import Context, Query
+    from engine.core.ranking.pipeline.parse import parse_pipeline
+    from engine.core.ranking.pipeline.run import run_pipeline
     seen = []
     real = llm.llm_reranker
     monkeypatch.setattr(llm, "llm_reranker", lambda name, **options: seen.append((name, options)) or
@@ -197,7 +197,7 @@ def test_pipeline_rerank_stage_passes_its_options_to_the_loader(tiny_lm, llm_doc
     ('rerank("llm:x", depth=5, temperature=2)', "temperature: no reranker takes this option"),
 ])
 def test_pipeline_rerank_options_are_checked_when_parsed(stage, message):
-    from engine.core.pipeline.parse import parse_pipeline
+    from engine.core.ranking.pipeline.parse import parse_pipeline
     from engine.errors import EngineError
     with pytest.raises(EngineError, match=message) as err:
         parse_pipeline(f'retrieve("docs", k=5) >> {stage}')
@@ -208,7 +208,7 @@ def test_task_pipelines_tell_an_llm_reranker_their_instruction():
     """EVENTA and DSE pass their own instruction to kinds that take one, and nothing to a cross-encoder."""
     from dataclasses import replace
 
-    from engine.core.pipeline.parse import parse_pipeline
+    from engine.core.ranking.pipeline.parse import parse_pipeline
     from engine.tasks.dse.stages import INSTRUCTION as DSE, default_pipeline
     from engine.tasks.eventa.rank import RankParams
     from engine.tasks.eventa.stages import RERANK_INSTRUCTION as EVENTA, parts

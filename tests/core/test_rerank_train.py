@@ -16,7 +16,7 @@ def test_train_writes_a_folder_cross_loads(run_cli, tiny_cross, tmp_path, monkey
     import torch
     from sentence_transformers import CrossEncoder
 
-    from engine.core.rerankers.registry import load_reranker
+    from engine.core.ranking.rerankers.registry import load_reranker
     rows = planted_pairs(tmp_path / "pairs.csv", 20)
     out = tmp_path / "ce"
     code, o, err = run_cli("rerank", "train", "--pairs", tmp_path / "pairs.csv", "--base",
@@ -55,7 +55,7 @@ def test_training_improves_held_out_ranking(tmp_path):
     default rates (--lr 1e-4, --head-lr 1e-3) on the planted pairs ranks the held-out queries' documents (never
     fitted) clearly better than the base. (A tiny random-weight BERT does not learn a query–document interaction
     in a few CPU epochs: measured.)"""
-    from engine.core.rerankers.train import TrainOptions, train_cross_encoder
+    from engine.core.ranking.rerankers.train import TrainOptions, train_cross_encoder
     planted_pairs(tmp_path / "pairs.csv", 60)
     r = train_cross_encoder(tmp_path / "pairs.csv", "all-MiniLM-L6-v2", tmp_path / "ce",
                             TrainOptions(epochs=4, holdout=0.25, batch_size=4, max_length=32))
@@ -91,7 +91,7 @@ def good_args(tmp_path: Path, tiny: Path) -> dict:
 ])
 def test_train_bad_input_is_one_line_before_any_model(run_cli, change, message, tiny_cross, tmp_path, monkeypatch,
                                                       capsys):
-    import engine.core.rerankers.train as train
+    import engine.core.ranking.rerankers.train as train
     monkeypatch.setattr(train, "load_base", lambda *a: pytest.fail("a model loaded before the input was checked"))
     args = good_args(tmp_path, tiny_cross)
     if "pairs" in change:
@@ -111,7 +111,7 @@ def test_reciprocal_rank_is_its_expectation_over_tied_orders():
     """Ties are broken by no listing order: the mean of 1/rank over every order of the tied candidates."""
     from itertools import permutations
 
-    from engine.core.rerankers.train import reciprocal_rank
+    from engine.core.ranking.rerankers.train import reciprocal_rank
     rng = np.random.default_rng(0)
     for _ in range(30):
         scores = rng.integers(0, 3, 6).astype(float)
@@ -126,7 +126,7 @@ def test_fresh_head_gets_its_own_learning_rate(tiny_cross):
     """A bare encoder's added head trains at --head-lr, the encoder at --lr; a saved head is not fresh."""
     from transformers import BertConfig, BertForSequenceClassification
 
-    from engine.core.rerankers.train import TrainOptions, param_groups
+    from engine.core.ranking.rerankers.train import TrainOptions, param_groups
     net = BertForSequenceClassification(BertConfig(vocab_size=100, hidden_size=16, num_hidden_layers=1,
                                                    num_attention_heads=2, intermediate_size=16, num_labels=1))
     net.config.architectures = ["BertModel"]  # as loaded from a bare encoder's folder

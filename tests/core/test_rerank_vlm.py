@@ -53,7 +53,7 @@ def photo_col(sample_photos, tmp_path_factory):
     """An image collection over the bundled photos, its vectors random (the first stage's order is not what is
     tested), its files recorded as a build records them; text queries through the installed MiniLM."""
     from engine.core.collection import Collection
-    from engine.core.store.stored import IMAGE_FILES
+    from engine.core.storage.store.stored import IMAGE_FILES
     root = tmp_path_factory.mktemp("photos")
     names = ["coffee", "rocket", "horse", "astronaut"]
     files = {}
@@ -91,7 +91,7 @@ def reference(folder, query: str, files: list[str], instruction: str) -> np.ndar
 
 
 def test_image_candidates_are_ordered_by_the_models_log_odds(tiny_vlm, photo_col):
-    from engine.core.store.stored import IMAGE_FILES
+    from engine.core.storage.store.stored import IMAGE_FILES
     query = "a photo of a horse"
     first = photo_col.search(text=query, k=4)
     files = photo_col.document(IMAGE_FILES)
@@ -104,7 +104,7 @@ def test_image_candidates_are_ordered_by_the_models_log_odds(tiny_vlm, photo_col
 
 
 def test_an_unreadable_image_scores_last(tiny_vlm, tmp_path):
-    from engine.core.rerankers.registry import load_reranker
+    from engine.core.ranking.rerankers.registry import load_reranker
     from PIL import Image
     good = tmp_path / "a.png"
     Image.new("RGB", (90, 60), "red").save(good)

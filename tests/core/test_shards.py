@@ -11,8 +11,8 @@ import pytest
 from engine.core.cluster import bare_ray_flag
 from engine.core.collection import Collection
 from engine.core.encoders.base import l2_normalize
-from engine.core.index.ondisk import LISTS_FILE, build_ivf_on_disk
-from engine.core.index.shards import ShardedIndex, build_sharded, merge_top_k, search_on_ray, split_rows
+from engine.core.storage.index.ondisk import LISTS_FILE, build_ivf_on_disk
+from engine.core.storage.index.shards import ShardedIndex, build_sharded, merge_top_k, search_on_ray, split_rows
 from engine.errors import EngineError
 
 

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from engine.core.store import generations
+from engine.core.storage.store import generations
 from engine.core.collection import MANIFEST, Collection
 from engine.errors import EngineError
 

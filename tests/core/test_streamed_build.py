@@ -1,4 +1,4 @@
-"""Builds from --texts/--images stream their items (engine.core.build.item_source): the collection equals the one
+"""Builds from --texts/--images stream their items (engine.core.storage.builder.item_source): the collection equals the one
 built from the same items as a list, whatever the chunking; the checks a list got still hold."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from engine.core.build.item_source import ItemSource, chunk_items, kept_items, open_source
-from engine.core.build.options import BuildReport
+from engine.core.storage.builder.item_source import ItemSource, chunk_items, kept_items, open_source
+from engine.core.storage.builder.options import BuildReport
 from engine.core.collection import Collection
 from engine.core.sources import image_items, text_items, text_pairs
 from engine.errors import EngineError

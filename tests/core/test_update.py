@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.core.build.update import compact, delete_ids
+from engine.core.storage.builder.update import compact, delete_ids
 from engine.core.collection import Collection
-from engine.core.hybrid import filter_mask, search_rows
+from engine.core.ranking.hybrid import filter_mask, search_rows
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -53,7 +53,7 @@ def test_delete_equals_a_fresh_build(tmp_path, index):
     assert len(marked) == n and marked.live_count == len(keep) and marked.info()["count"] == len(keep)
     assert [marked.ids[r] for r in marked.live_rows()] == fresh.ids
     if index == "Flat" or index.startswith("IVF"):
-        from engine.core.index.faiss_index import SearchKnobs
+        from engine.core.storage.index.faiss_index import SearchKnobs
         knobs = SearchKnobs(nprobe=8) if index.startswith("IVF") else None
         for k in (1, 10, len(keep), n):
             got = marked.hits(*marked.search_vectors(queries, k, knobs))
@@ -70,7 +70,7 @@ def test_delete_equals_a_fresh_build(tmp_path, index):
     assert compact("c", root=tmp_path) == len(gone)
     after = Collection.open("c", tmp_path, verify=True)
     if index.startswith("IVF"):
-        from engine.core.index.faiss_index import SearchKnobs
+        from engine.core.storage.index.faiss_index import SearchKnobs
         ha = after.hits(*after.search_vectors(queries, 10, SearchKnobs(nprobe=8)))
         assert [[h.id for h in x] for x in ha] == [[h.id for h in x] for x in fresh.hits(*fresh.search_vectors(queries, 10))]
     elif index == "Flat":
@@ -270,7 +270,7 @@ def test_add_after_a_delete_writes_the_live_rows_and_may_bring_an_id_back(tmp_pa
 def test_a_delete_reads_only_the_rows_it_deletes_through_the_id_index(tmp_path, monkeypatch):
     """Every commit writes the id → row index; a delete then reads the items rows of its own ids and no other
     (no scan of the stored ids), and an id that shares its hash with another is told apart by its row."""
-    from engine.core.store import generations, id_index
+    from engine.core.storage.store import generations, id_index
     n = 300
     ids = [f"d{i}" for i in range(n)] + ['q"uote', "日本"]
     Collection.from_vectors("c", ids, _vectors(len(ids)), None, "text", root=tmp_path,
@@ -313,8 +313,8 @@ def id_hashes_of(ids: list[str]) -> list[int]:
 def test_a_collection_without_the_id_index_deletes_by_scanning_and_verifies(tmp_path):
     """Collections written before the role: `verify` accepts them, a delete finds its rows by the scan, and
     the compaction writes the role; a damaged index is named by `verify`."""
-    from engine.core.store import generations
-    from engine.core.store.id_index import ROLE
+    from engine.core.storage.store import generations
+    from engine.core.storage.store.id_index import ROLE
     from engine.errors import EngineError
     n = 200
     ids = [f"d{i}" for i in range(n)]

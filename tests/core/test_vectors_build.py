@@ -88,7 +88,7 @@ def test_ivf_on_disk_equals_in_memory(data):
                                         memory_budget="10k")
     assert type(disk.index).__name__ == "OnDiskIVF" and (disk.file("index") / "lists.ivfdata").is_file()
     for nprobe in (1, 4):
-        from engine.core.index.faiss_index import SearchKnobs
+        from engine.core.storage.index.faiss_index import SearchKnobs
         knobs = SearchKnobs(nprobe=nprobe)
         sm, im = mem.search_vectors(x[:40], 10, knobs)
         sd, id_ = disk.search_vectors(x[:40], 10, knobs)
@@ -103,7 +103,7 @@ def test_ivf_on_disk_equals_in_memory(data):
 def test_search_released_bounds_mapped_lists(data, monkeypatch, max_kb):
     """The on-disk IVF's recall search maps at most `max_bytes` of lists at once (a larger list alone), reads
     each probed list once, and returns what one FAISS search over the whole index returns."""
-    from engine.core.index import ondisk
+    from engine.core.storage.index import ondisk
     tmp, x = data
     disk = Collection.from_vector_files("disk", tmp / "one.npy", root=tmp / "idx", index="IVF16,Flat",
                                         memory_budget="10k")
@@ -130,8 +130,8 @@ def test_search_released_bounds_mapped_lists(data, monkeypatch, max_kb):
 
 def test_interrupted_build_resumes(data, monkeypatch):
     """A build that dies after some blocks keeps them; the same build again writes only the rest."""
-    from engine.core.build.options import BuildReport
-    from engine.core.store import npy_rows
+    from engine.core.storage.builder.options import BuildReport
+    from engine.core.storage.store import npy_rows
     tmp, x = data
     real, calls = npy_rows.NpyFile.write, []
 

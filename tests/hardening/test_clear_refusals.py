@@ -29,14 +29,14 @@ def test_lexical_mode_on_an_image_or_vectors_collection_advises_dense(tmp_path, 
     for col, what in ((img, "holds images"), (vec, "holds vectors")):
         for mode in ("hybrid", "bm25"):
             with pytest.raises(EngineError) as exc:
-                from engine.core.hybrid import resolve_mode
+                from engine.core.ranking.hybrid import resolve_mode
                 resolve_mode(col, mode, True)
             text = str(exc.value)
             assert what in text and "mode dense" in text and "--texts" not in text and "--force" not in text
 
 
 def test_a_reranker_on_a_vectors_collection_says_vectors(tmp_path):
-    from engine.core.rerankers.stage import check_candidates
+    from engine.core.ranking.rerankers.stage import check_candidates
     with pytest.raises(EngineError, match="holds vectors made outside an encoder") as exc:
         check_candidates("cross:some-model", "vectors", "vec")
     assert "holds images" not in str(exc.value)
@@ -58,7 +58,7 @@ def test_add_refuses_options_it_would_ignore(run_cli, tmp_path, monkeypatch, cap
 
 def test_a_hub_model_out_of_reach_is_refused_at_once(monkeypatch):
     from engine.core.encoders import hub
-    from engine.core.rerankers.cross import load_cross_encoder
+    from engine.core.ranking.rerankers.cross import load_cross_encoder
     monkeypatch.setattr(hub, "hub_reachable", lambda: False)
     started = time.monotonic()
     with pytest.raises(EngineError, match="not in the Hugging Face cache, and the hub cannot be reached"):

@@ -136,7 +136,7 @@ def test_corrupt_zip_member_is_one_line(run_cli, tmp_path, monkeypatch, capsys):
 
 
 def _recompute_checksums(folder):
-    from engine.core.store.generations import sha256
+    from engine.core.storage.store.generations import sha256
     m = json.loads((folder / MANIFEST).read_text())
     for name in m["files"]:
         m["files"][name] = {"bytes": (folder / name).stat().st_size, "sha256": sha256(folder / name)}
@@ -188,7 +188,7 @@ def test_nan_text_is_refused_and_json_output_is_valid(tmp_path):
 
 def test_nan_in_search_json_prints_null(tmp_path, monkeypatch, capsys):
     _vectors_collection(tmp_path)
-    import engine.core.cli as core_cli
+    import engine.commands.collection as core_cli
     core_cli.print_json({"hits": [{"score": float("nan")}]})
     assert json.loads(capsys.readouterr().out) == {"hits": [{"score": None}]}
 

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from engine.core.build.update import delete_ids
+from engine.core.storage.builder.update import delete_ids
 from engine.core.collection import Collection
 from engine.errors import EngineError
 
@@ -63,7 +63,7 @@ def test_parquet_meta_with_a_binary_column_or_nan_is_one_line(run_cli, vecs, mon
     assert code == 0, err
     col = Collection.open("v", vecs / "idx")
     assert col.items_at([1])[0]["day"] == "2020-01-02"
-    from engine.core.hybrid import filter_mask
+    from engine.core.ranking.hybrid import filter_mask
     assert filter_mask(col, 'day == "2020-01-02"').tolist() == [False, True, False]
 
 
@@ -79,8 +79,8 @@ def test_delete_reads_an_id_line_with_surrounding_tabs(run_cli, vecs, monkeypatc
 
 
 def test_delete_refuses_a_bm25_it_could_not_rebuild(tmp_path):
-    from engine.core.bm25 import named_analyzer
-    from engine.core.build.lexical import bm25_files
+    from engine.core.storage.index.bm25 import named_analyzer
+    from engine.core.storage.builder.lexical import bm25_files
     ids, texts = ["a", "b", "c"], ["bread and butter", "castle walls", "bread crust"]
     x = np.random.default_rng(0).standard_normal((3, 8)).astype(np.float32)
     col = Collection.from_vectors("v", ids, x, None, "vectors", root=tmp_path, files=bm25_files(ids, texts, named_analyzer("english")))

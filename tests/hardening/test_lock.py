@@ -10,7 +10,7 @@ import time
 import pytest
 
 from engine.core.collection import Collection
-from engine.core.store.lock import holder, lock_path, writer_lock
+from engine.core.storage.store.lock import holder, lock_path, writer_lock
 from engine.errors import EngineError
 
 

@@ -133,8 +133,8 @@ def test_atomic_writes_name_a_bad_target_in_one_line(tmp_path):
 
 def test_ray_build_gets_an_integer_batch_size(monkeypatch):
     """`engine build --texts F --ray` passed the CLI's "32" to Ray Data's map_batches (TypeError)."""
-    import engine.core.build.ray_encode as ray_encode
-    from engine.core.build.options import BuildOptions
+    import engine.core.storage.builder.ray_encode as ray_encode
+    from engine.core.storage.builder.options import BuildOptions
     from engine.core.sources import Item
     seen = []
 
@@ -167,7 +167,7 @@ def test_ray_build_gets_an_integer_batch_size(monkeypatch):
 
 
 def test_the_store_refuses_a_non_finite_number_in_a_manifest(tmp_path):
-    from engine.core.store.generations import commit
+    from engine.core.storage.store.generations import commit
     with pytest.raises(EngineError, match="text_weight"):
         commit(tmp_path / "c", {"config": {"text_weight": float("nan")}}, {})
     assert not (tmp_path / "c" / "manifest.json").exists()
@@ -260,7 +260,7 @@ def test_query_texts_are_cut_to_the_documented_bound():
 
 
 def test_missing_extra_prints_the_extra_verbatim(run_cli, monkeypatch, capsys):
-    import engine.core.cli as core_cli
+    import engine.commands.collection as core_cli
     from engine.errors import missing_extra
 
     def boom() -> None:
@@ -293,8 +293,8 @@ def test_index_auto_on_a_few_hundred_vectors_is_flat(tmp_path):
 
 
 def test_build_progress_moves_within_a_chunk():
-    from engine.core.build.chunks import encode_local
-    from engine.core.build.options import BuildOptions
+    from engine.core.storage.builder.chunks import encode_local
+    from engine.core.storage.builder.options import BuildOptions
     from engine.core.sources import Item
 
     class Enc:

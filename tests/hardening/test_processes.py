@@ -135,7 +135,7 @@ def test_kill_campaign_50(tmp_path, reference):
 
 
 def test_two_concurrent_adds_lose_nothing(tmp_path, fake_encoder):
-    from engine.core.store.lock import holder, lock_path
+    from engine.core.storage.store.lock import holder, lock_path
     Collection.build("c", texts=_csv(tmp_path / "first.csv", range(FIRST)), root=tmp_path / "idx")
     a = _csv(tmp_path / "a.csv", range(FIRST, 45))
     b = _csv(tmp_path / "b.csv", range(45, N))

@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 
 from engine.errors import EngineError
 from engine.serve.app import create_app
-from engine.serve.cli import served_pipelines
+from engine.commands.serve import served_pipelines
 from engine.serve.options import ServeOptions
 
 

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient
 
-from engine.core.build.update import delete_ids
+from engine.core.storage.builder.update import delete_ids
 from engine.core.collection import Collection
 from engine.serve.app import create_app
 from engine.serve.catalog import open_served
@@ -84,7 +84,7 @@ def test_no_valid_request_is_refused_while_a_writer_commits(root, tmp_path):
 
 
 def test_a_served_pipeline_follows_commits_and_never_strands_on_deleted_files(root, tmp_path):
-    from engine.core.pipeline.parse import parse_pipeline
+    from engine.core.ranking.pipeline.parse import parse_pipeline
     pipeline = parse_pipeline('retrieve("srv", mode="hybrid", k=20, where="topic == \\"odd\\"") % 20')
     ask = {"pipeline": "p", "text": "bread", "k": 20}
     with TestClient(create_app(ServeOptions(root=root, pipelines=(("p", pipeline),))),

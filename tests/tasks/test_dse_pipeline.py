@@ -6,9 +6,9 @@ import pytest
 from typer.testing import CliRunner
 
 from engine.cli import app
-from engine.core.pipeline import Context
-from engine.core.pipeline.parse import parse_pipeline
-from engine.core.pipeline.run import run_pipeline
+from engine.core.ranking.pipeline import Context
+from engine.core.ranking.pipeline.parse import parse_pipeline
+from engine.core.ranking.pipeline.run import run_pipeline
 from engine.io.runs import read_run
 from engine.tasks.dse.data import read_cases, read_dse_queries, select_cases
 from engine.tasks.dse.index import DseIndex

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from engine.core.text_pooling import encode_queries, pack_passages, similarity, split_sentences
+from engine.core.ranking.text_pooling import encode_queries, pack_passages, similarity, split_sentences
 from engine.errors import EngineError
 from engine.tasks.eventa.build import build_eventa
 from engine.tasks.eventa.data import Fields, read_database, read_labeled
@@ -185,9 +185,9 @@ def test_empty_articles_leave_the_image_stage_intact(built, tmp_path):
 
 def _ranked(root, name, texts, params, stage):
     """Image ids per caption by one row of the default pipeline's steps (`engine.tasks.eventa.stages.parts`)."""
-    from engine.core.pipeline import Context, Query
-    from engine.core.pipeline.parse import parse_pipeline
-    from engine.core.pipeline.run import run_pipeline
+    from engine.core.ranking.pipeline import Context, Query
+    from engine.core.ranking.pipeline.parse import parse_pipeline
+    from engine.core.ranking.pipeline.run import run_pipeline
     from engine.tasks.eventa.stages import parts
     run = run_pipeline(parse_pipeline(parts(params, name)[stage]), [Query(str(i), t) for i, t in enumerate(texts)],
                        Context(root=root))
@@ -295,7 +295,7 @@ def _copy_index(built, tmp_path, name: str = "fix"):
 
 def _make_format_1(folder, paths) -> None:
     """The layout engine 0.1 wrote: the passage collection alone, `bm25/` and `eventa.json` beside it."""
-    from engine.core.bm25 import BM25Index
+    from engine.core.storage.index.bm25 import BM25Index
     from engine.core.collection import Collection
     from engine.io.atomic import write_json
     from engine.tasks.eventa.build import passage_items

@@ -7,9 +7,9 @@ import csv
 import pytest
 from typer.testing import CliRunner
 
-from engine.core.pipeline import Context, Query
-from engine.core.pipeline.parse import parse_pipeline
-from engine.core.pipeline.run import run_pipeline
+from engine.core.ranking.pipeline import Context, Query
+from engine.core.ranking.pipeline.parse import parse_pipeline
+from engine.core.ranking.pipeline.run import run_pipeline
 from engine.tasks.eventa.build import build_eventa
 from engine.tasks.eventa.fixture import make_eventa_fixture
 from engine.tasks.eventa.rank import STAGES, RankParams

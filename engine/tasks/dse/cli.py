@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from engine.core.cli import Device, Quiet, RayAddress, Root
+from engine.commands.collection import Device, Quiet, RayAddress, Root
 from engine.core.collection import DEFAULT_ROOT
 from engine.io.options import cli, options_command, taken
 from engine.progress import info, set_quiet
@@ -142,7 +142,7 @@ def convert_dsebench_run_cmd(run_json: Annotated[Path, typer.Argument(help="{cas
 
 
 def register(app: typer.Typer, validate: typer.Typer, convert: typer.Typer) -> None:
-    from engine.core.pipeline.cli import register_task_pipeline
+    from engine.commands.pipeline import register_task_pipeline
     from engine.tasks.dse.stages import default_pipeline_file
     register_task_pipeline("dse", default_pipeline_file)
     app.add_typer(dse_app, name="dse")

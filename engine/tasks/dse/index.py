@@ -17,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-from engine.core.bm25 import BM25Index
+from engine.core.storage.index.bm25 import BM25Index
 from engine.core.collection import DEFAULT_ROOT, MANIFEST, Collection, collection_path
 from engine.core.encoders.registry import DEFAULT_TEXT_SPEC, load_encoder
 from engine.core.encoders.base import Encoder
@@ -62,8 +62,8 @@ def _embed_fields(folder: Path, encoder: Encoder, texts: dict[str, list[str]], o
                   ) -> dict[str, np.ndarray]:
     """Every non-empty field text in one stream, through the core's chunked encoder (on Ray with `--ray`);
     an empty field keeps a zero vector (similar to nothing)."""
-    from engine.core.build.encode import encode_texts_chunked
-    from engine.core.build.options import BuildOptions as CoreOptions
+    from engine.core.storage.builder.encode import encode_texts_chunked
+    from engine.core.storage.builder.options import BuildOptions as CoreOptions
     n = len(texts["all"])
     emb = {f: np.zeros((n, encoder.dim), dtype=np.float32) for f in EMBEDDED}
     todo = [(f, i) for f in EMBEDDED for i, t in enumerate(texts[f]) if t]

@@ -45,8 +45,8 @@ def _check_depth(depth: int) -> None:
 
 def _check_rerank(spec: str | None, depth: int) -> None:
     if spec is not None:
-        from engine.core.rerankers.registry import check_depth, check_reranker
-        from engine.core.rerankers.stage import check_candidates
+        from engine.core.ranking.rerankers.registry import check_depth, check_reranker
+        from engine.core.ranking.rerankers.stage import check_candidates
         check_reranker(spec)
         check_candidates(spec, "text", "this task's ranking")
         check_depth(depth, 1)
@@ -159,7 +159,7 @@ class CaseRun:
 
 def _pipeline_rankings(c: CaseRun, options: SubmitOptions) -> dict[str, list[tuple[str, float]]]:
     """Each case's ranking by the untuned default pipeline of `options.method` (or the file `options.pipeline`)."""
-    from engine.core.pipeline.parse import parse_pipeline, read_pipeline_file
+    from engine.core.ranking.pipeline.parse import parse_pipeline, read_pipeline_file
     from engine.tasks.dse.stages import default_pipeline
     stage = read_pipeline_file(options.pipeline) if options.pipeline is not None else parse_pipeline(
         default_pipeline(options.method, options.depth, c.name, options.rerank, options.rerank_depth))
@@ -168,8 +168,8 @@ def _pipeline_rankings(c: CaseRun, options: SubmitOptions) -> dict[str, list[tup
 
 def _run_cases(c: CaseRun, stage, given=None) -> dict[str, list[tuple[str, float]]]:
     """A pipeline (or, with `given` rankings, a reordering stage) run on the cases."""
-    from engine.core.pipeline import Context
-    from engine.core.pipeline.run import run_pipeline
+    from engine.core.ranking.pipeline import Context
+    from engine.core.ranking.pipeline.run import run_pipeline
     from engine.io.ranking import Ranking
     from engine.tasks.dse.rank import case_queries
     queries = case_queries(c.index.pos, c.cs, c.qs, c.case_ids, c.cases_path)
@@ -184,7 +184,7 @@ def _run_cases(c: CaseRun, stage, given=None) -> dict[str, list[tuple[str, float
 
 def _reranked(c: CaseRun, rankings, spec: str, depth: int) -> dict[str, list[tuple[str, float]]]:
     """Rankings made elsewhere (the tuned fusion) reordered by the default's rerank stage."""
-    from engine.core.pipeline.parse import parse_pipeline
+    from engine.core.ranking.pipeline.parse import parse_pipeline
     from engine.tasks.dse.stages import rerank_stage
     return _run_cases(c, parse_pipeline(rerank_stage(spec, depth, c.name)), rankings)
 
@@ -229,7 +229,7 @@ def eval_dse(judgments: str | os.PathLike, name: str = DEFAULT_NAME, root: str |
     unknown = [c for c in qrels if c not in cs]
     if unknown:
         warn(f"{len(unknown)} judged case id(s) are not in {options.cases}: {preview(unknown)}")
-    from engine.core.pipeline.parse import parse_pipeline
+    from engine.core.ranking.pipeline.parse import parse_pipeline
     from engine.tasks.dse.stages import default_pipeline
     table = {}
     judged = CaseRun(index, cs, qs, case_ids, options.cases, name, root)

@@ -8,7 +8,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from engine.io.fusion import weighted_arrays
-from engine.core.pipeline.query import Query
+from engine.core.ranking.pipeline.query import Query
 from engine.io.ranking import top_k
 from engine.errors import preview, where
 from engine.progress import track, warn

@@ -4,7 +4,7 @@ dense (mean over the examples) and BM25 scores, each over the whole catalogue, t
 optionally reranked by the query against each dataset's whole record."""
 from __future__ import annotations
 
-from engine.core.pipeline.parse import pipeline_file_text
+from engine.core.ranking.pipeline.parse import pipeline_file_text
 from engine.tasks.dse.data import FIELDS
 from engine.tasks.dse.index import DEFAULT_NAME, field_array
 
@@ -40,7 +40,7 @@ def default_pipeline(method: str = "rrf", depth: int = 100, name: str = DEFAULT_
 
 def rerank_stage(spec: str, depth: int = 20, name: str = DEFAULT_NAME) -> str:
     """The query read against each dataset's whole record (its fields joined, what BM25 and `all` embed)."""
-    from engine.core.rerankers.registry import options_taken
+    from engine.core.ranking.rerankers.registry import options_taken
     fields = "[" + ", ".join(f'"{f}"' for f in FIELDS) + "]"
     told = "".join(f", {k}=\"{v}\"" for k, v in options_taken(spec, instruction=INSTRUCTION).items())
     return f'rerank("{spec}", depth={depth}, docs="{name}", fields={fields}{told})'

@@ -20,11 +20,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from engine.core.bm25 import BM25Index
-from engine.core.build.options import BuildOptions as CoreBuildOptions
+from engine.core.storage.index.bm25 import BM25Index
+from engine.core.storage.builder.options import BuildOptions as CoreBuildOptions
 from engine.core.collection import PARTIAL, Collection, collection_path, list_collections
 from engine.core.sources import Item
-from engine.core.text_pooling import pack_passages
+from engine.core.ranking.text_pooling import pack_passages
 from engine.errors import EngineError, opt, preview
 from engine.progress import info, warn
 from engine.tasks.eventa.data import Article, Fields, read_database

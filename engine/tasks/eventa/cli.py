@@ -7,10 +7,10 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from engine.core.cli import Device, Quiet, RayAddress, Root
+from engine.commands.collection import Device, Quiet, RayAddress, Root
 from engine.io.options import cli, options_command, taken
 from engine.core.collection import DEFAULT_ROOT
-from engine.eval.cli import DocsOpt, QueriesOpt
+from engine.commands.eval import DocsOpt, QueriesOpt
 from engine.progress import set_quiet
 from engine.tasks.eventa import fixture
 from engine.tasks.eventa.build import DEFAULT_NAME, BuildOptions
@@ -242,7 +242,7 @@ def convert_eventa_qrels_cmd(labeled: Annotated[Path, typer.Argument(help="Label
 
 
 def register(app: typer.Typer, validate: typer.Typer, convert: typer.Typer) -> None:
-    from engine.core.pipeline.cli import register_task_pipeline
+    from engine.commands.pipeline import register_task_pipeline
     from engine.tasks.eventa.stages import default_pipeline_file
     register_task_pipeline("eventa", default_pipeline_file)
     app.add_typer(eventa_app, name="eventa")

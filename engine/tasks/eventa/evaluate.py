@@ -9,7 +9,7 @@ import os
 from dataclasses import asdict, replace
 from typing import Any, Sequence
 
-from engine.core.text_pooling import POOLINGS
+from engine.core.ranking.text_pooling import POOLINGS
 from engine.display import format_table
 from engine.errors import EngineError, opt, preview
 from engine.eval.evaluate import evaluate
@@ -40,10 +40,10 @@ def stage_rankings(labeled: Sequence[Labeled], name: str, root, params: RankPara
                    ) -> tuple[dict[str, list], dict[str, list]]:
     """({row: per caption image ranking}, {row: per caption article ranking}) for every row of the table."""
     from engine.core.collection import DEFAULT_ROOT
-    from engine.core.pipeline import Context, Query
-    from engine.core.pipeline.cache import StageCache
-    from engine.core.pipeline.parse import parse_pipeline
-    from engine.core.pipeline.run import run_pipeline
+    from engine.core.ranking.pipeline import Context, Query
+    from engine.core.ranking.pipeline.cache import StageCache
+    from engine.core.ranking.pipeline.parse import parse_pipeline
+    from engine.core.ranking.pipeline.run import run_pipeline
     from engine.io.limits import truncate_query
     from engine.tasks.eventa.stages import parts
     params.check()

@@ -47,7 +47,7 @@ class EventaIndex:
     @property
     def bm25(self):
         if self._bm25 is None:
-            from engine.core.bm25 import BM25Index
+            from engine.core.storage.index.bm25 import BM25Index
             self._bm25 = BM25Index.load(self.passages.file(BM25))
         return self._bm25
 
@@ -56,9 +56,9 @@ def run_captions(qs: Sequence[tuple[str, str]], name: str = DEFAULT_NAME, root: 
                  params: RankParams = RankParams(), pipeline: str | os.PathLike | None = None) -> dict[str, list]:
     """{query id: [(image id, score)] best first} by the default pipeline of `params` (or the pipeline file
     `pipeline`), over the captions cut to the query bound."""
-    from engine.core.pipeline import Context, Query
-    from engine.core.pipeline.parse import parse_pipeline, read_pipeline_file
-    from engine.core.pipeline.run import run_pipeline
+    from engine.core.ranking.pipeline import Context, Query
+    from engine.core.ranking.pipeline.parse import parse_pipeline, read_pipeline_file
+    from engine.core.ranking.pipeline.run import run_pipeline
     from engine.io.limits import LIMITS, truncate_query
     stage = read_pipeline_file(pipeline) if pipeline is not None else parse_pipeline(default_pipeline(params, name))
     open_collections(name, root)  # one line on a missing, old or incomplete index, before any model loads

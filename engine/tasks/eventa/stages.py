@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.core.pipeline.parse import pipeline_file_text
-from engine.core.text_pooling import POOLINGS
+from engine.core.ranking.pipeline.parse import pipeline_file_text
+from engine.core.ranking.text_pooling import POOLINGS
 from engine.errors import EngineError, opt
 from engine.tasks.eventa.build import ARTICLE_IMAGES, ARTICLES, DEFAULT_NAME, IMAGES
 
@@ -47,8 +47,8 @@ class RankParams:
             raise EngineError(f"{opt('top_articles')} must be at least 0 (0: skip the article stage), "
                               f"{opt('depth')} and k at least 1")
         if self.rerank is not None:
-            from engine.core.rerankers.registry import check_depth, check_reranker
-            from engine.core.rerankers.stage import check_candidates
+            from engine.core.ranking.rerankers.registry import check_depth, check_reranker
+            from engine.core.ranking.rerankers.stage import check_candidates
             check_reranker(self.rerank)
             check_candidates(self.rerank, "text", "this task's ranking")
             check_depth(self.rerank_depth, 1)
@@ -71,7 +71,7 @@ def parts(params: RankParams, name: str = DEFAULT_NAME) -> dict[str, str]:
              f"{params.bm25_weight!r}], depth={params.depth}, informative=True)")
     reranked = None
     if params.rerank is not None:
-        from engine.core.rerankers.registry import options_taken
+        from engine.core.ranking.rerankers.registry import options_taken
         told = "".join(f", {k}={q(v)}"
                        for k, v in options_taken(params.rerank, instruction=RERANK_INSTRUCTION).items())
         reranked = f"{fused}\n  >> rerank({q(params.rerank)}, depth={params.rerank_depth}, docs={articles}, " \

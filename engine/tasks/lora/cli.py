@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from engine.core.cli import Device, Quiet, RayAddress, Root
+from engine.commands.collection import Device, Quiet, RayAddress, Root
 from engine.io.options import cli, options_command, split_list
 from engine.core.collection import DEFAULT_ROOT
 from engine.progress import set_quiet

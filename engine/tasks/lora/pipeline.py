@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.core.collection import DEFAULT_ROOT, MANIFEST, Collection, collection_path
-from engine.core.store.replaced import announce_replacement, replaced_kind
+from engine.core.storage.store.replaced import announce_replacement, replaced_kind
 from engine.io.ranking import top_k_rows
 from engine.errors import EngineError, opt, where
 from engine.progress import info, warn

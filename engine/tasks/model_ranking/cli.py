@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from engine.core.cli import Device, Quiet, Root
+from engine.commands.collection import Device, Quiet, Root
 from engine.errors import EngineError, opt
 from engine.io.atomic import write_json
 from engine.io.options import cli, options_command, taken

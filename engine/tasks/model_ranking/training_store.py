@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from engine.core.store import generations
+from engine.core.storage.store import generations
 from engine.core.collection import MANIFEST, Collection, collection_path
 from engine.errors import EngineError, opt
 from engine.progress import info, warn

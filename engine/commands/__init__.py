@@ -1,0 +1,1 @@
+"""The command line's modules: each declares one command's options and hands them to the layers below."""

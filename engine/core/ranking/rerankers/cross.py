@@ -1,0 +1,79 @@
+"""Cross-encoders: sentence-transformers `CrossEncoder` reads query and document together, so it orders a short
+candidate list far better than a bi-encoder's dot product, at one forward pass per pair."""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+
+from engine.core.ranking.rerankers.base import TEXT, Reranker
+from engine.errors import EngineError, opt
+
+BATCH_SIZE = 32
+
+
+@functools.lru_cache(maxsize=2)
+def load_cross_encoder(name: str, device: str, max_length: int | None = None):
+    """One loaded CrossEncoder per name, device and max length per process."""
+    from engine.core.encoders.hub import cache_only, out_of_reach, unreachable_hint
+    if why := out_of_reach(name):
+        raise EngineError(f"cross-encoder {name!r} could not be loaded ({why}). Without a network, give a local "
+                          f"folder ({opt('rerank')} cross:/path/to/model)")
+    from engine.core.encoders import torchvision_patch  # noqa: F401  (before sentence-transformers)
+    from sentence_transformers import CrossEncoder
+    local = Path(name).exists()
+    try:
+        return cap_positions(CrossEncoder(name, device=device, max_length=max_length,
+                                          local_files_only=cache_only(name) or None))
+    except Exception as exc:
+        if local:
+            raise EngineError(f"cross-encoder folder {name} could not be loaded: {str(exc)[:200]}") from None
+        why = unreachable_hint(name) or f"{type(exc).__name__}: {str(exc)[:200]}"
+        raise EngineError(f"cross-encoder {name!r} could not be loaded ({why}). Without a network, give a local "
+                          f"folder ({opt('rerank')} cross:/path/to/model)") from None
+
+
+def model_positions(config) -> int | None:
+    """Tokens the model's position table holds (RoBERTa-style tables start after the padding index)."""
+    positions = getattr(config, "max_position_embeddings", None)
+    if not isinstance(positions, int) or positions <= 0:
+        return None
+    if getattr(config, "model_type", "") in ("roberta", "xlm-roberta", "camembert", "longformer"):
+        positions -= int(getattr(config, "pad_token_id", 1) or 1) + 1
+    return positions
+
+
+def cap_positions(model):
+    """A CrossEncoder whose max length (its own, else its tokenizer's) is at most what the model's position
+    table holds: a tokenizer that allows 512 tokens over a 128-position model would index past the table."""
+    most = model_positions(model.model.config)
+    length = getattr(model, "max_length", None) or getattr(model.tokenizer, "model_max_length", None)
+    if most is not None and (length is None or length > most):
+        model.max_length = most
+    return model
+
+
+def relevance(model, pairs: list[tuple[str, str]], batch_size: int) -> np.ndarray:
+    """The model's raw logit for each (query, document) pair (float64): `CrossEncoder.predict` with an identity
+    activation. Its default sigmoid maps large logits to exactly 0.0 or 1.0 in float32, so candidates would tie
+    and fall back to the first stage's order; the logit keeps the model's own order (sigmoid is monotone)."""
+    import torch
+    out = np.asarray(model.predict(pairs, batch_size=batch_size, activation_fn=torch.nn.Identity(),
+                                   apply_softmax=False, convert_to_numpy=True, show_progress_bar=False),
+                     dtype=np.float64)
+    return out if out.ndim == 1 else out[:, -1]  # a 2-label model: the "relevant" logit
+
+
+def cross_reranker(name: str, batch_size: int = BATCH_SIZE, max_length: int | None = None) -> Reranker:
+    """`cross:NAME_OR_DIR`; scores are the model's raw logits (no activation), batched, fp16 autocast on CUDA."""
+    from engine.core.encoders.device import autocast, resolve_device
+    device = resolve_device()
+    model = load_cross_encoder(name, device, max_length)
+
+    def score(query: str, docs: list[str], kind: str) -> np.ndarray:
+        with autocast(device):
+            return relevance(model, [(query, d) for d in docs], batch_size)
+
+    return Reranker(spec=f"cross:{name}", candidates=frozenset({TEXT}), score_fn=score,
+                    info={"device": device, "max_length": getattr(model, "max_length", None)})

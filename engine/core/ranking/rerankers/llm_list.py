@@ -1,0 +1,64 @@
+"""`llm-list:NAME_OR_DIR`: a chat LLM as a listwise reranker (RankGPT's sliding window, or grouped voting with
+`rounds`), generating greedily here with transformers or asking a served model (`llm-list:http://…/v1#MODEL`).
+The windowing and the parsing live in `engine.core.ranking.rerankers.listwise`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from engine.core.ranking.rerankers.base import TEXT, Reranker
+from engine.core.ranking.rerankers.listwise import Listwise
+
+WARN_AT = (1, 10, 100, 1000, 10_000)
+"""Queries with an unreadable window after which the running count is reported (a bounded number of lines)."""
+
+
+def local_answer(name: str):
+    """(messages, most new tokens) → the greedy answer of a causal LM loaded here (its chat template, or the
+    turns' plain text for a model without one)."""
+    import torch
+
+    from engine.core.encoders.device import resolve_device
+    from engine.core.ranking.rerankers.llm import load_causal_lm
+    model, tokenizer = load_causal_lm(name, resolve_device())
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+    def answer(messages: list[dict], max_new_tokens: int) -> str:
+        if getattr(tokenizer, "chat_template", None):
+            text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        else:
+            text = "\n\n".join(m["content"] for m in messages) + "\n\n"
+        ids = tokenizer(text, return_tensors="pt", add_special_tokens=False).to(model.device)
+        with torch.inference_mode():
+            out = model.generate(**ids, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad)
+        return tokenizer.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+
+    return answer
+
+
+def llm_list_reranker(name: str, instruction: str | None = None, rounds: int | None = None) -> Reranker:
+    """`llm-list:NAME_OR_DIR` or `llm-list:http://HOST:PORT/v1#MODEL`; `rounds` switches the sliding window
+    for grouped voting. Scores are n − position (window) or votes (voting)."""
+    from engine.core.ranking.rerankers.endpoint import is_served
+    from engine.progress import warn
+    if is_served(name):
+        from engine.core.ranking.rerankers.endpoint import Endpoint
+        endpoint = Endpoint.parse(name)
+        answer = endpoint.chat
+    else:
+        answer = local_answer(name)
+    lister = Listwise(answer, instruction)
+    affected = [0]
+
+    def score(query: str, docs: list[str], kind: str) -> np.ndarray:
+        before = lister.unparsed
+        out = lister.scores(query, docs, rounds)
+        if lister.unparsed > before:
+            affected[0] += 1
+            if affected[0] in WARN_AT:
+                warn(f"llm-list:{name}: {lister.unparsed} of {lister.windows} windows so far ({affected[0]} "
+                     "queries) had an answer naming no candidate; they kept their input order")
+        return out
+
+    return Reranker(spec=f"llm-list:{name}", candidates=frozenset({TEXT}), score_fn=score,
+                    info={"rounds": rounds, "lister": lister})

@@ -1,0 +1,158 @@
+"""Which rerankers exist: a spec prefix → the loader that builds it, as the encoders' registry does
+(`engine.core.encoders.registry`). A new kind is its own module plus one line here; help, errors and the
+docs' table come from this list.
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.errors import EngineError
+from engine.io.options import RANGES
+
+
+@dataclass(frozen=True)
+class RerankerEntry:
+    prefix: str       # what a spec starts with, before the first ':'
+    loader: str       # "module:function", imported on first use, called with the text after "prefix:"
+    syntax: str       # how a user writes the spec
+    candidates: str   # what it scores a text query against: "text", "image" or "text, image"
+    what: str         # one line for the table
+    options: tuple[str, ...] = ()  # keyword options its loader takes (checked in `engine.core.ranking.rerankers.prompts`)
+    arg: str = "model"  # what follows the prefix: "model" (a name or folder), "served" (also a URL#MODEL), "encoder"
+
+
+RERANKERS: tuple[RerankerEntry, ...] = (
+    RerankerEntry("cross", "engine.core.ranking.rerankers.cross:cross_reranker", "cross:NAME_OR_DIR", "text",
+                  "sentence-transformers CrossEncoder (a Hugging Face id or a local folder): reads query and "
+                  "document together; batched, --device, fp16 on CUDA"),
+    RerankerEntry("embed", "engine.core.ranking.rerankers.embed:embed_reranker", "embed:SPEC", "text, image",
+                  "re-score the candidates with a second bi-encoder (any encoder spec, e.g. a larger sbert: or "
+                  "a clip: for image collections)", arg="encoder"),
+    RerankerEntry("llm", "engine.core.ranking.rerankers.llm:llm_reranker", "llm:NAME_OR_DIR", "text",
+                  "a causal LM read pointwise: log P(yes) − log P(no) after the instruction, query and document "
+                  "(Qwen3-Reranker's format or the chat template); http://HOST:PORT/v1#MODEL for a served one",
+                  ("template", "instruction", "batch_size", "max_length"), "served"),
+    RerankerEntry("llm-list", "engine.core.ranking.rerankers.llm_list:llm_list_reranker", "llm-list:NAME_OR_DIR", "text",
+                  "a chat LLM ordering 20 candidates at a time (RankGPT's sliding window; --rerank-rounds R: "
+                  "grouped voting); http://HOST:PORT/v1#MODEL for a served one",
+                  ("instruction", "rounds"), "served"),
+    RerankerEntry("vlm", "engine.core.ranking.rerankers.vlm:vlm_reranker", "vlm:NAME_OR_DIR", "image",
+                  "an image-text-to-text model (Qwen2-VL class) read pointwise: log-odds of \"yes\" for (caption, "
+                  "image)", ("instruction", "batch_size"), "model"),
+)
+
+DEFAULT_DEPTH = 100
+MAX_DEPTH = int(RANGES["rerank_depth"].hi)  # declared once, in the option layer
+
+
+def entry_for(spec: str) -> tuple[RerankerEntry, str]:
+    """The registry entry a reranker spec names and the argument after its prefix (checked, no model loads)."""
+    prefix, _, arg = (spec or "").strip().partition(":")
+    for entry in RERANKERS:
+        if prefix.lower() == entry.prefix:
+            if not arg.strip():
+                raise EngineError(f"reranker spec {spec!r} names no model; write {entry.syntax}")
+            return entry, arg.strip()
+    raise EngineError(f"unknown reranker spec {spec!r}; use one of {', '.join(e.syntax for e in RERANKERS)}")
+
+
+def check_arg(entry: RerankerEntry, arg: str, spec: str) -> None:
+    """A served model's URL names its model after '#'; a path that looks local exists (no model loads)."""
+    from engine.core.ranking.rerankers.endpoint import is_served
+    if entry.arg == "encoder":
+        from engine.core.encoders.registry import entry_for as encoder_entry
+        encoder_entry(arg)
+        return
+    if is_served(arg):
+        from urllib.parse import urlsplit
+        url, _, model = arg.partition("#")
+        if entry.arg != "served":
+            raise EngineError(f"reranker spec {spec!r}: {entry.prefix}: loads its model here; give a folder or name")
+        try:
+            port = urlsplit(url).port
+        except ValueError:
+            port = None
+        if not model.strip() or not urlsplit(url).hostname or port is None:
+            raise EngineError(f"reranker spec {spec!r}: write {entry.prefix}:http://HOST:PORT/v1#MODEL (the "
+                              "server's URL, then the model it serves after '#')")
+        return
+    if arg.startswith((".", "/", "~")) and not Path(arg).expanduser().exists():
+        raise EngineError(f"reranker spec {spec!r}: no such folder or file {arg}")
+
+
+def checked_options(spec: str, /, keywords: bool = False, **options) -> dict:
+    """The options that were given (None: not given), each checked against the kind `spec` names: one it does
+    not take, or a value out of range, is one line naming it (as a command's flag, or with `keywords` as the
+    keyword a pipeline's `rerank(…)` takes). Spelling only: nothing is read or loaded."""
+    from engine.core.ranking.rerankers.prompts import OPTION_CHECKS
+    from engine.errors import opt
+    entry, _ = entry_for(spec)
+    clean = {}
+    for name, value in options.items():
+        if value is None:
+            continue
+        cli = name in ("template", "instruction", "rounds") and not keywords
+        label = opt(f"rerank_{name}") if cli else name
+        if name not in entry.options:
+            takers = [f"{e.prefix}:" for e in RERANKERS if name in e.options]
+            if not takers:
+                raise EngineError(f"{label}: no reranker takes this option ({entry.prefix}: takes "
+                                  f"{', '.join(entry.options) or 'none'})")
+            raise EngineError(f"{label} goes with a {' or '.join(takers)} reranker, not {entry.prefix}:")
+        clean[name] = OPTION_CHECKS[name](value, label if not cli else "")
+    return clean
+
+
+def check_reranker(spec: str, **options) -> tuple[RerankerEntry, str, dict]:
+    """Entry, argument and the checked options (`checked_options`), the argument checked too (a local path
+    exists, a URL names its model), before any model loads."""
+    entry, arg = entry_for(spec)
+    check_arg(entry, arg, spec)
+    return entry, arg, checked_options(spec, **options)
+
+
+def options_taken(spec: str, **options) -> dict:
+    """Of `options` (a task's instruction), those the kind `spec` names takes: a task offers its instruction
+    to every reranker, and a `cross:` simply has no use for it."""
+    entry, _ = entry_for(spec)
+    return {k: v for k, v in options.items() if k in entry.options}
+
+
+def load_reranker(spec: str, **options):
+    """The reranker a spec names, its loader called with the options given (template=, instruction=,
+    rounds=, …; None means the default); bad or unavailable specs raise EngineError with the fix."""
+    entry, arg, clean = check_reranker(spec, **options)
+    module, _, function = entry.loader.partition(":")
+    return getattr(importlib.import_module(module), function)(arg, **clean)
+
+
+@functools.lru_cache(maxsize=4)
+def cached_reranker(spec: str, **options):
+    """One loaded reranker per spec and options per process (a service, a pipeline's batches)."""
+    return load_reranker(spec, **options)
+
+
+def check_depth(depth: int | None, k: int, option: str = "rerank_depth") -> int:
+    """Candidates the first stage fetches for the reranker: at least k, at most MAX_DEPTH."""
+    from engine.errors import opt
+    if depth is None:
+        return max(k, DEFAULT_DEPTH)
+    if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= MAX_DEPTH:
+        raise EngineError(f"{opt(option)} must be a whole number from 1 to {MAX_DEPTH}, not {depth!r}")
+    if depth < k:
+        raise EngineError(f"{opt(option)} {depth} is below -k {k}: the reranker can only order what the "
+                          "first stage fetched; give a depth of at least k")
+    return depth
+
+
+def reranker_help() -> str:
+    served = " or ".join(f"{e.prefix}:" for e in RERANKERS if e.arg == "served")
+    return ("Reranker spec: " + "; ".join(f"{e.syntax} ({e.candidates})" for e in RERANKERS) + f". {served} also "
+            "take http://HOST:PORT/v1#MODEL (a model an OpenAI-compatible server serves).")
+
+
+def reranker_table() -> tuple[list[str], list[list[str]]]:
+    return ["spec", "what", "candidates"], [[f"`{e.syntax}`", e.what, e.candidates] for e in RERANKERS]
