@@ -32,9 +32,24 @@ class Context:
     opened: dict[str, Any] = field(default_factory=dict)
     log: list[tuple[str, bool]] = field(default_factory=list)
     memo: dict = field(default_factory=dict)
+    counts: dict[int, dict[str, int]] = field(default_factory=dict)
+    """What each stage reported of its own work (`note`), by the stage's id."""
+    degraded: dict[int, list[str]] = field(default_factory=dict)
+    """Why a stage's output fell short (`degrade`), by the stage's id."""
     timings: dict[str, list[float]] = field(default_factory=dict)
     """Seconds each costly stage computed (its own time, without the stages it called), per run."""
     """What stages of one run share: query vectors per encoder, a collection's item keys."""
+
+    def note(self, stage: "Stage", **counts: int) -> None:
+        """Counts a stage reports about its own work in this run (`pairs_scored`, `pairs_cached`), added up."""
+        mine = self.counts.setdefault(id(stage), {})
+        for k, v in counts.items():
+            mine[k] = mine.get(k, 0) + int(v)
+
+    def degrade(self, stage: "Stage", why: str) -> None:
+        """The stage's output is not what it promises (a listwise window kept in its input order, an answer
+        that could not be read, a fallback): it is said, and never cached as if it had succeeded."""
+        self.degraded.setdefault(id(stage), []).append(why)
 
     def collection(self, name: str):
         """The collection `name` under the root; `a/b` is the collection b inside the folder a (a task's
@@ -100,6 +115,12 @@ class Stage:
     def collections(self) -> list[str]:
         """Names of the collections this stage (not its inputs) reads: their generations key the cache."""
         return []
+
+    def fingerprint(self, ctx: "Context") -> str:
+        """The identity of what computes this stage beyond its text (a reranker's model files, a served
+        model's URL and name, its template): part of the cache key, so a replaced model is never served from
+        the cache. Empty for a stage whose text and collections say everything."""
+        return ""
 
     def children(self) -> Sequence["Stage"]:
         return ()

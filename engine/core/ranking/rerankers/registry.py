@@ -135,6 +135,14 @@ def cached_reranker(spec: str, **options):
     return load_reranker(spec, **options)
 
 
+@functools.lru_cache(maxsize=4)
+def cached_loaded(spec):
+    """The reranker a parsed `RerankerSpec` names, loaded once per process (its loader called with its
+    checked options: nothing is parsed again)."""
+    module, _, function = spec.entry.loader.partition(":")
+    return getattr(importlib.import_module(module), function)(spec.arg, **spec.kwargs)
+
+
 def check_depth(depth: int | None, k: int, option: str = "rerank_depth") -> int:
     """Candidates the first stage fetches for the reranker: at least k, at most MAX_DEPTH."""
     from engine.errors import opt
