@@ -1,11 +1,9 @@
 """The `>>` chain of a pipeline, step by step (what `engine experiment --stages` scores). The operators'
-stages themselves (`a >> b` Then, `a % k` Cutoff, `a ^ b` Concat) are defined with `Stage`, which builds
-them (`engine.core.ranking.pipeline.stage`); the registry finds `cutoff` through this module."""
+stages themselves (`a >> b`, `a % k`, `a ^ b`, `a | b`) are defined with `Stage`, which builds them
+(`engine.core.ranking.pipeline.stage`)."""
 from __future__ import annotations
 
-from engine.core.ranking.pipeline.stage import Concat, Cutoff, Stage, Then
-
-__all__ = ["Concat", "Cutoff", "Then", "prefixes"]
+from engine.core.ranking.pipeline.stage import Cutoff, Stage, Then
 
 
 def prefixes(stage: Stage) -> list[Stage]:
