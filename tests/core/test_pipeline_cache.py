@@ -122,8 +122,11 @@ def test_a_changed_fingerprint_is_recomputed_upstream_too(listed, tmp_path):
     pipe = Listed(str(listed)) >> Reverse()
     run1 = run_pipeline(pipe, QS, ctx := _ctx(cache))
     assert [r.cached for r in ctx.log] == [False, False] and run1["q1"].ids == ("d", "c", "b", "a")
+    for f in cache_files(cache):
+        os.utime(f.path, (1_000_000, 1_000_000))
     run_pipeline(pipe, QS, ctx := _ctx(cache))
     assert [r.cached for r in ctx.log] == [True]  # the last step's entry: the first step is not even read
+    assert sorted(f.used > 1_000_000 for f in cache_files(cache)) == [False, True]  # a read marks it used
     listed.write_text("e a b")  # a replaced model: same stage text, another fingerprint
     run2 = run_pipeline(pipe, QS, ctx := _ctx(cache))
     assert [r.cached for r in ctx.log] == [False, False]  # the reverse step too: its input's key changed

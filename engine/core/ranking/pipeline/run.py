@@ -48,17 +48,18 @@ def compile_plan(stage: Stage, ctx: Context, queries: Sequence[Query] | None = N
     node's key and the cache's entry for it, and which nodes the run needs."""
     digest = queries_digest(queries) if queries is not None and ctx.cache is not None else None
     qids = [q.qid for q in queries] if digest is not None else []
-    root = _compile(stage, None, ctx, digest, qids)
-    _mark(root, True)
+    root = _compile(stage, None, ctx, digest)
+    _mark(root, True, ctx, qids)
     return root
 
 
-def _compile(stage: Stage, upstream: str | None, ctx: Context, digest: str | None, qids: list[str]) -> Node:
+def _compile(stage: Stage, upstream: str | None, ctx: Context, digest: str | None) -> Node:
+    """The node of `stage` checked, and its key computed (with a cache) from its input's `upstream` key."""
     stage.check(ctx)
     children: list[Node] = []
     given = upstream
     for child in stage.children():
-        node = _compile(child, given, ctx, digest, qids)
+        node = _compile(child, given, ctx, digest)
         children.append(node)
         if stage.chained:  # the next step reads this one's output
             given = node.key
@@ -67,8 +68,6 @@ def _compile(stage: Stage, upstream: str | None, ctx: Context, digest: str | Non
         node.text = str(stage)
         gens = [f"{n}={ctx.generation(n)}" for n in sorted(set(stage.collections()))]
         node.key = stage_key(node.text, stage.fingerprint(ctx), upstream, [c.key for c in children], gens, digest)
-        if stage.costly:
-            node.hit = ctx.cache.get(node.key, qids)
     return node
 
 
@@ -83,16 +82,20 @@ def _wants_input(node: Node) -> bool:
     return any(_wants_input(c) for c in node.children)
 
 
-def _mark(node: Node, needed: bool) -> None:
+def _mark(node: Node, needed: bool, ctx: Context, qids: list[str]) -> None:
+    """Whether the run needs each node, from the top: a needed costly node is looked up in the cache, and what
+    lies below a cached one (or before a step that does not read it) is not needed, nor looked up."""
     node.needed = needed
+    if needed and node.key and node.stage.costly and ctx.cache is not None:
+        node.hit = ctx.cache.get(node.key, qids)
     below = needed and not node.cached
     if node.stage.chained:
         for child in reversed(node.children):
-            _mark(child, below)
+            _mark(child, below, ctx, qids)
             below = below and _wants_input(child)
     else:
         for child in node.children:
-            _mark(child, below)
+            _mark(child, below, ctx, qids)
 
 
 def prepare_plan(plan: Node, ctx: Context) -> None:
