@@ -45,7 +45,8 @@ def info_cmd(cache: CacheDir = None,
     if as_json:
         typer.echo(json.dumps(got, indent=2))
         return
-    typer.echo(f"{got['folder']}: {got['entries']:,} entries, {_size(got['bytes'])}")
+    typer.echo(f"{got['folder']}: {got['entries']:,} {'entry' if got['entries'] == 1 else 'entries'}, "
+               f"{_size(got['bytes'])}")
     if got["kinds"]:
         rows = [[kind, f"{k['entries']:,}", _size(k["bytes"])] for kind, k in got["kinds"].items()]
         typer.echo(format_table(["kind", "entries", "size"], rows))
@@ -60,5 +61,6 @@ def clear_cmd(cache: CacheDir = None,
     from engine.core.ranking.pipeline.cache import clear_cache
     folder = _folder(cache)
     n, size = clear_cache(folder, older_than)
-    since = f" not used for more than {older_than:g} days" if older_than is not None else ""
-    typer.echo(f"removed {n:,} entries{since} ({_size(size)}) from {folder}")
+    since = f" not used for more than {older_than:g} day{'' if older_than == 1 else 's'}" \
+        if older_than is not None else ""
+    typer.echo(f"removed {n:,} {'entry' if n == 1 else 'entries'}{since} ({_size(size)}) from {folder}")
