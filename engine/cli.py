@@ -23,7 +23,7 @@ COMMANDS: dict[str, str] = {
     "verify": "engine.commands.collection:verify_cmd", "list": "engine.commands.collection:list_cmd", "bench": "engine.commands.collection:bench_cmd",
     "demo": "engine.commands.collection:demo_cmd", "models": "engine.commands.collection:models_cmd",
     "rerank": "engine.commands.rerank:rerank_app", "adapt": "engine.commands.adapt:adapt_cmd",
-    "pipeline": "engine.commands.pipeline:pipeline_app",
+    "pipeline": "engine.commands.pipeline:pipeline_app", "cache": "engine.commands.cache:cache_app",
     "eval": "engine.commands.eval:eval_cmd", "metrics": "engine.commands.eval:metrics_cmd",
     "compare": "engine.commands.eval:compare_cmd", "fuse": "engine.commands.eval:fuse_cmd",
     "experiment": "engine.commands.eval:experiment_cmd",

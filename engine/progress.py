@@ -69,7 +69,7 @@ def info(message: str) -> None:
 
 def warn(message: str) -> None:
     """Warnings show even with --quiet."""
-    _console().print(f"[yellow]warning:[/yellow] {_escape(render_options(message))}")
+    _console().print(f"[yellow]warning:[/yellow] {_escape(render_options(message))}", soft_wrap=True)  # one line
 
 
 def make_progress() -> "Progress":

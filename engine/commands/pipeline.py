@@ -64,7 +64,7 @@ def _run(o: PipelineRunOptions) -> None:
     qs = read_queries_file(o.queries)
     ctx = Context(root=o.root, cache=make_cache(o.cache, o.no_cache))
     run = run_pipeline(stage, qs, ctx)
-    cached = sum(1 for _, hit in ctx.log if hit)
+    cached = sum(1 for r in ctx.log if r.cached)
     n = write_pipeline_run(run, o.out, o.run_id or Path(o.file).stem.replace(" ", "_"), o.k)
     info(f"pipeline {o.file}: {len(qs)} queries, {n} lines → {o.out}"
          + (f" ({cached} of {len(ctx.log)} stages read from the cache)" if cached else ""))

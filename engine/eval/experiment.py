@@ -11,6 +11,7 @@ from typing import Sequence
 
 from engine.core.ranking.pipeline.query import Query
 from engine.core.ranking.pipeline.ops import prefixes
+from engine.core.ranking.pipeline.context import StageRecord
 from engine.core.ranking.pipeline.run import Context, run_pipeline, write_pipeline_run
 from engine.core.ranking.pipeline.stage import Run as StageRun
 from engine.core.ranking.pipeline.stage import Stage
@@ -24,7 +25,7 @@ class Row:
     name: str
     stage: Stage
     run: StageRun = field(default_factory=dict)
-    log: list[tuple[str, bool]] = field(default_factory=list)
+    log: list[StageRecord] = field(default_factory=list)
 
 
 @dataclass
@@ -83,9 +84,20 @@ def to_json(exp: Experiment) -> dict:
             "p": {c: (tests[c].t_p if c in tests else None) for c in cmp.columns},
             "p_holm": {c: (tests[c].t_p_adj if c in tests else None) for c in cmp.columns},
             "wins_ties_losses": {c: [tests[c].wins, tests[c].ties, tests[c].losses] for c in tests},
-            "stages": [{"stage": text, "cached": hit} for text, hit in row.log],
+            "stages": [stage_json(r) for r in row.log],
         })
     return {"pipelines": out, "queries": cmp.n_queries, "baseline": exp.rows[0].name}
+
+
+COUNTS = ("pairs_scored", "pairs_cached")
+"""What a stage may report of its own work (`Context.note`) that `--json` shows."""
+
+
+def stage_json(record: StageRecord) -> dict:
+    """A stage of a run: its text, whether it was read from the cache, and the counts it reported."""
+    out: dict = {"stage": record.text, "cached": record.cached}
+    out.update({k: record.counts[k] for k in COUNTS if k in record.counts})
+    return out
 
 
 def render(exp: Experiment, markdown: bool = False) -> str:
@@ -104,7 +116,7 @@ def render(exp: Experiment, markdown: bool = False) -> str:
             t = tests.get(c)
             cells += ([f"{t.t_p:.4f}", f"{t.t_p_adj:.4f}", f"{t.wins}/{t.ties}/{t.losses}"] if t else ["–"] * 3)
         rows.append(cells)
-    cached = sum(hit for row in exp.rows for _, hit in row.log)
+    cached = sum(r.cached for row in exp.rows for r in row.log)
     total = sum(len(row.log) for row in exp.rows)
     legend = (f"\n{cmp.n_queries} queries; p: paired t-test against {exp.rows[0].name}; p_holm: Holm-corrected over "
               f"the other {len(exp.rows) - 1}; W/T/L: queries better/equal/worse; {cached} of {total} stage outputs "

@@ -197,20 +197,20 @@ def test_cache_hits_on_a_second_experiment_and_a_rebuild_invalidates_it(run_cli,
     second = 'retrieve("docs", mode="dense", k=5) % 2'
     ctx = Context(root=root, cache=StageCache(cache))
     run1 = run_pipeline(parse_pipeline(first), qs, ctx)
-    assert ctx.log == [('retrieve("docs", mode="dense", k=5)', False)]
+    assert [(r.text, r.cached) for r in ctx.log] == [('retrieve("docs", mode="dense", k=5)', False)]
     ctx2 = Context(root=root, cache=StageCache(cache))
     run2 = run_pipeline(parse_pipeline(second), qs, ctx2)
-    assert ctx2.log == [('retrieve("docs", mode="dense", k=5)', True)]
+    assert [(r.text, r.cached) for r in ctx2.log] == [('retrieve("docs", mode="dense", k=5)', True)]
     assert run2["q1"].ids == run1["q1"].ids[:2]
     # another query set is another key
     ctx3 = Context(root=root, cache=StageCache(cache))
     run_pipeline(parse_pipeline(second), qs[:1], ctx3)
-    assert ctx3.log[0][1] is False
+    assert ctx3.log[0].cached is False
     # a rebuilt collection (another generation) invalidates what read it
     Collection.build("docs", texts=docs / "docs.csv", root=root, bm25=True, force=True)
     ctx4 = Context(root=root, cache=StageCache(cache))
     run_pipeline(parse_pipeline(second), qs, ctx4)
-    assert ctx4.log == [('retrieve("docs", mode="dense", k=5)', False)]
+    assert [(r.text, r.cached) for r in ctx4.log] == [('retrieve("docs", mode="dense", k=5)', False)]
     # through the CLI: the table says how many stages came from the cache
     p = tmp_path / "p.toml"
     p.write_text(f"pipeline = '{second}'\n")

@@ -55,23 +55,24 @@ class Expand(Stage):
                 raise EngineError(f"expand(…): collection {name!r} stores no document {doc!r}")
 
     def _children(self, ctx: Context) -> dict[str, list[str]]:
-        key = ("children", self.collection, self.via, self.parent)
-        if key not in ctx.memo:
+        key = (self.collection, self.via, self.parent)
+        if key not in ctx.state.children:
             col = ctx.collection(self.collection)
-            if ("id-set", self.collection) not in ctx.memo:
-                ctx.memo[("id-set", self.collection)] = {col.ids[r] for r in col.live_rows()}
-            known = ctx.memo[("id-set", self.collection)]
+            if self.collection not in ctx.state.live_ids:
+                ctx.state.live_ids[self.collection] = {col.ids[r] for r in col.live_rows()}
+            known = ctx.state.live_ids[self.collection]
             if self.via:
                 name, _, doc = self.via.rpartition(":")
                 lists = ctx.collection(name).document(doc)
-                ctx.memo[key] = {str(p): [str(c) for c in kids if str(c) in known] for p, kids in lists.items()}
+                ctx.state.children[key] = {str(p): [str(c) for c in kids if str(c) in known]
+                                           for p, kids in lists.items()}
             else:
                 out: dict[str, list[str]] = {}
                 for it in col.items:
                     if it["id"] in known:  # rows a delete marked are no one's children
                         out.setdefault(str(it.get(self.parent, "")), []).append(it["id"])
-                ctx.memo[key] = out
-        return ctx.memo[key]
+                ctx.state.children[key] = out
+        return ctx.state.children[key]
 
     def transform(self, queries: Sequence[Query], run: Run | None, ctx: Context) -> Run:
         run = input_of(self, run, queries)
@@ -123,9 +124,9 @@ class Similarity(Stage):
             return out
         col = ctx.collection(self.collection)
         row = ctx.positions(self.collection)
-        emb = ctx.memo.get(("vectors", self.collection))
+        emb = ctx.state.vectors.get(self.collection)
         if emb is None:
-            emb = ctx.memo[("vectors", self.collection)] = np.asarray(col.embeddings, dtype=np.float32)
+            emb = ctx.state.vectors[self.collection] = np.asarray(col.embeddings, dtype=np.float32)
         sv = _vectors(ctx, col, [q.text for q in todo], self.pooling)
         ws = (1.0 - self.weight, self.weight)
         for n, q in enumerate(todo):

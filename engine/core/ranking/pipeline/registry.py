@@ -24,13 +24,13 @@ STAGES: tuple[StageEntry, ...] = (
                "every item scored by the query's text or its example items, top k (first stage)"),
     StageEntry("rerank", "engine.core.ranking.pipeline.rerank:Rerank",
                "the top depth reordered by a reranker spec (cross:, embed:, …)"),
-    StageEntry("fuse", "engine.core.ranking.pipeline.fuse:Fuse",
+    StageEntry("fuse", "engine.core.ranking.pipeline.stage:Fuse",
                "two or more stages fused: rrf, weighted, combsum, combmnz, wsum (`a | b` is rrf)"),
     StageEntry("expand", "engine.core.ranking.pipeline.expand:Expand",
                "ranked parents → their children, parent by parent, with caps"),
     StageEntry("similarity", "engine.core.ranking.pipeline.expand:Similarity",
                "candidates re-scored by the query's similarity to their vectors, fused with their score"),
-    StageEntry("cutoff", "engine.core.ranking.pipeline.ops:Cutoff", "the top k (`a % k`)"),
+    StageEntry("cutoff", "engine.core.ranking.pipeline.stage:Cutoff", "the top k (`a % k`)"),
 )
 
 

@@ -53,16 +53,16 @@ class Rerank(Stage):
     def _doc_texts(self, ctx: Context) -> dict[str, dict]:
         if not self.docs:
             return {}
-        key = ("rerank-docs", self.docs, self.group, tuple(self.fields or ()))
-        if key not in ctx.memo:
+        key = (self.docs, self.group, tuple(self.fields or ()))
+        if key not in ctx.state.rerank_docs:
             from engine.core.ranking.pipeline.retrieve import item_fields
             col = ctx.collection(self.docs)
             items = col.items
             out: dict[str, dict] = {}
             for it, f in zip(items, item_fields(col, items, self.fields)):
                 out.setdefault(str(it.get(self.group, "")) if self.group else it["id"], f)
-            ctx.memo[key] = out
-        return ctx.memo[key]
+            ctx.state.rerank_docs[key] = out
+        return ctx.state.rerank_docs[key]
 
     def transform(self, queries: Sequence[Query], run: Run | None, ctx: Context) -> Run:
         from engine.core.ranking.rerankers.base import IMAGE, TEXT

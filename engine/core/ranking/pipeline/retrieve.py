@@ -32,11 +32,10 @@ def item_fields(col, items: Sequence[dict], text_fields: Sequence[str] | None = 
 def _vectors(ctx: Context, col, texts: Sequence[str], pooling: str):
     """Sentence vectors of the texts under a pooling, computed once per encoder in a run."""
     from engine.core.ranking.text_pooling import encode_queries
-    key = ("query-vectors", col.encoder.text_spec if hasattr(col.encoder, "text_spec") else col.encoder.spec,
-           pooling, tuple(texts))
-    if key not in ctx.memo:
-        ctx.memo[key] = encode_queries(col.encoder, list(texts), pooling)
-    return ctx.memo[key]
+    key = (col.encoder.text_spec if hasattr(col.encoder, "text_spec") else col.encoder.spec, pooling, tuple(texts))
+    if key not in ctx.state.query_vectors:
+        ctx.state.query_vectors[key] = encode_queries(col.encoder, list(texts), pooling)
+    return ctx.state.query_vectors[key]
 
 
 class Retrieve(Stage):
@@ -136,20 +135,20 @@ class Retrieve(Stage):
         return out
 
     def _keys(self, ctx: Context, col) -> list[str]:
-        key = ("keys", self.collection, self.group)
-        if key not in ctx.memo:
-            ctx.memo[key] = [str(it.get(self.group, "")) for it in col.items] if self.group else col.ids
-        return ctx.memo[key]
+        key = (self.collection, self.group)
+        if key not in ctx.state.keys:
+            ctx.state.keys[key] = [str(it.get(self.group, "")) for it in col.items] if self.group else col.ids
+        return ctx.state.keys[key]
 
     def _group_fields(self, ctx: Context, col) -> dict[str, dict]:
-        key = ("group-fields", self.collection, self.group)
-        if key not in ctx.memo:
+        key = (self.collection, self.group)
+        if key not in ctx.state.group_fields:
             firsts: dict[str, dict] = {}
             items = col.items
             for it, f in zip(items, item_fields(col, items)):
                 firsts.setdefault(str(it.get(self.group, "")), f)
-            ctx.memo[key] = firsts
-        return ctx.memo[key]
+            ctx.state.group_fields[key] = firsts
+        return ctx.state.group_fields[key]
 
 
 def _own_bm25(col) -> bool:
@@ -193,11 +192,11 @@ class Score(Stage):
             raise EngineError(f"score(\"{self.collection}\", mode=\"bm25\"): the collection stores no BM25 index")
 
     def _matrix(self, ctx: Context, col) -> np.ndarray:
-        key = ("matrix", self.collection, self.array)
-        if key not in ctx.memo:
+        key = (self.collection, self.array)
+        if key not in ctx.state.matrix:
             m = col.array(self.array) if self.array is not None else col.embeddings
-            ctx.memo[key] = np.asarray(m).astype(np.float32)
-        return ctx.memo[key]
+            ctx.state.matrix[key] = np.asarray(m).astype(np.float32)
+        return ctx.state.matrix[key]
 
     def transform(self, queries: Sequence[Query], run: Run | None, ctx: Context) -> Run:
         col = ctx.collection(self.collection)
@@ -240,9 +239,9 @@ class Score(Stage):
         return sims.mean(axis=1) if self.agg == "mean" else sims.max(axis=1)
 
     def _texts(self, ctx: Context, col) -> list[str]:
-        key = ("texts", self.collection, tuple(self.fields or ()))
-        if key not in ctx.memo:
+        key = (self.collection, tuple(self.fields or ()))
+        if key not in ctx.state.texts:
             from engine.core.sources import stored_text
             fields = self.fields or col.manifest.get("text_fields")
-            ctx.memo[key] = [stored_text(it, fields) for it in col.items]
-        return ctx.memo[key]
+            ctx.state.texts[key] = [stored_text(it, fields) for it in col.items]
+        return ctx.state.texts[key]

@@ -1,84 +1,26 @@
-"""The stage base class and what a stage runs in.
+"""The stage base class, its operators and the composites they build.
 
 A stage is a small object: its constructor's arguments are literals (so `str(stage)` is the expression
 that builds it again: what pipeline files hold, what `engine pipeline show` prints, and the cache's key),
-and `transform(queries, run, ctx)` maps the rankings so far (None for a first stage) to new ones.
-Operators build the composites of `engine.core.ranking.pipeline.ops`.
+and `transform(queries, run, ctx)` maps the rankings so far (None for a first stage) to new ones. A
+composite (`a >> b`, `a % k`, `a ^ b`, `fuse(a, b, …)` = `a | b`) has children instead and `combine`s their
+outputs; the runner (`engine.core.ranking.pipeline.run`) walks the tree, so no stage runs another. The
+composites live here, beside the operators that build them.
 """
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from engine.core.ranking.pipeline.context import Context
+from engine.io import fusion
 from engine.io.ranking import Ranking
 from engine.errors import EngineError
 
 if TYPE_CHECKING:
-    from engine.core.ranking.pipeline.cache import StageCache
     from engine.core.ranking.pipeline.query import Query
 
 Run = dict[str, Ranking]
 """qid → ranking, in the order of the queries."""
-
-
-@dataclass
-class Context:
-    """Where a pipeline runs: the collections' root, the stage cache (None: no cache), the collections
-    opened so far (each opened once per run) and a log of each costly stage: (stage text, read from cache)."""
-    root: str | os.PathLike | None = None
-    cache: "StageCache | None" = None
-    opened: dict[str, Any] = field(default_factory=dict)
-    log: list[tuple[str, bool]] = field(default_factory=list)
-    memo: dict = field(default_factory=dict)
-    counts: dict[int, dict[str, int]] = field(default_factory=dict)
-    """What each stage reported of its own work (`note`), by the stage's id."""
-    degraded: dict[int, list[str]] = field(default_factory=dict)
-    """Why a stage's output fell short (`degrade`), by the stage's id."""
-    timings: dict[str, list[float]] = field(default_factory=dict)
-    """Seconds each costly stage computed (its own time, without the stages it called), per run."""
-    """What stages of one run share: query vectors per encoder, a collection's item keys."""
-
-    def note(self, stage: "Stage", **counts: int) -> None:
-        """Counts a stage reports about its own work in this run (`pairs_scored`, `pairs_cached`), added up."""
-        mine = self.counts.setdefault(id(stage), {})
-        for k, v in counts.items():
-            mine[k] = mine.get(k, 0) + int(v)
-
-    def degrade(self, stage: "Stage", why: str) -> None:
-        """The stage's output is not what it promises (a listwise window kept in its input order, an answer
-        that could not be read, a fallback): it is said, and never cached as if it had succeeded."""
-        self.degraded.setdefault(id(stage), []).append(why)
-
-    def collection(self, name: str):
-        """The collection `name` under the root; `a/b` is the collection b inside the folder a (a task's
-        index, e.g. `eventa/images`)."""
-        if name not in self.opened:
-            from engine.core.storage.searchable import SearchableCollection
-            from engine.core.storage.store.stored import DEFAULT_ROOT
-            root = Path(self.root if self.root is not None else DEFAULT_ROOT)
-            parts = name.rstrip("/").split("/")
-            if name.startswith(("/", "\\")) or any(p in ("", ".", "..") or "\\" in p or ":" in p for p in parts):
-                # a pipeline file (perhaps one a service was handed) names collections under the root only
-                raise EngineError(f"collection {name!r}: a name under the collections' root (name or "
-                                  "folder/name), without '..', '.', drive or absolute parts")
-            parent, _, leaf = name.rstrip("/").rpartition("/")
-            self.opened[name] = SearchableCollection.open(leaf, root / parent if parent else root)
-        return self.opened[name]
-
-    def positions(self, name: str) -> dict[str, int]:
-        """Item id → row of the collection `name`, built once per run (every stage that maps ids to rows
-        shares it)."""
-        key = ("positions", name)
-        if key not in self.memo:
-            self.memo[key] = {d: i for i, d in enumerate(self.collection(name).ids)}
-        return self.memo[key]
-
-    def generation(self, name: str) -> str:
-        """What identifies the collection's current contents (a rebuilt collection has another)."""
-        m = self.collection(name).manifest
-        return f"{m.get('generation', '')}:{m.get('updated', m.get('created', ''))}"
 
 
 def literal(value: Any) -> str:
@@ -126,11 +68,10 @@ class Stage:
         return ()
 
     def check(self, ctx: Context) -> None:
-        """What can be checked before any model loads (collections exist, specs parse)."""
+        """What can be checked of this stage (not its children: the runner visits each) before any model
+        loads: collections exist, specs parse."""
         for name in self.collections():
             ctx.collection(name)
-        for child in self.children():
-            child.check(ctx)
 
     def prepare(self, ctx: Context) -> None:
         """Load what the stage computes with, before any stage runs (a reranker's model: loaded ahead of the
@@ -139,14 +80,33 @@ class Stage:
 
     # -------------------------------------------------------------- what it does
     def transform(self, queries: Sequence["Query"], run: Run | None, ctx: Context) -> Run:
+        """A stage without children: the rankings so far (None for a first stage) → its own."""
+        raise NotImplementedError
+
+    chained: bool = False
+    """A composite whose children run one after the other, each on the output of the one before (`>>`);
+    otherwise each child runs on the composite's own input."""
+
+    def combine(self, queries: Sequence["Query"], parts: list[Run], ctx: Context) -> Run:
+        """A composite: its children's outputs (in order; of a chained one, the steps that ran) → its own."""
         raise NotImplementedError
 
     def needs_input(self) -> bool:
         """Whether it reorders a ranking it is given (a first stage makes its own)."""
         return False
 
-    # The operators `>>`, `%`, `|` and `^` are attached by `engine.core.ranking.pipeline.ops` (imported with the
-    # package), so this module, which every stage imports, imports none of them.
+    # -------------------------------------------------------------- the operators
+    def __rshift__(self, other: "Stage") -> "Then":
+        return Then(self, as_stage(other, ">>"))
+
+    def __mod__(self, k: int) -> "Cutoff":
+        return Cutoff(self, k)
+
+    def __or__(self, other: "Stage") -> "Fuse":
+        return Fuse(self, as_stage(other, "|"))
+
+    def __xor__(self, other: "Stage") -> "Concat":
+        return Concat(self, as_stage(other, "^"))
 
 
 ATOM = 100
@@ -194,3 +154,136 @@ def keep_args(stage: Stage, positional: Sequence[Any], named: Mapping[str, tuple
     """Record the constructor's arguments for `str(stage)`: positionals as given, named ones unless default."""
     stage.args = list(positional)
     stage.kwargs = {k: v for k, (v, default) in named.items() if v != default}
+
+
+# ---------------------------------------------------------------- the composites the operators build
+
+class Then(Stage):
+    """`a >> b`: b reorders (or replaces) what a returned."""
+    name, costly, chained, precedence = "then", False, True, PRECEDENCE[">>"]
+
+    def __init__(self, first: Stage, second: Stage) -> None:
+        super().__init__()
+        self.first, self.second = first, second
+
+    def __str__(self) -> str:
+        return f"{operand(self.first, '>>', False)} >> {operand(self.second, '>>', True)}"
+
+    def children(self) -> Sequence[Stage]:
+        return (self.first, self.second)
+
+    def needs_input(self) -> bool:
+        return self.first.needs_input()
+
+    def combine(self, queries: Sequence["Query"], parts: list[Run], ctx: Context) -> Run:
+        return parts[-1]
+
+
+class Cutoff(Stage):
+    """`a % k`: the top k of each of a's rankings."""
+    name, costly, precedence = "cutoff", False, PRECEDENCE["%"]
+
+    def __init__(self, stage: Stage, k: int) -> None:
+        super().__init__()
+        check_range("cutoff", "k", k, 1, 10**6, integer=True)
+        self.stage, self.k = stage, int(k)
+
+    def __str__(self) -> str:
+        return f"{operand(self.stage, '%', False)} % {self.k}"
+
+    def children(self) -> Sequence[Stage]:
+        return (self.stage,)
+
+    def needs_input(self) -> bool:
+        return self.stage.needs_input()
+
+    def combine(self, queries: Sequence["Query"], parts: list[Run], ctx: Context) -> Run:
+        return {q: r.cut(self.k) for q, r in parts[0].items()}
+
+
+class Concat(Stage):
+    """`a ^ b`: a's ranking, then b's items that a lacks, below it in b's order (PyTerrier's `^`)."""
+    name, costly, precedence = "concat", False, PRECEDENCE["^"]
+
+    def __init__(self, first: Stage, second: Stage) -> None:
+        super().__init__()
+        self.first, self.second = first, second
+
+    def __str__(self) -> str:
+        return f"{operand(self.first, '^', False)} ^ {operand(self.second, '^', True)}"
+
+    def children(self) -> Sequence[Stage]:
+        return (self.first, self.second)
+
+    def needs_input(self) -> bool:
+        return self.first.needs_input() or self.second.needs_input()
+
+    def combine(self, queries: Sequence["Query"], parts: list[Run], ctx: Context) -> Run:
+        a, b = parts
+        return {q.qid: a.get(q.qid, Ranking()).then(b.get(q.qid, Ranking())) for q in queries}
+
+
+FUSE_METHODS = ("rrf", "weighted", "combsum", "combmnz", "wsum")
+
+
+class Fuse(Stage):
+    """`fuse(a, b, …)`: several stages' rankings of each query fused into one by the core's fusion
+    (`engine.io.fusion`, the code behind `engine fuse`); `a | b` is `fuse(a, b)` with its defaults.
+    Reciprocal rank fusion (k=60) by default; `weighted` is CombSUM of min-max normalised scores with
+    `weights` (wsum likewise, weights required); combsum and combmnz as in `engine fuse`. `depth` keeps the
+    top of the fused ranking. With `informative=True` a query none of whose inputs says anything (no items,
+    or every score tied) gets no ranking, so a later stage falls back on its own evidence."""
+    name = "fuse"
+
+    def __init__(self, *stages: Stage, method: str = "rrf", k: int = fusion.RRF_K,
+                 weights: Sequence[float] | None = None, norm: str = "minmax", depth: int | None = None,
+                 informative: bool = False) -> None:
+        super().__init__()
+        if len(stages) < 2 or not all(isinstance(s, Stage) for s in stages):
+            raise EngineError("fuse(…) takes two or more stages to fuse")
+        check_choice("fuse", "method", method, FUSE_METHODS)
+        check_choice("fuse", "norm", norm, fusion.NORMALIZERS)
+        check_range("fuse", "k", k, 0, 10**6, integer=True)
+        if depth is not None:
+            check_range("fuse", "depth", depth, 1, 10**6, integer=True)
+        if weights is not None:
+            if not isinstance(weights, (list, tuple)) or len(weights) != len(stages):
+                raise EngineError(f"fuse(…): weights must list one number per stage ({len(stages)})")
+            for w in weights:
+                check_range("fuse", "weights", w, 0, 1e6)
+        if method == "wsum" and weights is None:
+            raise EngineError("fuse(…): method \"wsum\" needs weights, one per stage")
+        self.stages = list(stages)
+        self.method, self.k, self.weights, self.norm = method, int(k), weights, norm
+        self.depth, self.informative = depth, bool(informative)
+        keep_args(self, stages, {"method": (method, "rrf"), "k": (k, fusion.RRF_K),
+                                 "weights": (list(weights) if weights is not None else None, None),
+                                 "norm": (norm, "minmax"), "depth": (depth, None),
+                                 "informative": (bool(informative), False)})
+        self.precedence = PRECEDENCE["|"] if len(stages) == 2 and not self.kwargs else ATOM
+
+    def __str__(self) -> str:
+        if self.precedence == PRECEDENCE["|"]:
+            return f"{operand(self.stages[0], '|', False)} | {operand(self.stages[1], '|', True)}"
+        return super().__str__()
+
+    def children(self) -> Sequence[Stage]:
+        return self.stages
+
+    def needs_input(self) -> bool:
+        return any(s.needs_input() for s in self.stages)
+
+    def combine(self, queries: Sequence["Query"], parts: list[Run], ctx: Context) -> Run:
+        out: Run = {}
+        for q in queries:
+            rankings = [p.get(q.qid, Ranking()) for p in parts]
+            if self.informative and not any(fusion.informative(r) for r in rankings):
+                out[q.qid] = Ranking()
+                continue
+            method = "combsum" if self.method == "weighted" else self.method
+            fused = fusion.fuse(rankings, method, self.weights, self.norm, self.k, self.depth)
+            fields: dict[str, Any] = {}
+            for r in reversed(rankings):
+                fields.update(r.fields)
+            out[q.qid] = Ranking.of(fused, fields)
+        return out
