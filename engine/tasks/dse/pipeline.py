@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from engine.core.collection import DEFAULT_ROOT
 from engine.display import format_table
@@ -37,18 +37,21 @@ VARIANTS = {"query": "query only (RRF dense+BM25)", "examples": "examples only (
             "rrf": "fused untuned (RRF)", "tuned": "fused tuned (5-fold CV)"}
 DEFAULT_DEPTH = 100
 
+if TYPE_CHECKING:
+    from engine.core.ranking.rerankers.spec import RerankerSpec
+
 
 def _check_depth(depth: int) -> None:
     if depth < 1:
         raise EngineError(f"{opt('depth')} must be at least 1, not {depth}")
 
 
-def _check_rerank(spec: str | None, depth: int) -> None:
+def _check_rerank(spec: "str | RerankerSpec | None", depth: int) -> None:
     if spec is not None:
-        from engine.core.ranking.rerankers.registry import check_depth, check_reranker
+        from engine.core.ranking.rerankers.registry import check_depth
+        from engine.core.ranking.rerankers.spec import RerankerSpec
         from engine.core.ranking.rerankers.stage import check_candidates
-        check_reranker(spec)
-        check_candidates(spec, "text", "this task's ranking")
+        check_candidates(RerankerSpec.parse(spec), "text", "this task's ranking")
         check_depth(depth, 1)
 
 

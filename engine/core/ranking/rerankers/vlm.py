@@ -8,12 +8,16 @@ from __future__ import annotations
 import functools
 import inspect
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from engine.core.ranking.rerankers.base import IMAGE, Reranker
 from engine.core.ranking.rerankers.prompts import JUDGE
 from engine.errors import EngineError, opt
+
+if TYPE_CHECKING:
+    from engine.core.ranking.rerankers.spec import RerankerSpec
 
 BATCH_SIZE = 8
 MAX_SIDE = 448   # pixels of an image's longer side before the processor (a bound on its tokens)
@@ -89,12 +93,23 @@ class PointwiseVLM:
         return out
 
 
-def vlm_reranker(name: str, instruction: str | None = None, batch_size: int = BATCH_SIZE) -> Reranker:
+class VLMReranker(Reranker):
     """`vlm:NAME_OR_DIR`: image candidates only (a text collection is refused before it loads)."""
-    from engine.core.encoders.device import resolve_device
-    device = resolve_device()
-    model, processor = load_vlm(name, device)
-    scorer = PointwiseVLM(model, processor, name, instruction or DEFAULT_VLM_INSTRUCTION, batch_size)
-    return Reranker(spec=f"vlm:{name}", candidates=frozenset({IMAGE}),
-                    score_fn=lambda query, files, kind: scorer.score(query, files),
-                    info={"device": device, "scorer": scorer})
+
+    candidates = frozenset({IMAGE})
+
+    def __init__(self, spec: "RerankerSpec") -> None:
+        from engine.core.encoders.device import resolve_device
+        o = spec.kwargs
+        device = resolve_device()
+        model, processor = load_vlm(spec.arg, device)
+        self.scorer = PointwiseVLM(model, processor, spec.arg, o.get("instruction") or DEFAULT_VLM_INSTRUCTION,
+                                   o.get("batch_size", BATCH_SIZE))
+        super().__init__(spec, device=device, scorer=self.scorer)
+
+    def _score(self, query: str, files: list[str], kind: str) -> np.ndarray:
+        return self.scorer.score(query, files)
+
+
+def vlm_reranker(spec: "RerankerSpec") -> Reranker:
+    return VLMReranker(spec)
