@@ -378,3 +378,24 @@ def test_a_parsed_spec_passed_to_the_stage_prints_and_runs_as_its_text(docs, tin
     text = f'rerank("cross:{tiny_cross}", depth=7)'
     from engine.core.ranking.pipeline.parse import parse_pipeline
     assert str(parse_pipeline(text)) == text
+
+
+def test_each_command_parses_its_reranker_spec_once(run_cli, docs, tiny_cross, tmp_path):
+    from engine.core.ranking.rerankers import spec
+    (tmp_path / "q.tsv").write_text("q1\triver flood\nq2\tschool\n")
+    src = tmp_path / "d.tsv"
+    src.write_text("id\ttext\n" + "".join(f"d{i}\ttext {i}\n" for i in range(40)))
+    commands = [
+        ("search", "docs", "--queries", tmp_path / "q.tsv", "--out", tmp_path / "r.run", "-k", "3"),
+        ("search", "docs", "river", "-k", "3"),
+    ]
+    for command in commands:
+        before = spec.PARSES[0]
+        code, _, err = run_cli(*command, "--rerank", f"cross:{tiny_cross}", "--rerank-depth", "6", "--root", docs)
+        assert code == 0, err
+        assert spec.PARSES[0] == before + 1, command
+    before = spec.PARSES[0]
+    code, _, err = run_cli("rerank", tmp_path / "r.run", "--queries", tmp_path / "q.tsv", "--docs", src,
+                           "--model", f"cross:{tiny_cross}", "--depth", "3", "--out", tmp_path / "x.run", "-q")
+    assert code == 0, err
+    assert spec.PARSES[0] == before + 1
