@@ -174,19 +174,24 @@ def test_all_pairs_kept_loads_no_model(docs, tiny_cross, tmp_path, monkeypatch):
     assert all(len(r) == 40 for r in out.values())
 
 
-def test_a_replaced_model_is_scored_again(docs, tmp_path, counted):
-    from conftest import build_tiny_cross
+def test_a_replaced_model_is_scored_again(docs, tiny_cross, tmp_path, counted):
+    import torch
+    from transformers import AutoModelForSequenceClassification
 
     from engine.core.ranking.rerankers import cross, registry
-    model = build_tiny_cross(tmp_path / "ce")
+    model = tmp_path / "ce"
+    shutil.copytree(tiny_cross, model)
     ce = f"cross:{model}"
     qs = queries(*QS)
     text = 'retrieve("docs", mode="dense", k=40) >> rerank("{ce}", depth={d})'
     cache = tmp_path / "cache"
     _, ctx, stage = run(docs, text.format(ce=ce, d=20), qs, cache)
     before = rerank_stage(ctx, stage)[0].fingerprint(ctx)
-    shutil.rmtree(model)
-    build_tiny_cross(model, logit_scale=-3.0)          # retrained in place: same path, other weights
+    old, _, _ = run(docs, text.format(ce=ce, d=25), qs)    # the old model's ranking, no cache
+    net = AutoModelForSequenceClassification.from_pretrained(model)
+    with torch.no_grad():
+        net.classifier.weight.mul_(-3.0)
+    net.save_pretrained(model)                         # retrained in place: same path, other weights
     cross.load_cross_encoder.cache_clear()              # (a new process)
     registry.cached_loaded.cache_clear()
     got, ctx, stage = run(docs, text.format(ce=ce, d=25), qs, cache)
@@ -194,6 +199,7 @@ def test_a_replaced_model_is_scored_again(docs, tmp_path, counted):
     assert rerank_stage(ctx, stage)[1] == {"pairs_scored": 75, "pairs_cached": 0}
     fresh, _, _ = run(docs, text.format(ce=ce, d=25), qs)
     same(got, fresh)
+    assert all(got[q].ids[:25] != old[q].ids[:25] for q in got)
 
 
 # ---------------------------------------------------------------- served garbage

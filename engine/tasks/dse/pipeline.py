@@ -30,15 +30,15 @@ from engine.tasks.dse.index import DEFAULT_NAME, DseIndex, ensure_index
 from engine.tasks.dse.rank import METHODS, prepare_cases, tuned_rankings
 from engine.tasks.dse.tune import cross_validated_weights, load_weights
 
+if TYPE_CHECKING:
+    from engine.core.ranking.rerankers.spec import RerankerSpec
+
 METRICS = PROFILES["dsebench"].metrics
 HEADERS = {"ndcg@5": "nDCG@5", "ndcg@10": "nDCG@10", "map@5": "MAP@5", "map@10": "MAP@10",
            "recall@5": "R@5", "recall@10": "R@10"}   # the published table's column names
 VARIANTS = {"query": "query only (RRF dense+BM25)", "examples": "examples only (RRF dense+BM25)",
             "rrf": "fused untuned (RRF)", "tuned": "fused tuned (5-fold CV)"}
 DEFAULT_DEPTH = 100
-
-if TYPE_CHECKING:
-    from engine.core.ranking.rerankers.spec import RerankerSpec
 
 
 def _check_depth(depth: int) -> None:

@@ -47,9 +47,9 @@ def rerank_stage(spec: "str | RerankerSpec", depth: int = 20, name: str = DEFAUL
     """The query read against each dataset's whole record (its fields joined, what BM25 and `all` embed)."""
     from engine.core.ranking.rerankers.registry import options_taken
     from engine.core.ranking.rerankers.spec import RerankerSpec
-    spec = RerankerSpec.parse(spec)
     fields = "[" + ", ".join(f'"{f}"' for f in FIELDS) + "]"
-    told = "".join(f", {k}=\"{v}\"" for k, v in options_taken(spec, instruction=INSTRUCTION).items())
+    told = "".join(f", {k}=\"{v}\""
+                   for k, v in options_taken(RerankerSpec.parse(spec), instruction=INSTRUCTION).items())
     return f'rerank("{spec}", depth={depth}, docs="{name}", fields={fields}{told})'
 
 

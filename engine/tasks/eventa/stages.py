@@ -79,7 +79,7 @@ def parts(params: RankParams, name: str = DEFAULT_NAME) -> dict[str, str]:
         from engine.core.ranking.rerankers.spec import RerankerSpec
         spec = RerankerSpec.parse(params.rerank)
         told = "".join(f", {k}={q(v)}" for k, v in options_taken(spec, instruction=RERANK_INSTRUCTION).items())
-        reranked = f"{fused}\n  >> rerank({q(str(spec))}, depth={params.rerank_depth}, docs={articles}, " \
+        reranked = f"{fused}\n  >> rerank({q(str(params.rerank))}, depth={params.rerank_depth}, docs={articles}, " \
                    f"group=\"article\"{told})"
     glob = f"retrieve({images}, pooling=\"{p}\", k={params.k * GLOBAL_FACTOR})"
     via = q(f"{name}/{ARTICLES}:{ARTICLE_IMAGES}")

@@ -74,7 +74,19 @@ def model_identity(kind: str, arg: str) -> list:
     path = Path(arg).expanduser()
     if path.exists():
         return ["files", files_identity(path)]
-    return ["name", arg]
+    snapshot = hub_snapshot(arg)
+    return ["name", arg, files_identity(snapshot)] if snapshot is not None else ["name", arg]
+
+
+def hub_snapshot(name: str) -> Path | None:
+    """The folder of the Hugging Face cache's snapshot a hub name loads from, where one is cached here (no
+    network): a model updated in the cache is another model."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+        found = try_to_load_from_cache(name, "config.json")
+    except Exception:  # not a repository name, or no hub client: known by its name
+        return None
+    return Path(found).parent if isinstance(found, str) else None
 
 
 def encoder_paths(spec: str) -> list[Path]:
