@@ -405,3 +405,25 @@ def test_each_command_parses_its_reranker_spec_once(run_cli, docs, tiny_cross, t
                            "--model", f"cross:{tiny_cross}", "--depth", "3", "--out", tmp_path / "x.run", "-q")
     assert code == 0, err
     assert spec.PARSES[0] == before + 1
+
+
+def test_score_cache_takes_concurrent_writers(tmp_path):
+    """Writers that share the folder (experiments run side by side) each keep all their pairs; NaN never."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from engine.core.ranking.rerankers.score_cache import ScoreCache
+
+    def write(n: int) -> None:
+        cache = ScoreCache(tmp_path / "scores", "fp")
+        for batch in range(5):
+            cache.put_pairs([(f"q{n}", f"t:doc {batch} {i}", float(n * 1000 + batch * 100 + i)) for i in range(40)]
+                            + [(f"q{n}", "t:unread", float("nan"))])
+        cache.close()
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(write, range(4)))
+    cache = ScoreCache(tmp_path / "scores", "fp")
+    for n in range(4):
+        got = cache.pairs(f"q{n}", [f"t:doc {b} {i}" for b in range(5) for i in range(40)] + ["t:unread"])
+        assert got == {b * 40 + i: float(n * 1000 + b * 100 + i) for b in range(5) for i in range(40)}
+    assert ScoreCache(tmp_path / "scores", "other").pairs("q0", ["t:doc 0 0"]) == {}   # another reranker
