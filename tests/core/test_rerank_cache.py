@@ -166,7 +166,7 @@ def test_all_pairs_kept_loads_no_model(docs, tiny_cross, tmp_path, monkeypatch):
     text = f'retrieve("docs", mode="dense", k=40) >> rerank("{ce}", depth=10)'
     qs = queries(*QS)
     run(docs, text, qs, tmp_path / "cache")
-    monkeypatch.setattr(registry, "cached_loaded", lambda spec: pytest.fail("the model was loaded"))
+    monkeypatch.setattr(registry, "cached_loaded", lambda *spec: pytest.fail("the model was loaded"))
     # the same pairs under another stage text (its texts read from the collection: the stage is run again)
     out, ctx, stage = run(docs, f'retrieve("docs", mode="dense", k=40) >> rerank("{ce}", depth=10, docs="docs")',
                           qs, tmp_path / "cache")
@@ -178,7 +178,6 @@ def test_a_replaced_model_is_scored_again(docs, tiny_cross, tmp_path, counted):
     import torch
     from transformers import AutoModelForSequenceClassification
 
-    from engine.core.ranking.rerankers import cross, registry
     model = tmp_path / "ce"
     shutil.copytree(tiny_cross, model)
     ce = f"cross:{model}"
@@ -192,8 +191,6 @@ def test_a_replaced_model_is_scored_again(docs, tiny_cross, tmp_path, counted):
     with torch.no_grad():
         net.classifier.weight.mul_(-3.0)
     net.save_pretrained(model)                         # retrained in place: same path, other weights
-    cross.load_cross_encoder.cache_clear()              # (a new process)
-    registry.cached_loaded.cache_clear()
     got, ctx, stage = run(docs, text.format(ce=ce, d=25), qs, cache)
     assert rerank_stage(ctx, stage)[0].fingerprint(ctx) != before
     assert rerank_stage(ctx, stage)[1] == {"pairs_scored": 75, "pairs_cached": 0}

@@ -19,8 +19,9 @@ BATCH_SIZE = 32
 
 
 @functools.lru_cache(maxsize=2)
-def load_cross_encoder(name: str, device: str, max_length: int | None = None):
-    """One loaded CrossEncoder per name, device and max length per process."""
+def load_cross_encoder(name: str, device: str, max_length: int | None = None, identity: str = ""):
+    """One loaded CrossEncoder per name, device, max length and `identity` (`fingerprint.model_key`: a model replaced
+    on disk is loaded again) per process."""
     from engine.core.encoders.hub import cache_only, out_of_reach, unreachable_hint
     if why := out_of_reach(name):
         raise EngineError(f"cross-encoder {name!r} could not be loaded ({why}). Without a network, give a local "
@@ -76,9 +77,10 @@ class CrossReranker(Reranker):
 
     def __init__(self, spec: "RerankerSpec") -> None:
         from engine.core.encoders.device import resolve_device
+        from engine.core.ranking.rerankers.fingerprint import model_key
         options = spec.kwargs
         device = resolve_device()
-        self.model = load_cross_encoder(spec.arg, device, options.get("max_length"))
+        self.model = load_cross_encoder(spec.arg, device, options.get("max_length"), model_key(spec))
         self.batch_size = options.get("batch_size", BATCH_SIZE)
         super().__init__(spec, device=device, max_length=getattr(self.model, "max_length", None))
 

@@ -11,10 +11,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from engine.core.ranking.rerankers.spec import RerankerSpec
+from typing import Any
 
 MIB = 1 << 20
 MAX_FILES = 2000   # a folder with more is known by its first MAX_FILES files (in name order) and their count
@@ -111,8 +108,15 @@ def option_identity(name: str, value: object) -> object:
     return value
 
 
-def fingerprint(spec: "RerankerSpec") -> str:
-    """A hex digest of what computes this reranker's scores (no model loads)."""
+def model_key(spec: Any) -> str:
+    """The model's identity alone (its files, or served URL and name; no options): what a process's loaded
+    models are kept by, so one replaced on disk is loaded again, and `llm:` and `llm-list:` share one."""
+    kind = "llm" if spec.kind == "llm-list" else spec.kind
+    return hashlib.sha256(json.dumps(model_identity(kind, spec.arg), default=str).encode("utf-8")).hexdigest()[:32]
+
+
+def fingerprint(spec: Any) -> str:
+    """A hex digest of what computes the scores of a `RerankerSpec` (no model loads)."""
     from engine.version import __version__
     parts = [__version__, spec.kind, model_identity(spec.kind, spec.arg),
              [[k, option_identity(k, v)] for k, v in spec.options]]

@@ -46,8 +46,9 @@ def source_of(name: str) -> tuple[str, dict, bool]:
 
 
 @functools.lru_cache(maxsize=2)
-def load_causal_lm(name: str, device: str):
-    """(model, tokenizer) of a causal LM, eval mode, on `device`; a load failure is one line."""
+def load_causal_lm(name: str, device: str, identity: str = ""):
+    """(model, tokenizer) of a causal LM, eval mode, on `device`; a load failure is one line. One per name,
+    device and `identity` (`fingerprint.model_key`: replaced on disk, it is loaded again) per process."""
     from engine.core.encoders import torchvision_patch  # noqa: F401  (before transformers)
     from transformers import AutoModelForCausalLM, AutoTokenizer
     src, extra, local = source_of(name)
@@ -139,10 +140,11 @@ class LocalLLMReranker(Reranker):
 
     def __init__(self, spec: "RerankerSpec") -> None:
         from engine.core.encoders.device import resolve_device
+        from engine.core.ranking.rerankers.fingerprint import model_key
         o, name = spec.kwargs, spec.arg
         template = o.get("template") or default_template(name)
         device = resolve_device()
-        model, tokenizer = load_causal_lm(name, device)
+        model, tokenizer = load_causal_lm(name, device, model_key(spec))
         prompt = Prompt.from_template(template_text(template, tokenizer, name),
                                       o.get("instruction") or DEFAULT_INSTRUCTION)
         self.lm = PointwiseLM(model, tokenizer, prompt, name, o.get("batch_size", BATCH_SIZE),

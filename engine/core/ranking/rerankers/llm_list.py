@@ -18,14 +18,14 @@ WARN_AT = (1, 10, 100, 1000, 10_000)
 """Queries with an unreadable window after which the running count is reported (a bounded number of lines)."""
 
 
-def local_answer(name: str):
+def local_answer(name: str, identity: str = ""):
     """(messages, most new tokens) → the greedy answer of a causal LM loaded here (its chat template, or the
     turns' plain text for a model without one)."""
     import torch
 
     from engine.core.encoders.device import resolve_device
     from engine.core.ranking.rerankers.llm import load_causal_lm
-    model, tokenizer = load_causal_lm(name, resolve_device())
+    model, tokenizer = load_causal_lm(name, resolve_device(), identity)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
     def answer(messages: list[dict], max_new_tokens: int) -> str:
@@ -51,7 +51,11 @@ class ListwiseReranker(Reranker):
     def __init__(self, spec: "RerankerSpec") -> None:
         from engine.core.ranking.rerankers.endpoint import Endpoint, is_served
         o = spec.kwargs
-        answer = Endpoint.parse(spec.arg).chat if is_served(spec.arg) else local_answer(spec.arg)
+        if is_served(spec.arg):
+            answer = Endpoint.parse(spec.arg).chat
+        else:
+            from engine.core.ranking.rerankers.fingerprint import model_key
+            answer = local_answer(spec.arg, model_key(spec))
         self.lister = Listwise(answer, o.get("instruction"))
         self.rounds = o.get("rounds")
         self.affected = 0

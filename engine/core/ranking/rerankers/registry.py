@@ -121,8 +121,9 @@ def build(spec: Any) -> Any:
 
 
 @functools.lru_cache(maxsize=4)
-def cached_loaded(spec: Any) -> Any:
-    """The reranker a parsed `RerankerSpec` names, loaded once per process (a service, a pipeline's batches)."""
+def cached_loaded(spec: Any, identity: str = "") -> Any:
+    """The reranker a parsed `RerankerSpec` names, loaded once per process and `identity` (its model's files:
+    `fingerprint.model_key`) — a service, a pipeline's batches."""
     return build(spec)
 
 

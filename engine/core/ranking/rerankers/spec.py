@@ -66,9 +66,11 @@ class RerankerSpec:
         return dict(self.options)
 
     def load(self) -> Any:
-        """The loaded reranker, a `Reranker` (one per spec and options per process)."""
+        """The loaded reranker, a `Reranker`: one per spec, options and model files per process (a model
+        replaced on disk is loaded again, so scores are never kept under another model's fingerprint)."""
+        from engine.core.ranking.rerankers.fingerprint import model_key
         from engine.core.ranking.rerankers.registry import cached_loaded
-        return cached_loaded(self)
+        return cached_loaded(self, model_key(self))
 
 
 def load_reranker(spec: "str | RerankerSpec", **options: Any) -> Any:

@@ -25,8 +25,9 @@ DEFAULT_VLM_INSTRUCTION = "Given a search query, retrieve the images that match 
 
 
 @functools.lru_cache(maxsize=1)
-def load_vlm(name: str, device: str):
-    """(model, processor) of an image-text-to-text model, eval mode; a load failure is one line."""
+def load_vlm(name: str, device: str, identity: str = ""):
+    """(model, processor) of an image-text-to-text model, eval mode; a load failure is one line (`identity`:
+    `fingerprint.model_key`, so one replaced on disk is loaded again)."""
     from engine.core.encoders import torchvision_patch  # noqa: F401  (before transformers)
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
@@ -102,7 +103,8 @@ class VLMReranker(Reranker):
         from engine.core.encoders.device import resolve_device
         o = spec.kwargs
         device = resolve_device()
-        model, processor = load_vlm(spec.arg, device)
+        from engine.core.ranking.rerankers.fingerprint import model_key
+        model, processor = load_vlm(spec.arg, device, model_key(spec))
         self.scorer = PointwiseVLM(model, processor, spec.arg, o.get("instruction") or DEFAULT_VLM_INSTRUCTION,
                                    o.get("batch_size", BATCH_SIZE))
         super().__init__(spec, device=device, scorer=self.scorer)
