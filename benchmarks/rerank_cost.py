@@ -46,8 +46,8 @@ def main() -> None:
 
     from engine.core.collection import Collection
     from engine.core.encoders.device import set_device
-    from engine.core.ranking.rerankers.registry import load_reranker
-    from engine.core.ranking.rerankers.stage import candidate_docs
+    from engine.core.ranking.rerankers.spec import load_reranker
+    from engine.core.ranking.rerankers.candidates import candidate_docs
     ap = argparse.ArgumentParser()
     ap.add_argument("--queries", type=int, default=20)
     ap.add_argument("--docs", type=int, default=1000)

@@ -72,7 +72,7 @@ def forward_only(scorer, seqs: list[list[int]], batches: list[list[int]]) -> Non
 
 def pointwise(spec: str, queries: list[str], docs: list[list[str]], template: str) -> dict:
     """Paired, alternating per query: the reranker's score() against the raw loop and the bare forward."""
-    from engine.core.ranking.rerankers.registry import load_reranker
+    from engine.core.ranking.rerankers.spec import load_reranker
     reranker = load_reranker(spec, template=template)
     scorer = reranker.info["scorer"]
     timing: dict[str, list[float]] = {"reranker": [], "raw": [], "forward": []}
@@ -106,7 +106,7 @@ def pointwise(spec: str, queries: list[str], docs: list[list[str]], template: st
 
 
 def listwise_cost(spec: str, query: str, docs: list[str]) -> dict:
-    from engine.core.ranking.rerankers.registry import load_reranker
+    from engine.core.ranking.rerankers.spec import load_reranker
     reranker = load_reranker(spec)
     t0 = time.perf_counter()
     reranker.score(query, docs)

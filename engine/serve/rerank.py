@@ -9,9 +9,9 @@ from engine.errors import EngineError
 
 def check_allowed(specs: tuple[str, ...]) -> tuple[str, ...]:
     """`engine serve --rerank SPEC` values, spelled right (no model loads until a request asks)."""
-    from engine.core.ranking.rerankers.registry import check_reranker
+    from engine.core.ranking.rerankers.spec import RerankerSpec
     for spec in specs:
-        check_reranker(spec)
+        RerankerSpec.parse(spec)
     return tuple(s.strip() for s in specs)
 
 
@@ -34,9 +34,10 @@ def reranked_search(col: Any, text: str | None, k: int, spec: str, depth: int | 
     (mode, fusion, where) shapes its first stage."""
     if text is None:
         raise EngineError("rerank reorders the hits of a text query; an id or vector query takes none")
-    col.check_rerank(spec, depth, k, True)
-    from engine.core.ranking.rerankers.registry import cached_reranker
-    return col.search(text=text, k=k, rerank=cached_reranker(spec), rerank_depth=depth, **lexical)
+    from engine.core.ranking.rerankers.spec import RerankerSpec
+    parsed = RerankerSpec.parse(spec)
+    col.check_rerank(parsed, depth, k, True)
+    return col.search(text=text, k=k, rerank=parsed.load(), rerank_depth=depth, **lexical)
 
 
 def reranked_batch(col: Any, texts: list[str | None], k: int, spec: str, depth: int | None,
@@ -47,6 +48,7 @@ def reranked_batch(col: Any, texts: list[str | None], k: int, spec: str, depth: 
         if text is None:
             raise EngineError(f"queries.{n}: rerank reorders the hits of a text query; an id or vector query "
                               "takes none")
-    col.check_rerank(spec, depth, k, True)
-    from engine.core.ranking.rerankers.registry import cached_reranker
-    return col.search_many(texts=texts, k=k, rerank=cached_reranker(spec), rerank_depth=depth, **lexical)
+    from engine.core.ranking.rerankers.spec import RerankerSpec
+    parsed = RerankerSpec.parse(spec)
+    col.check_rerank(parsed, depth, k, True)
+    return col.search_many(texts=texts, k=k, rerank=parsed.load(), rerank_depth=depth, **lexical)

@@ -63,8 +63,14 @@ def test_large_logits_rerank_exactly_as_the_raw_logits(tiny_cross_large, text_co
 def test_every_reranker_writes_strictly_decreasing_scores():
     """Tied and inverted scores after the order is chosen come out strictly decreasing, order unchanged."""
     from engine.core.ranking.rerankers.base import Reranker
+    from engine.core.ranking.rerankers.spec import RerankerSpec
     from engine.core.ranking.rerankers.stage import distinct_scores, rerank_ranking
-    tied = Reranker("fake:x", frozenset({"text"}), lambda q, docs, kind: np.array([1.0, 3.0, 1.0, 3.0, -np.inf]))
+
+    class Tied(Reranker):
+        def _score(self, query, docs, kind):
+            return np.array([1.0, 3.0, 1.0, 3.0, -np.inf])
+
+    tied = Tied(RerankerSpec.parse("cross:x"))
     got = rerank_ranking(tied, "q", [(f"d{i}", 10.0 - i) for i in range(6)], {f"d{i}": f"t{i}" for i in range(6)}, 5)
     assert list(got.ids) == ["d1", "d3", "d0", "d2", "d4", "d5"]  # ties keep the given order; d5 below the depth
     scores = list(got.scores)
@@ -88,7 +94,7 @@ def test_reranked_order_equals_cross_encoder_predict(tiny_cross, text_col):
 
 def test_ready_text_items_store_their_text_for_the_reranker(tmp_path):
     from engine.core.collection import Collection
-    from engine.core.ranking.rerankers.stage import candidate_docs
+    from engine.core.ranking.rerankers.candidates import candidate_docs
     from engine.core.sources import Item
     col = Collection.build("items", items=[Item(f"i{n}", d) for n, d in enumerate(DOCS[:4])], kind="text",
                            root=tmp_path)

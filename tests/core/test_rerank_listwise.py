@@ -96,7 +96,7 @@ def test_any_answer_is_a_permutation(n, answer, rounds):
 
 def test_local_model_keeps_the_set(tiny_lm):
     """The tiny random model answers whatever it answers: the candidates come back each exactly once."""
-    from engine.core.ranking.rerankers.registry import load_reranker
+    from engine.core.ranking.rerankers.spec import load_reranker
     docs = [f"document {i} about {w}" for i, w in enumerate(["cats", "dogs", "boats", "trains", "cheese", "rain"]
                                                             * 5)]
     reranker = load_reranker(f"llm-list:{tiny_lm}")

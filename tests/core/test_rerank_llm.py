@@ -38,7 +38,7 @@ def reference_log_odds(folder, texts: list[str], batch_size: int = 5) -> np.ndar
 
 
 def test_order_equals_the_published_format_computed_independently(tiny_lm):
-    from engine.core.ranking.rerankers.registry import load_reranker
+    from engine.core.ranking.rerankers.spec import load_reranker
     query = "a question about animals"
     reranker = load_reranker(f"llm:{tiny_lm}", template="qwen3-reranker", batch_size=3)
     got = reranker.score(query, DOCS)
@@ -51,7 +51,7 @@ def test_order_equals_the_published_format_computed_independently(tiny_lm):
 def test_chat_template_and_file_template(tiny_lm, tmp_path):
     from transformers import AutoTokenizer
 
-    from engine.core.ranking.rerankers.registry import load_reranker
+    from engine.core.ranking.rerankers.spec import load_reranker
     query, instruction = "food and drink", "Find the document about a meal"
     tok = AutoTokenizer.from_pretrained(tiny_lm)
     judge = PUBLISHED.split("system\n")[1].split("<|im_end|>")[0]
@@ -71,7 +71,7 @@ def test_chat_template_and_file_template(tiny_lm, tmp_path):
 def test_max_length_cuts_the_document_only(tiny_lm):
     from transformers import AutoTokenizer
 
-    from engine.core.ranking.rerankers.registry import load_reranker
+    from engine.core.ranking.rerankers.spec import load_reranker
     query = "a question about water and rivers"
     long_doc = " ".join(["music"] * 30 + ["cats"] * 30)
     tok = AutoTokenizer.from_pretrained(tiny_lm)
@@ -136,19 +136,19 @@ def test_bad_llm_options_are_one_line_before_any_model_loads(run_cli, args, mess
 
 
 def test_template_file_must_hold_query_and_document(tmp_path):
-    from engine.core.ranking.rerankers.registry import check_reranker
+    from engine.core.ranking.rerankers.spec import RerankerSpec
     from engine.errors import EngineError
     bad = tmp_path / "t.txt"
     bad.write_text("{query} only")
     with pytest.raises(EngineError, match="exactly once"):
-        check_reranker("llm:x", template=str(bad))
+        RerankerSpec.parse("llm:x", template=str(bad))
 
 
-def test_cached_reranker_is_keyed_by_options(tiny_lm):
-    from engine.core.ranking.rerankers.registry import cached_reranker
-    a = cached_reranker(f"llm:{tiny_lm}", instruction="one")
-    assert cached_reranker(f"llm:{tiny_lm}", instruction="one") is a
-    assert cached_reranker(f"llm:{tiny_lm}", instruction="two") is not a
+def test_loaded_reranker_is_shared_by_spec_and_options(tiny_lm):
+    from engine.core.ranking.rerankers.spec import RerankerSpec
+    a = RerankerSpec.parse(f"llm:{tiny_lm}", instruction="one").load()
+    assert RerankerSpec.parse(f"llm:{tiny_lm}", instruction="one").load() is a
+    assert RerankerSpec.parse(f"llm:{tiny_lm}", instruction="two").load() is not a
 
 
 @pytest.fixture()
@@ -173,8 +173,7 @@ def test_pipeline_rerank_stage_passes_its_options_to_the_loader(tiny_lm, llm_doc
     from engine.core.ranking.pipeline.run import run_pipeline
     seen = []
     real = llm.llm_reranker
-    monkeypatch.setattr(llm, "llm_reranker", lambda name, **options: seen.append((name, options)) or
-                        real(name, **options))
+    monkeypatch.setattr(llm, "llm_reranker", lambda spec: seen.append((spec.arg, spec.kwargs)) or real(spec))
     query = "cats and dogs"
     text = (f'retrieve("docs", mode="dense", k=12) >> rerank("llm:{tiny_lm}", depth=12, template="qwen3-reranker", '
             'instruction="Find the document about a pet") % 5')

@@ -30,7 +30,7 @@ def short_cross(tmp_path_factory) -> Path:
 
 
 def test_scoring_long_documents_stays_within_the_positions(short_cross):
-    from engine.core.ranking.rerankers.registry import load_reranker
+    from engine.core.ranking.rerankers.spec import load_reranker
     long_doc = " ".join(["bread"] * 300)
     scores = load_reranker(f"cross:{short_cross}").score("bread", [long_doc, "castle walls"])
     assert np.isfinite(scores).all() and len(scores) == 2

@@ -74,7 +74,7 @@ def server():
 
 
 def test_pointwise_reads_the_yes_no_logprobs_of_the_published_prompt(server):
-    from engine.core.ranking.rerankers.registry import load_reranker
+    from engine.core.ranking.rerankers.spec import load_reranker
     reranker = load_reranker(f"llm:{server}#judge-7b", template="qwen3-reranker", instruction="Find it")
     got = reranker.score("animals", DOCS)
     prompts = {b["prompt"] for p, b in Stub.seen}
@@ -89,7 +89,7 @@ def test_pointwise_reads_the_yes_no_logprobs_of_the_published_prompt(server):
 
 
 def test_pointwise_chat_and_a_missing_token(server):
-    from engine.core.ranking.rerankers.registry import load_reranker
+    from engine.core.ranking.rerankers.spec import load_reranker
     got = load_reranker(f"llm:{server}#judge-7b").score("animals", DOCS)  # chat: the default for this name
     users = [f"<Instruct>: Given a web search query, retrieve relevant passages that answer the query\n"
              f"<Query>: animals\n<Document>: {d}" for d in DOCS]
@@ -102,7 +102,7 @@ def test_pointwise_chat_and_a_missing_token(server):
 
 
 def test_listwise_through_the_server_and_a_counted_warning(server, capsys):
-    from engine.core.ranking.rerankers.registry import load_reranker
+    from engine.core.ranking.rerankers.spec import load_reranker
     docs = [f"doc {i}" for i in range(8)]
     reranker = load_reranker(f"llm-list:{server}#judge-7b")
     order = np.argsort(-reranker.score("q", docs), kind="stable")
@@ -116,7 +116,7 @@ def test_listwise_through_the_server_and_a_counted_warning(server, capsys):
 
 
 def test_server_errors_are_one_line(server):
-    from engine.core.ranking.rerankers.registry import load_reranker
+    from engine.core.ranking.rerankers.spec import load_reranker
     from engine.errors import EngineError
     with pytest.raises(EngineError, match="answered 404.*not served"):
         load_reranker(f"llm:{server}#other-model").score("q", DOCS[:2])

@@ -17,7 +17,7 @@ DOCS = ["Paris is the capital and largest city of France.", "Bananas are yellow 
 
 
 def test_smollm2_pointwise_and_listwise():
-    from engine.core.ranking.rerankers.registry import load_reranker
+    from engine.core.ranking.rerankers.spec import load_reranker
     chat = load_reranker("llm:smollm2", batch_size=2).score("What is the capital of France?", DOCS)
     published = load_reranker("llm:smollm2", template="qwen3-reranker").score("What is the capital of France?", DOCS)
     assert chat.shape == published.shape == (4,) and np.all(np.isfinite(chat)) and np.all(np.isfinite(published))

@@ -16,7 +16,7 @@ def test_train_writes_a_folder_cross_loads(run_cli, tiny_cross, tmp_path, monkey
     import torch
     from sentence_transformers import CrossEncoder
 
-    from engine.core.ranking.rerankers.registry import load_reranker
+    from engine.core.ranking.rerankers.spec import load_reranker
     rows = planted_pairs(tmp_path / "pairs.csv", 20)
     out = tmp_path / "ce"
     code, o, err = run_cli("rerank", "train", "--pairs", tmp_path / "pairs.csv", "--base",

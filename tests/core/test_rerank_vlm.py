@@ -104,7 +104,7 @@ def test_image_candidates_are_ordered_by_the_models_log_odds(tiny_vlm, photo_col
 
 
 def test_an_unreadable_image_scores_last(tiny_vlm, tmp_path):
-    from engine.core.ranking.rerankers.registry import load_reranker
+    from engine.core.ranking.rerankers.spec import load_reranker
     from PIL import Image
     good = tmp_path / "a.png"
     Image.new("RGB", (90, 60), "red").save(good)

@@ -36,9 +36,10 @@ def test_lexical_mode_on_an_image_or_vectors_collection_advises_dense(tmp_path, 
 
 
 def test_a_reranker_on_a_vectors_collection_says_vectors(tmp_path):
+    from engine.core.ranking.rerankers.spec import RerankerSpec
     from engine.core.ranking.rerankers.stage import check_candidates
     with pytest.raises(EngineError, match="holds vectors made outside an encoder") as exc:
-        check_candidates("cross:some-model", "vectors", "vec")
+        check_candidates(RerankerSpec.parse("cross:some-model"), "vectors", "vec")
     assert "holds images" not in str(exc.value)
 
 

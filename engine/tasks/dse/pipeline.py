@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from engine.core.collection import DEFAULT_ROOT
 from engine.display import format_table
@@ -30,6 +30,9 @@ from engine.tasks.dse.index import DEFAULT_NAME, DseIndex, ensure_index
 from engine.tasks.dse.rank import METHODS, prepare_cases, tuned_rankings
 from engine.tasks.dse.tune import cross_validated_weights, load_weights
 
+if TYPE_CHECKING:
+    from engine.core.ranking.rerankers.spec import RerankerSpec
+
 METRICS = PROFILES["dsebench"].metrics
 HEADERS = {"ndcg@5": "nDCG@5", "ndcg@10": "nDCG@10", "map@5": "MAP@5", "map@10": "MAP@10",
            "recall@5": "R@5", "recall@10": "R@10"}   # the published table's column names
@@ -43,12 +46,12 @@ def _check_depth(depth: int) -> None:
         raise EngineError(f"{opt('depth')} must be at least 1, not {depth}")
 
 
-def _check_rerank(spec: str | None, depth: int) -> None:
+def _check_rerank(spec: "str | RerankerSpec | None", depth: int) -> None:
     if spec is not None:
-        from engine.core.ranking.rerankers.registry import check_depth, check_reranker
+        from engine.core.ranking.rerankers.registry import check_depth
+        from engine.core.ranking.rerankers.spec import RerankerSpec
         from engine.core.ranking.rerankers.stage import check_candidates
-        check_reranker(spec)
-        check_candidates(spec, "text", "this task's ranking")
+        check_candidates(RerankerSpec.parse(spec), "text", "this task's ranking")
         check_depth(depth, 1)
 
 

@@ -4,9 +4,14 @@ dense (mean over the examples) and BM25 scores, each over the whole catalogue, t
 optionally reranked by the query against each dataset's whole record."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from engine.core.ranking.pipeline.parse import pipeline_file_text
 from engine.tasks.dse.data import FIELDS
 from engine.tasks.dse.index import DEFAULT_NAME, field_array
+
+if TYPE_CHECKING:
+    from engine.core.ranking.rerankers.spec import RerankerSpec
 
 SYSTEM_DEPTH = 1000   # per system list fed to RRF
 INSTRUCTION = "Given a query and example datasets, retrieve datasets that serve the query as the examples do"
@@ -38,11 +43,13 @@ def default_pipeline(method: str = "rrf", depth: int = 100, name: str = DEFAULT_
     return expr
 
 
-def rerank_stage(spec: str, depth: int = 20, name: str = DEFAULT_NAME) -> str:
+def rerank_stage(spec: "str | RerankerSpec", depth: int = 20, name: str = DEFAULT_NAME) -> str:
     """The query read against each dataset's whole record (its fields joined, what BM25 and `all` embed)."""
     from engine.core.ranking.rerankers.registry import options_taken
+    from engine.core.ranking.rerankers.spec import RerankerSpec
     fields = "[" + ", ".join(f'"{f}"' for f in FIELDS) + "]"
-    told = "".join(f", {k}=\"{v}\"" for k, v in options_taken(spec, instruction=INSTRUCTION).items())
+    told = "".join(f", {k}=\"{v}\""
+                   for k, v in options_taken(RerankerSpec.parse(spec), instruction=INSTRUCTION).items())
     return f'rerank("{spec}", depth={depth}, docs="{name}", fields={fields}{told})'
 
 

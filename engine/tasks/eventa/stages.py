@@ -5,11 +5,15 @@ text→image search; the top k."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from engine.core.ranking.pipeline.parse import pipeline_file_text
 from engine.core.ranking.text_pooling import POOLINGS
 from engine.errors import EngineError, opt
 from engine.tasks.eventa.build import ARTICLE_IMAGES, ARTICLES, DEFAULT_NAME, IMAGES
+
+if TYPE_CHECKING:
+    from engine.core.ranking.rerankers.spec import RerankerSpec
 
 FUSIONS = ("rrf", "weighted")
 
@@ -32,7 +36,7 @@ class RankParams:
     article_weight: float = 0.8    # share of the article score in the image fusion (0: images only)
     depth: int = 100               # articles kept per system before fusion
     k: int = 10
-    rerank: str | None = None      # reranker spec reordering the fused articles (e.g. cross:DIR); None: no stage
+    rerank: "str | RerankerSpec | None" = None  # reranker reordering the fused articles (e.g. cross:DIR); None: none
     rerank_depth: int = 20         # fused articles the reranker reads per caption
 
     def check(self) -> None:
@@ -47,10 +51,10 @@ class RankParams:
             raise EngineError(f"{opt('top_articles')} must be at least 0 (0: skip the article stage), "
                               f"{opt('depth')} and k at least 1")
         if self.rerank is not None:
-            from engine.core.ranking.rerankers.registry import check_depth, check_reranker
+            from engine.core.ranking.rerankers.registry import check_depth
+            from engine.core.ranking.rerankers.spec import RerankerSpec
             from engine.core.ranking.rerankers.stage import check_candidates
-            check_reranker(self.rerank)
-            check_candidates(self.rerank, "text", "this task's ranking")
+            check_candidates(RerankerSpec.parse(self.rerank), "text", "this task's ranking")
             check_depth(self.rerank_depth, 1)
         if self.dense_weight < 0 or self.bm25_weight < 0 or self.dense_weight + self.bm25_weight == 0:
             raise EngineError(f"{opt('dense_weight')} and {opt('bm25_weight')} must be >= 0 and not both 0")
@@ -72,9 +76,10 @@ def parts(params: RankParams, name: str = DEFAULT_NAME) -> dict[str, str]:
     reranked = None
     if params.rerank is not None:
         from engine.core.ranking.rerankers.registry import options_taken
-        told = "".join(f", {k}={q(v)}"
-                       for k, v in options_taken(params.rerank, instruction=RERANK_INSTRUCTION).items())
-        reranked = f"{fused}\n  >> rerank({q(params.rerank)}, depth={params.rerank_depth}, docs={articles}, " \
+        from engine.core.ranking.rerankers.spec import RerankerSpec
+        spec = RerankerSpec.parse(params.rerank)
+        told = "".join(f", {k}={q(v)}" for k, v in options_taken(spec, instruction=RERANK_INSTRUCTION).items())
+        reranked = f"{fused}\n  >> rerank({q(str(params.rerank))}, depth={params.rerank_depth}, docs={articles}, " \
                    f"group=\"article\"{told})"
     glob = f"retrieve({images}, pooling=\"{p}\", k={params.k * GLOBAL_FACTOR})"
     via = q(f"{name}/{ARTICLES}:{ARTICLE_IMAGES}")

@@ -2,12 +2,13 @@
 grouped by a metadata field), `score` ranks a whole collection by a query's text or by its example items."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from engine.core.ranking.pipeline.query import Query
 from engine.core.ranking.pipeline.stage import Context, Run, Stage, check_choice, check_range, keep_args
+from engine.core.ranking.rerankers.candidates import item_fields
 from engine.io.ranking import Ranking, top_k
 from engine.errors import EngineError
 
@@ -15,18 +16,6 @@ MODES = ("dense", "bm25", "hybrid")
 FUSIONS = ("weighted", "rrf")
 POOLINGS = ("mean", "max", "full")
 MAX_K = 100_000
-
-
-def item_fields(col, items: Sequence[dict], text_fields: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    """What a later stage reads of each hit: its stored text (or `text_fields` joined), or its image file."""
-    from engine.core.ranking.rerankers.base import IMAGE
-    if col.kind == IMAGE:
-        from engine.core.storage.store.stored import IMAGE_FILES
-        files = col.document(IMAGE_FILES) if IMAGE_FILES in col.stored else {}
-        return [{"image": str(files[it["id"]])} if it["id"] in files else {} for it in items]
-    from engine.core.sources import stored_text
-    fields = text_fields or col.manifest.get("text_fields")
-    return [{"text": t} if (t := stored_text(it, fields)) else {} for it in items]
 
 
 def _vectors(ctx: Context, col, texts: Sequence[str], pooling: str):

@@ -7,15 +7,21 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.core.ranking.rerankers.base import TEXT, Reranker
+from typing import TYPE_CHECKING
+
+from engine.core.ranking.rerankers.base import Item, Reranker, split
 from engine.errors import EngineError, opt
+
+if TYPE_CHECKING:
+    from engine.core.ranking.rerankers.spec import RerankerSpec
 
 BATCH_SIZE = 32
 
 
 @functools.lru_cache(maxsize=2)
-def load_cross_encoder(name: str, device: str, max_length: int | None = None):
-    """One loaded CrossEncoder per name, device and max length per process."""
+def load_cross_encoder(name: str, device: str, max_length: int | None = None, identity: str = ""):
+    """One loaded CrossEncoder per name, device, max length and `identity` (`fingerprint.model_key`: a model replaced
+    on disk is loaded again) per process."""
     from engine.core.encoders.hub import cache_only, out_of_reach, unreachable_hint
     if why := out_of_reach(name):
         raise EngineError(f"cross-encoder {name!r} could not be loaded ({why}). Without a network, give a local "
@@ -65,15 +71,28 @@ def relevance(model, pairs: list[tuple[str, str]], batch_size: int) -> np.ndarra
     return out if out.ndim == 1 else out[:, -1]  # a 2-label model: the "relevant" logit
 
 
-def cross_reranker(name: str, batch_size: int = BATCH_SIZE, max_length: int | None = None) -> Reranker:
-    """`cross:NAME_OR_DIR`; scores are the model's raw logits (no activation), batched, fp16 autocast on CUDA."""
-    from engine.core.encoders.device import autocast, resolve_device
-    device = resolve_device()
-    model = load_cross_encoder(name, device, max_length)
+class CrossReranker(Reranker):
+    """`cross:NAME_OR_DIR`; scores are the model's raw logits (no activation), batched, fp16 autocast on CUDA.
+    A batch across queries is one list of pairs (the model's batches fill across query boundaries)."""
 
-    def score(query: str, docs: list[str], kind: str) -> np.ndarray:
-        with autocast(device):
-            return relevance(model, [(query, d) for d in docs], batch_size)
+    def __init__(self, spec: "RerankerSpec") -> None:
+        from engine.core.encoders.device import resolve_device
+        from engine.core.ranking.rerankers.fingerprint import model_key
+        options = spec.kwargs
+        device = resolve_device()
+        self.model = load_cross_encoder(spec.arg, device, options.get("max_length"), model_key(spec))
+        self.batch_size = options.get("batch_size", BATCH_SIZE)
+        super().__init__(spec, device=device, max_length=getattr(self.model, "max_length", None))
 
-    return Reranker(spec=f"cross:{name}", candidates=frozenset({TEXT}), score_fn=score,
-                    info={"device": device, "max_length": getattr(model, "max_length", None)})
+    def _score(self, query: str, docs: list[str], kind: str) -> np.ndarray:
+        return self._score_batch([(query, docs, kind)])[0]
+
+    def _score_batch(self, items: list[Item]) -> list[np.ndarray]:
+        from engine.core.encoders.device import autocast
+        with autocast(self.info["device"]):
+            scores = relevance(self.model, [(q, d) for q, docs, _ in items for d in docs], self.batch_size)
+        return split(scores, items)
+
+
+def cross_reranker(spec: "RerankerSpec") -> Reranker:
+    return CrossReranker(spec)

@@ -2,9 +2,14 @@
 collection's, or score an image collection's candidates with a text–image model."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from engine.core.ranking.rerankers.base import IMAGE, TEXT, Reranker
+from engine.core.ranking.rerankers.base import IMAGE, TEXT, Item, Reranker
+
+if TYPE_CHECKING:
+    from engine.core.ranking.rerankers.spec import RerankerSpec
 from engine.errors import EngineError
 
 
@@ -23,24 +28,34 @@ def embed_candidates(spec: str) -> frozenset[str] | None:
     return None
 
 
-def embed_reranker(spec: str) -> Reranker:
+class EmbedReranker(Reranker):
     """`embed:SPEC`: cosine of the query and each candidate under encoder SPEC (texts, or image files when
-    the encoder embeds images and text; an unreadable image scores -inf)."""
-    from engine.core.encoders.registry import load_encoder
-    encoder = load_encoder(spec)
-    if TEXT not in encoder.modalities:
-        raise EngineError(f"reranker embed:{spec} cannot embed a text query; give a text or text–image encoder")
+    the encoder embeds images and text; an unreadable image scores -inf). A batch embeds its queries at once."""
 
-    def score(query: str, docs: list[str], kind: str) -> np.ndarray:
-        q = encoder.encode_texts([query])[0]
+    def __init__(self, spec: "RerankerSpec") -> None:
+        from engine.core.encoders.registry import load_encoder
+        self.encoder = load_encoder(spec.arg)
+        if TEXT not in self.encoder.modalities:
+            raise EngineError(f"reranker {spec} cannot embed a text query; give a text or text–image encoder")
+        self.candidates = frozenset(m for m in (TEXT, IMAGE) if m in self.encoder.modalities)
+        super().__init__(spec, device=self.encoder.device)
+
+    def _score(self, query: str, docs: list[str], kind: str) -> np.ndarray:
+        return self._score_batch([(query, docs, kind)])[0]
+
+    def _score_batch(self, items: list[Item]) -> list[np.ndarray]:
+        queries = self.encoder.encode_texts([q for q, _, _ in items])
+        return [self._against(q, list(docs), kind) for q, (_, docs, kind) in zip(queries, items)]
+
+    def _against(self, q: np.ndarray, docs: list[str], kind: str) -> np.ndarray:
         if kind != IMAGE:
-            return encoder.encode_texts(docs) @ q
-        res = encoder.encode_images(docs)
+            return self.encoder.encode_texts(docs) @ q
+        res = self.encoder.encode_images(docs)
         out = np.full(len(docs), -np.inf)
         if res.ok:
             out[np.asarray(res.ok, dtype=int)] = res.embeddings @ q
         return out
 
-    return Reranker(spec=f"embed:{encoder.spec}", candidates=frozenset(m for m in (TEXT, IMAGE)
-                                                                        if m in encoder.modalities),
-                    score_fn=score, info={"device": encoder.device})
+
+def embed_reranker(spec: "RerankerSpec") -> Reranker:
+    return EmbedReranker(spec)

@@ -52,26 +52,26 @@ class Endpoint:
                               f"{getattr(exc, 'reason', exc)}") from None
 
     def yes_no_completion(self, prompt: str) -> float:
-        """Log-odds of "yes" over "no" as the next token of a text prompt (`/completions`)."""
+        """Log-odds of "yes" over "no" as the next token of a text prompt (`/completions`); NaN when the
+        answer holds no readable top logprobs (`log_odds`)."""
         out = self.post("/completions", {"prompt": prompt, "max_tokens": 1, "temperature": 0,
                                          "logprobs": TOP_LOGPROBS})
         try:
             top = out["choices"][0]["logprobs"]["top_logprobs"][0]
             return log_odds(top.items())
         except (KeyError, IndexError, TypeError, AttributeError):
-            raise EngineError(f"reranker server {self.base}/completions returned no top logprobs for the next "
-                              "token; serve a model that returns logprobs (vLLM, llama.cpp's server)") from None
+            return math.nan
 
     def yes_no_chat(self, messages: list[dict]) -> float:
-        """Log-odds of "yes" over "no" as the first answer token of a chat (`/chat/completions`)."""
+        """Log-odds of "yes" over "no" as the first answer token of a chat (`/chat/completions`); NaN when the
+        answer holds no readable top logprobs."""
         out = self.post("/chat/completions", {"messages": messages, "max_tokens": 1, "temperature": 0,
                                               "logprobs": True, "top_logprobs": TOP_LOGPROBS})
         try:
             top = out["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
-            return log_odds((t["token"], t["logprob"]) for t in top)
+            return log_odds([(t["token"], t["logprob"]) for t in top])
         except (KeyError, IndexError, TypeError, AttributeError):
-            raise EngineError(f"reranker server {self.base}/chat/completions returned no top logprobs for the "
-                              "first token; serve a model that returns logprobs (vLLM, llama.cpp's server)") from None
+            return math.nan
 
     def chat(self, messages: list[dict], max_tokens: int) -> str:
         """The assistant's answer text (greedy)."""
@@ -89,18 +89,39 @@ class Endpoint:
             return list(pool.map(fn, items))
 
 
+UNREADABLE = ("the answers held no readable \"yes\"/\"no\" logprobs; serve a model that returns logprobs "
+              "(vLLM, llama.cpp's server)")
+"""What an unreadable served pointwise answer lacks, and the fix (said when none of a query's could be read)."""
+
+
+def logprob(value: object) -> float | None:
+    """A log-probability as a float; None for what is not one (not a number, NaN, infinite, positive)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    if not math.isfinite(value) or value > 1e-6:
+        return None
+    return value
+
+
 def log_odds(top) -> float:
     """log P("yes") − log P("no") from (token, logprob) pairs; a token's spellings (" yes", "yes") summed. One
-    missing from the top list is taken at the lowest logprob listed (a bound: it is at most that)."""
+    missing from the top list is taken at the lowest logprob listed (a bound: it is at most that). NaN when
+    the answer cannot be read: a logprob that is not a number, NaN or infinite, a positive "logprob", or
+    neither "yes" nor "no" listed."""
     found: dict[str, list[float]] = {"yes": [], "no": []}
     listed = []
-    for token, logprob in top:
-        lp = float(logprob)
+    for token, value in top:
+        lp = logprob(value)
+        if lp is None:
+            return math.nan
         listed.append(lp)
         word = str(token).strip()
         if word in found:
             found[word].append(lp)
-    floor = min(listed, default=0.0)
+    if not found["yes"] and not found["no"]:
+        return math.nan
+    floor = min(listed)
 
     def total(lps: list[float]) -> float:
         if not lps:

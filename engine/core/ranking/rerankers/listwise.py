@@ -46,13 +46,17 @@ def answer_tokens(n: int) -> int:
 
 _BRACKETED = re.compile(r"\[\s*(\d+)\s*\]")
 _BARE = re.compile(r"(?<![\w.])(\d+)(?![\w.])")
+_NUMBER_LIST = re.compile(r"\s*\d+(?:\s*(?:>|,|;|\s)\s*\d+)*\s*\.?\s*")
 
 
 def parse_ranking(answer: str, n: int) -> list[int] | None:
-    """The 0-based order an answer gives n passages: identifiers in brackets (bare numbers if there are none),
-    each kept once where first named, out-of-range ones dropped, the unnamed appended in input order; None
-    when the answer names no passage."""
-    found = _BRACKETED.findall(answer) or _BARE.findall(answer)
+    """The 0-based order an answer gives n passages: identifiers in brackets (or, where the whole answer is a
+    list of bare numbers such as `3 > 1 > 2`, those), each kept once where first named, out-of-range ones
+    dropped, the unnamed appended in input order; None when the answer names no passage (prose that merely
+    holds a number, "I cannot rank these 20 passages", is no ranking)."""
+    found = _BRACKETED.findall(answer)
+    if not found and _NUMBER_LIST.fullmatch(answer):
+        found = _BARE.findall(answer)
     seen: list[int] = []
     for word in found:
         i = int(word) - 1

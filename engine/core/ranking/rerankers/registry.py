@@ -9,6 +9,8 @@ import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from typing import Any
+
 from engine.errors import EngineError
 from engine.io.options import RANGES
 
@@ -16,7 +18,7 @@ from engine.io.options import RANGES
 @dataclass(frozen=True)
 class RerankerEntry:
     prefix: str       # what a spec starts with, before the first ':'
-    loader: str       # "module:function", imported on first use, called with the text after "prefix:"
+    loader: str       # "module:function", imported on first use, called with the parsed `RerankerSpec`
     syntax: str       # how a user writes the spec
     candidates: str   # what it scores a text query against: "text", "image" or "text, image"
     what: str         # one line for the table
@@ -49,7 +51,8 @@ MAX_DEPTH = int(RANGES["rerank_depth"].hi)  # declared once, in the option layer
 
 
 def entry_for(spec: str) -> tuple[RerankerEntry, str]:
-    """The registry entry a reranker spec names and the argument after its prefix (checked, no model loads)."""
+    """The registry entry a reranker spec's text names and the argument after its prefix (checked, no model
+    loads): read by `RerankerSpec.parse` alone, once per spec."""
     prefix, _, arg = (spec or "").strip().partition(":")
     for entry in RERANKERS:
         if prefix.lower() == entry.prefix:
@@ -83,13 +86,12 @@ def check_arg(entry: RerankerEntry, arg: str, spec: str) -> None:
         raise EngineError(f"reranker spec {spec!r}: no such folder or file {arg}")
 
 
-def checked_options(spec: str, /, keywords: bool = False, **options) -> dict:
-    """The options that were given (None: not given), each checked against the kind `spec` names: one it does
-    not take, or a value out of range, is one line naming it (as a command's flag, or with `keywords` as the
+def checked_options(entry: RerankerEntry, /, keywords: bool = False, **options) -> dict:
+    """The options that were given (None: not given), each checked against the kind `entry`: one it does not
+    take, or a value out of range, is one line naming it (as a command's flag, or with `keywords` as the
     keyword a pipeline's `rerank(…)` takes). Spelling only: nothing is read or loaded."""
     from engine.core.ranking.rerankers.prompts import OPTION_CHECKS
     from engine.errors import opt
-    entry, _ = entry_for(spec)
     clean = {}
     for name, value in options.items():
         if value is None:
@@ -106,41 +108,23 @@ def checked_options(spec: str, /, keywords: bool = False, **options) -> dict:
     return clean
 
 
-def check_reranker(spec: str, **options) -> tuple[RerankerEntry, str, dict]:
-    """Entry, argument and the checked options (`checked_options`), the argument checked too (a local path
-    exists, a URL names its model), before any model loads."""
-    entry, arg = entry_for(spec)
-    check_arg(entry, arg, spec)
-    return entry, arg, checked_options(spec, **options)
-
-
-def options_taken(spec: str, **options) -> dict:
-    """Of `options` (a task's instruction), those the kind `spec` names takes: a task offers its instruction
+def options_taken(spec: Any, **options) -> dict:
+    """Of `options` (a task's instruction), those the kind of `spec` takes: a task offers its instruction
     to every reranker, and a `cross:` simply has no use for it."""
-    entry, _ = entry_for(spec)
-    return {k: v for k, v in options.items() if k in entry.options}
+    return {k: v for k, v in options.items() if k in spec.entry.options}
 
 
-def load_reranker(spec: str, **options):
-    """The reranker a spec names, its loader called with the options given (template=, instruction=,
-    rounds=, …; None means the default); bad or unavailable specs raise EngineError with the fix."""
-    entry, arg, clean = check_reranker(spec, **options)
-    module, _, function = entry.loader.partition(":")
-    return getattr(importlib.import_module(module), function)(arg, **clean)
-
-
-@functools.lru_cache(maxsize=4)
-def cached_reranker(spec: str, **options):
-    """One loaded reranker per spec and options per process (a service, a pipeline's batches)."""
-    return load_reranker(spec, **options)
-
-
-@functools.lru_cache(maxsize=4)
-def cached_loaded(spec):
-    """The reranker a parsed `RerankerSpec` names, loaded once per process (its loader called with its
-    checked options: nothing is parsed again)."""
+def build(spec: Any) -> Any:
+    """The `Reranker` a parsed `RerankerSpec` names: its kind's loader called with the spec (nothing is parsed again)."""
     module, _, function = spec.entry.loader.partition(":")
-    return getattr(importlib.import_module(module), function)(spec.arg, **spec.kwargs)
+    return getattr(importlib.import_module(module), function)(spec)
+
+
+@functools.lru_cache(maxsize=4)
+def cached_loaded(spec: Any, identity: str = "") -> Any:
+    """The reranker a parsed `RerankerSpec` names, loaded once per process and `identity` (its model's files:
+    `fingerprint.model_key`) — a service, a pipeline's batches."""
+    return build(spec)
 
 
 def check_depth(depth: int | None, k: int, option: str = "rerank_depth") -> int:

@@ -25,14 +25,15 @@ def check_coverage(run: Mapping[str, Mapping[str, float]], run_path: Path, queri
 def rerank_run_file(o: Any) -> tuple[int, int]:
     """`engine rerank RUN` (`engine.commands.rerank.RerankRunOptions`): read, check, rerank and write
     (atomically); returns (queries, lines written)."""
-    from engine.core.ranking.rerankers.registry import check_depth, check_reranker, load_reranker
+    from engine.core.ranking.rerankers.registry import check_depth
+    from engine.core.ranking.rerankers.spec import RerankerSpec
     from engine.core.ranking.rerankers.stage import check_candidates
     from engine.core.sources import text_items
     from engine.io.runs import read_run, write_run
     from engine.io.tables import read_queries
     from engine.io.options import split_list
     run_path, queries_path, docs_path, spec, depth = o.run, o.queries, o.docs, o.model, o.depth
-    _, _, clean = check_reranker(spec, **o.reranker_options())
+    spec = RerankerSpec.parse(spec, **o.reranker_options())
     check_candidates(spec, "text", str(docs_path))
     check_depth(depth, 1, "depth")
     run = read_run(run_path)
@@ -42,7 +43,7 @@ def rerank_run_file(o: Any) -> tuple[int, int]:
     items, _ = text_items(docs_path, id_column=o.id_column, fields=split_list(o.fields))
     docs = {it.id: it.source for it in items}
     check_coverage(run, run_path, queries, queries_path, docs, docs_path, depth)
-    reranker = load_reranker(spec, **clean)
+    reranker = spec.load()
     from engine.core.ranking.rerankers.stage import rerank_ranking
     reranked = {qid: rerank_ranking(reranker, queries[qid], ranking, docs, depth) for qid, ranking in run.items()}
     return len(reranked), write_run(o.out, reranked, o.run_id or f"rerank-{Path(run_path).stem}".replace(" ", "_"))

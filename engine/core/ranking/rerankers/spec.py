@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from engine.core.ranking.rerankers.base import Reranker
     from engine.core.ranking.rerankers.registry import RerankerEntry
 
 PARSES = [0]
@@ -35,14 +34,20 @@ class RerankerSpec:
         if isinstance(text, RerankerSpec):
             if not any(v is not None for v in options.values()):
                 return text
-            base, text = text, text.text
-            options = {**dict(base.options), **options}
+            clean = checked_options(text.entry, keywords=keywords, **options)  # the kind is known: no parse
+            return cls(text.kind, text.arg, tuple(sorted({**dict(text.options), **clean}.items())))
         PARSES[0] += 1
         entry, arg = entry_for(text)
         if check_arg:
             check_argument(entry, arg, text)
-        clean = checked_options(text, keywords=keywords, **options)
+        clean = checked_options(entry, keywords=keywords, **options)
         return cls(entry.prefix, arg, tuple(sorted(clean.items())))
+
+    def check_arg(self) -> None:
+        """What `parse(…, check_arg=False)` left out: a local path exists, a URL names its model (a pipeline
+        file is parsed before its stages are checked, and may name a model of another machine)."""
+        from engine.core.ranking.rerankers.registry import check_arg
+        check_arg(self.entry, self.arg, self.text)
 
     @property
     def text(self) -> str:
@@ -60,7 +65,17 @@ class RerankerSpec:
     def kwargs(self) -> dict[str, Any]:
         return dict(self.options)
 
-    def load(self) -> "Reranker":
-        """The loaded reranker (one per spec and options per process)."""
+    def load(self) -> Any:
+        """The loaded reranker, a `Reranker`: one per spec, options and model files per process (a model
+        replaced on disk is loaded again, so scores are never kept under another model's fingerprint)."""
+        from engine.core.ranking.rerankers.fingerprint import model_key
         from engine.core.ranking.rerankers.registry import cached_loaded
-        return cached_loaded(self)
+        return cached_loaded(self, model_key(self))
+
+
+def load_reranker(spec: "str | RerankerSpec", **options: Any) -> Any:
+    """A fresh `Reranker` (not shared: its counters start at zero) that a spec names, with the options given
+    (template=, instruction=, rounds=, …; None means the default); bad or unavailable specs raise EngineError
+    with the fix. `RerankerSpec.load` is the shared one."""
+    from engine.core.ranking.rerankers.registry import build
+    return build(RerankerSpec.parse(spec, **options))

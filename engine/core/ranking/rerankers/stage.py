@@ -1,7 +1,7 @@
 """The reranking stage: the first stage's top `depth` hits reordered by a reranker's scores, cut to k.
 
-Candidates are read from the collection itself: a text collection's stored text (`engine.core.sources.
-stored_text`), an image collection's recorded files. Ties in the reranker's scores keep the first stage's order,
+Candidates are read from the collection itself (`engine.core.ranking.rerankers.candidates`): a text
+collection's stored text, an image collection's recorded files. Ties in the reranker's scores keep the first stage's order,
 and the scores written are strictly decreasing (`distinct_scores`), whatever the reranker kind: a reader that
 re-sorts by score (trec_eval, a client) sees the order chosen here.
 """
@@ -16,34 +16,33 @@ from engine.core.ranking.rerankers.base import IMAGE, TEXT, Reranker
 from engine.errors import EngineError
 
 if TYPE_CHECKING:
+    from engine.core.ranking.rerankers.spec import RerankerSpec
     from engine.io.ranking import Ranking, RankingLike
 
 
-def as_reranker(rerank: "str | Reranker", **options: Any) -> Reranker:
-    """A spec (loaded through the registry with its options) or a ready reranker."""
+def as_reranker(rerank: "str | RerankerSpec | Reranker", **options: Any) -> Reranker:
+    """A spec (parsed once, with its options, and loaded once per process) or a ready reranker."""
     if isinstance(rerank, Reranker):
         return rerank
-    from engine.core.ranking.rerankers.registry import load_reranker
-    return load_reranker(rerank, **options)
+    from engine.core.ranking.rerankers.spec import RerankerSpec
+    return RerankerSpec.parse(rerank, **options).load()
 
 
-def check_candidates(spec: str, kind: str, where: str) -> None:
+def check_candidates(spec: "RerankerSpec", kind: str, where: str) -> None:
     """Refuse, before any model loads, a reranker that cannot read these items (`where`: "collection 'x'",
     a file, a task's candidates)."""
-    from engine.core.ranking.rerankers.registry import entry_for
-    entry, arg = entry_for(spec)
     if kind not in (IMAGE, TEXT):
         raise EngineError(f"{where} holds vectors made outside an encoder, with no texts or images for reranker "
                           f"{spec} to read; leave out the reranker")
-    if entry.arg == "encoder":
+    if spec.entry.arg == "encoder":
         from engine.core.ranking.rerankers.embed import embed_candidates
-        can = embed_candidates(arg)
+        can = embed_candidates(spec.arg)
         if can is None or kind in can:
             return
         if not can:
             raise EngineError(f"reranker {spec} embeds images only and cannot read the text query: give a text or "
                               "text–image encoder (e.g. embed:clip:ViT-B-32:openai)")
-    elif kind in entry.candidates:
+    elif kind in spec.entry.candidates:
         return
     if kind == IMAGE:
         raise EngineError(f"{where} holds images; reranker {spec} scores texts only: give one that "
@@ -53,17 +52,12 @@ def check_candidates(spec: str, kind: str, where: str) -> None:
                       "llm-list:, cross:, embed:) or leave out the reranker")
 
 
-def candidate_docs(col: Any, hits: Sequence[Any]) -> list[str]:
-    """What the reranker reads for each hit: its stored text, or its image file."""
-    if col.kind == IMAGE:
-        from engine.core.storage.store.stored import IMAGE_FILES
-        if IMAGE_FILES not in col.stored:
-            raise EngineError(f"collection {col.name!r} records no image files; rebuild it to rerank its images")
-        files = col.document(IMAGE_FILES)
-        return [str(files.get(h.id, "")) for h in hits]
-    from engine.core.sources import stored_text
-    fields = col.manifest.get("text_fields")
-    return [stored_text(h.meta, fields) for h in hits]
+def check_readable(spec: "RerankerSpec", query: str, scores: np.ndarray) -> None:
+    """Refuse a query none of whose candidates' answers could be read (every score NaN): nothing to order by."""
+    if len(scores) and np.isnan(scores).all():
+        from engine.core.ranking.rerankers.endpoint import UNREADABLE
+        raise EngineError(f"reranker {spec}: none of the {len(scores)} candidates of the query {query[:60]!r} could "
+                          f"be scored: {UNREADABLE}")
 
 
 def order(scores: np.ndarray) -> np.ndarray:
@@ -85,29 +79,41 @@ def distinct_scores(scores: np.ndarray) -> list[float]:
 
 def rerank_hits(reranker: Reranker, query: str, hits: Sequence[Any], k: int, col: Any) -> list[Any]:
     """The hits reordered by the reranker's scores (which replace theirs), ranks renumbered, the top k kept."""
+    from engine.core.ranking.rerankers.candidates import candidate_docs
     if not hits:
         return []
     if col.kind not in reranker.candidates:
         check_candidates(reranker.spec, col.kind, f"collection {col.name!r}")
     scores = reranker.score(query, candidate_docs(col, hits), IMAGE if col.kind == IMAGE else TEXT)
+    check_readable(reranker.spec, query, scores)
     best = order(scores)[:k]
     return [replace(hits[int(i)], score=s, rank=r)
             for r, (i, s) in enumerate(zip(best, distinct_scores(scores[best])), 1)]
 
 
-def rerank_ranking(reranker: Reranker, query: str, ranking: "RankingLike", docs: Mapping[str, str],
-                   depth: int, kind: str = TEXT) -> "Ranking":
-    """One query's ranking: its top `depth` by the reranker's scores (`docs`: id → text, or image file for kind
-    "image"; a missing one reads as ""), ties in the given order, then the rest in their order below them."""
+def reordered(ranking: "RankingLike", scores: np.ndarray, depth: int) -> "Ranking":
+    """One query's ranking: its top `depth` by `scores` (one per item of the top, in order), ties in the
+    given order, then the rest in their order below them."""
     from engine.io.ranking import Ranking
     ranked = Ranking.of(ranking)
     head = ranked.cut(depth)
-    scores = reranker.score(query, [docs.get(d, "") for d in head.ids], kind)
     pos = order(scores)
-    return head.rescored(pos, distinct_scores(scores[pos])).then(Ranking(ranked.ids[depth:], ranked.scores[depth:], ranked.fields))
+    return head.rescored(pos, distinct_scores(scores[pos])).then(Ranking(ranked.ids[depth:], ranked.scores[depth:],
+                                                                         ranked.fields))
 
 
-def check_rerank(col: Any, rerank: "str | Reranker | None", depth: int | None, k: int, text: bool,
+def rerank_ranking(reranker: Reranker, query: str, ranking: "RankingLike", docs: Mapping[str, str],
+                   depth: int, kind: str = TEXT) -> "Ranking":
+    """`reordered` by the reranker's scores (`docs`: id → text, or image file for kind "image"; a missing one
+    reads as "")."""
+    from engine.io.ranking import Ranking
+    head = Ranking.of(ranking).cut(depth)
+    scores = reranker.score(query, [docs.get(d, "") for d in head.ids], kind)
+    check_readable(reranker.spec, query, scores)
+    return reordered(ranking, scores, depth)
+
+
+def check_rerank(col: Any, rerank: "str | RerankerSpec | Reranker | None", depth: int | None, k: int, text: bool,
                  options: Mapping[str, Any] | None = None) -> int:
     """Candidates the first stage fetches: k without a reranker, else the checked depth (text queries only,
     a reranker that can read this collection's items, options its kind takes)."""
@@ -116,11 +122,11 @@ def check_rerank(col: Any, rerank: "str | Reranker | None", depth: int | None, k
     from engine.errors import opt
     spec = rerank.spec if isinstance(rerank, Reranker) else rerank
     given = {} if isinstance(rerank, Reranker) else dict(options or {})  # a loaded one was shaped already
-    RerankOptions.checked(spec, depth, k, **given)
-    if spec is None:
+    checked = RerankOptions.checked(spec, depth, k, **given)
+    if checked.spec is None:
         return k
     if not text:
         raise EngineError(f"{opt('rerank')} reorders the hits of a text query; an image query takes none")
-    if isinstance(rerank, str):
-        check_candidates(rerank, col.kind, f"collection {col.name!r}")
+    if not isinstance(rerank, Reranker):
+        check_candidates(checked.spec, col.kind, f"collection {col.name!r}")
     return check_depth(depth, k)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import inspect
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -15,14 +16,18 @@ from engine.core.ranking.rerankers.base import IMAGE, Reranker
 from engine.core.ranking.rerankers.prompts import JUDGE
 from engine.errors import EngineError, opt
 
+if TYPE_CHECKING:
+    from engine.core.ranking.rerankers.spec import RerankerSpec
+
 BATCH_SIZE = 8
 MAX_SIDE = 448   # pixels of an image's longer side before the processor (a bound on its tokens)
 DEFAULT_VLM_INSTRUCTION = "Given a search query, retrieve the images that match the query"
 
 
 @functools.lru_cache(maxsize=1)
-def load_vlm(name: str, device: str):
-    """(model, processor) of an image-text-to-text model, eval mode; a load failure is one line."""
+def load_vlm(name: str, device: str, identity: str = ""):
+    """(model, processor) of an image-text-to-text model, eval mode; a load failure is one line (`identity`:
+    `fingerprint.model_key`, so one replaced on disk is loaded again)."""
     from engine.core.encoders import torchvision_patch  # noqa: F401  (before transformers)
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
@@ -89,12 +94,24 @@ class PointwiseVLM:
         return out
 
 
-def vlm_reranker(name: str, instruction: str | None = None, batch_size: int = BATCH_SIZE) -> Reranker:
+class VLMReranker(Reranker):
     """`vlm:NAME_OR_DIR`: image candidates only (a text collection is refused before it loads)."""
-    from engine.core.encoders.device import resolve_device
-    device = resolve_device()
-    model, processor = load_vlm(name, device)
-    scorer = PointwiseVLM(model, processor, name, instruction or DEFAULT_VLM_INSTRUCTION, batch_size)
-    return Reranker(spec=f"vlm:{name}", candidates=frozenset({IMAGE}),
-                    score_fn=lambda query, files, kind: scorer.score(query, files),
-                    info={"device": device, "scorer": scorer})
+
+    candidates = frozenset({IMAGE})
+
+    def __init__(self, spec: "RerankerSpec") -> None:
+        from engine.core.encoders.device import resolve_device
+        o = spec.kwargs
+        device = resolve_device()
+        from engine.core.ranking.rerankers.fingerprint import model_key
+        model, processor = load_vlm(spec.arg, device, model_key(spec))
+        self.scorer = PointwiseVLM(model, processor, spec.arg, o.get("instruction") or DEFAULT_VLM_INSTRUCTION,
+                                   o.get("batch_size", BATCH_SIZE))
+        super().__init__(spec, device=device, scorer=self.scorer)
+
+    def _score(self, query: str, files: list[str], kind: str) -> np.ndarray:
+        return self.scorer.score(query, files)
+
+
+def vlm_reranker(spec: "RerankerSpec") -> Reranker:
+    return VLMReranker(spec)

@@ -1,0 +1,105 @@
+"""Scores for many queries' candidates at once, through the kept scores (`score_cache`) where there are any:
+only the pairs (or, for a listwise kind, the lists) not seen before are scored, and the model is loaded only
+then. What could not be read is counted and never kept; a query none of whose answers could be read is
+refused (nothing to order it by)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Sequence
+
+import numpy as np
+
+from engine.core.ranking.rerankers.base import Item, Reranker
+from engine.errors import EngineError
+
+if TYPE_CHECKING:
+    from engine.core.ranking.rerankers.score_cache import ScoreCache
+    from engine.core.ranking.rerankers.spec import RerankerSpec
+
+
+@dataclass
+class Scored:
+    """Each item's scores (NaN: an answer that could not be read) and what producing them took."""
+    scores: list[np.ndarray] = field(default_factory=list)
+    scored: int = 0    # pairs the reranker scored now
+    cached: int = 0    # pairs read from the kept scores
+    unread: int = 0    # answers that could not be read (pairs, or listwise windows kept in input order)
+    asked: int = 0     # answers asked (pairs, or windows)
+
+    def degraded(self, spec: "RerankerSpec") -> str | None:
+        """The line that says what could not be read, or None when everything was."""
+        if not self.unread:
+            return None
+        if spec.entry.prefix == "llm-list":
+            return (f"{self.unread} of {self.asked} windows of {spec}'s answers could not be read (no candidate "
+                    "named): they kept their input order")
+        return f"{self.unread} of {self.asked} answers of {spec} could not be read: those candidates were ranked last"
+
+
+def score_items(spec: "RerankerSpec", load: Callable[[], Reranker], items: Sequence[Item],
+                cache: "ScoreCache | None" = None) -> Scored:
+    """The scores of each (query, candidates, kind); `load` is called only when something must be scored."""
+    if spec.entry.prefix == "llm-list":
+        return _lists(spec, load, items, cache)
+    return _pairs(spec, load, items, cache)
+
+
+def _pairs(spec: "RerankerSpec", load: Callable[[], Reranker], items: Sequence[Item],
+           cache: "ScoreCache | None") -> Scored:
+    from engine.core.ranking.rerankers.score_cache import content_key
+    out = Scored()
+    contents = [[content_key(d, kind) for d in docs] for _, docs, kind in items]
+    todo: list[tuple[int, list[int]]] = []   # (item, positions to score)
+    for n, ((query, docs, _), keys) in enumerate(zip(items, contents)):
+        kept = cache.pairs(query, keys) if cache is not None else {}
+        scores = np.full(len(docs), np.nan)
+        for i, s in kept.items():
+            scores[i] = s
+        out.scores.append(scores)
+        out.cached += len(kept)
+        missing = [i for i in range(len(docs)) if i not in kept]
+        if missing:
+            todo.append((n, missing))
+    if todo:
+        fresh = load().score_batch([(items[n][0], [items[n][1][i] for i in missing], items[n][2])
+                                    for n, missing in todo])
+        new = []
+        for (n, missing), scores in zip(todo, fresh):
+            out.scores[n][missing] = scores
+            out.scored += len(missing)
+            out.unread += int(np.isnan(scores).sum())
+            new += [(items[n][0], contents[n][i], s) for i, s in zip(missing, scores.tolist())]
+        out.asked = out.scored
+        if cache is not None:
+            cache.put_pairs(new)   # NaN ones left out
+    from engine.core.ranking.rerankers.stage import check_readable
+    for (query, _, _), scores in zip(items, out.scores):
+        check_readable(spec, query, scores)
+    return out
+
+
+def _lists(spec: "RerankerSpec", load: Callable[[], Reranker], items: Sequence[Item],
+           cache: "ScoreCache | None") -> Scored:
+    from engine.core.ranking.rerankers.score_cache import content_key
+    out = Scored()
+    for query, docs, kind in items:
+        keys = [content_key(d, kind) for d in docs]
+        kept = cache.scores_of_list(query, keys) if cache is not None and len(docs) else None
+        if kept is not None:
+            out.scores.append(kept)
+            out.cached += len(docs)
+            continue
+        reranker = load()
+        unread, asked = reranker.unread()
+        scores = reranker.score(query, docs, kind)
+        unread, asked = reranker.unread()[0] - unread, reranker.unread()[1] - asked
+        if asked and unread == asked:
+            raise EngineError(f"reranker {spec}: no answer about the query {query[:60]!r} named a candidate "
+                              f"({unread} windows); is the model answering a ranking such as [2] > [1]?")
+        out.scores.append(scores)
+        out.scored += len(docs)
+        out.unread += unread
+        out.asked += asked
+        if cache is not None and not unread and len(docs):
+            cache.put_list(query, keys, scores)
+    return out
