@@ -144,7 +144,7 @@ def convert_dsebench_run_cmd(run_json: Annotated[Path, typer.Argument(help="{cas
 def register(app: typer.Typer, validate: typer.Typer, convert: typer.Typer) -> None:
     from engine.commands.pipeline import register_task_pipeline
     from engine.tasks.dse.stages import default_pipeline_file
-    register_task_pipeline("dse", default_pipeline_file)
+    register_task_pipeline("dse", default_pipeline_file, DEFAULT_NAME)
     app.add_typer(dse_app, name="dse")
     convert.command("dsebench-qrels")(convert_dsebench_qrels_cmd)
     convert.command("dsebench-run")(convert_dsebench_run_cmd)

@@ -158,11 +158,14 @@ class CaseRun:
 
 
 def _pipeline_rankings(c: CaseRun, options: SubmitOptions) -> dict[str, list[tuple[str, float]]]:
-    """Each case's ranking by the untuned default pipeline of `options.method` (or the file `options.pipeline`)."""
-    from engine.core.ranking.pipeline.parse import parse_pipeline, read_pipeline_file
+    """Each case's ranking by the untuned default pipeline of `options.method` (or the file `options.pipeline`,
+    its `dsebench` collection read as the index `c.name`)."""
+    from engine.core.ranking.pipeline.parse import parse_pipeline
+    from engine.core.ranking.pipeline.rebind import read_index_pipeline
     from engine.tasks.dse.stages import default_pipeline
-    stage = read_pipeline_file(options.pipeline) if options.pipeline is not None else parse_pipeline(
-        default_pipeline(options.method, options.depth, c.name, options.rerank, options.rerank_depth))
+    stage = read_index_pipeline(options.pipeline, c.name, DEFAULT_NAME, "engine dse submit") \
+        if options.pipeline is not None else parse_pipeline(
+            default_pipeline(options.method, options.depth, c.name, options.rerank, options.rerank_depth))
     return _run_cases(c, stage)
 
 

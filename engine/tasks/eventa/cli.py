@@ -244,7 +244,7 @@ def convert_eventa_qrels_cmd(labeled: Annotated[Path, typer.Argument(help="Label
 def register(app: typer.Typer, validate: typer.Typer, convert: typer.Typer) -> None:
     from engine.commands.pipeline import register_task_pipeline
     from engine.tasks.eventa.stages import default_pipeline_file
-    register_task_pipeline("eventa", default_pipeline_file)
+    register_task_pipeline("eventa", default_pipeline_file, DEFAULT_NAME)
     app.add_typer(eventa_app, name="eventa")
     validate.command("eventa")(validate_eventa_cmd)
     convert.command("eventa-submission")(convert_eventa_submission_cmd)
