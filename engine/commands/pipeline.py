@@ -9,7 +9,7 @@ from typing import Annotated, Callable, Optional
 import typer
 
 from engine.errors import EngineError
-from engine.io.options import cli, options_command
+from engine.io.options import K, cli, options_command
 
 @dataclass(frozen=True)
 class TaskPipeline:
@@ -63,7 +63,7 @@ class PipelineRunOptions:
     out: Annotated[Path, cli(typer.Option("--out", help="The TREC run to write."))]
     root: Annotated[Optional[Path], cli(Root)] = None
     k: Annotated[Optional[int], cli(typer.Option("-k", "--k", help="Keep the top k of each ranking (default: all "
-                                             "the pipeline returns).", min=1, max=100000))] = None
+                                             "the pipeline returns).", min=1, max=100000)), K] = None
     run_id: Annotated[Optional[str], cli(typer.Option("--run-id", help="Run id column (default: the file's stem)."))] \
         = None
     cache: Annotated[Optional[Path], cli(CacheDir)] = None

@@ -71,7 +71,7 @@ def test_expression_round_trips_through_its_text():
     ('retrieve(docs)', r"line 1, column 10: 'docs' is a name"),
     ('retrieve("docs") >> os.path', "line 1, column 21: attributes are not allowed"),
     ('retrieve("docs") >> 3', "line 1, column 21: `>>` needs a stage on its right"),
-    ('retrieve("docs", k=0)', "line 1, column 1: retrieve.*k must be a whole number from 1"),
+    ('retrieve("docs", k=0)', "line 1, column 1: retrieve.*k must be a whole number of at least 1"),
     ('retrieve("docs", mode="fuzzy")', "mode must be one of dense, bm25, hybrid"),
     ('retrieve("docs") % "ten"', "`%` keeps the top k"),
     ('retrieve("docs",\n  k=[x for x in y])', "line 2, column 5: ListComp is not allowed"),

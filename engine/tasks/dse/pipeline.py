@@ -23,6 +23,7 @@ from engine.eval.profiles import PROFILES
 from engine.io.runs import Qrels, Run, strictly_decreasing, write_run
 from engine.eval.validate import check_written
 from engine.io.atomic import write_json
+from engine.io.options import DEPTH
 from engine.progress import info, warn
 from engine.tasks.dse.data import (Fold, load_dse_run, read_cases, read_dse_queries, read_dsebench_judgments,
                                    read_folds, select_cases)
@@ -39,8 +40,7 @@ DEFAULT_DEPTH = 100
 
 
 def _check_depth(depth: int) -> None:
-    if depth < 1:
-        raise EngineError(f"{opt('depth')} must be at least 1, not {depth}")
+    DEPTH.check("depth", depth, text=False)
 
 
 def _check_rerank(spec: str | None, depth: int) -> None:

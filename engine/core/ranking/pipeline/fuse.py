@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from engine.io import fusion
+from engine.io.options import DEPTH, WEIGHT
 from engine.core.ranking.pipeline.query import Query
 from engine.core.ranking.pipeline.stage import PRECEDENCE, Context, Run, Stage, check_choice, check_range, keep_args, operand
 from engine.io.ranking import Ranking
@@ -28,14 +29,14 @@ class Fuse(Stage):
             raise EngineError("fuse(…) takes two or more stages to fuse")
         check_choice("fuse", "method", method, METHODS)
         check_choice("fuse", "norm", norm, fusion.NORMALIZERS)
-        check_range("fuse", "k", k, 0, 10**6, integer=True)
+        check_range("fuse", "k", k, fusion.RRF_K_RANGE)
         if depth is not None:
-            check_range("fuse", "depth", depth, 1, 10**6, integer=True)
+            check_range("fuse", "depth", depth, DEPTH)
         if weights is not None:
             if not isinstance(weights, (list, tuple)) or len(weights) != len(stages):
                 raise EngineError(f"fuse(…): weights must list one number per stage ({len(stages)})")
             for w in weights:
-                check_range("fuse", "weights", w, 0, 1e6)
+                check_range("fuse", "weights", w, WEIGHT)
         if method == "wsum" and weights is None:
             raise EngineError("fuse(…): method \"wsum\" needs weights, one per stage")
         self.stages = list(stages)

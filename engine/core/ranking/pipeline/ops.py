@@ -6,6 +6,7 @@ from typing import Sequence
 
 from engine.core.ranking.pipeline.fuse import Fuse
 from engine.core.ranking.pipeline.query import Query
+from engine.io.options import K
 from engine.core.ranking.pipeline.stage import PRECEDENCE, Context, Run, Stage, as_stage, check_range, operand
 
 
@@ -37,7 +38,7 @@ class Cutoff(Stage):
 
     def __init__(self, stage: Stage, k: int) -> None:
         super().__init__()
-        check_range("cutoff", "k", k, 1, 10**6, integer=True)
+        check_range("cutoff", "k", k, K)
         self.stage, self.k = stage, int(k)
 
     def __str__(self) -> str:

@@ -20,14 +20,14 @@ class Rerank(Stage):
     def __init__(self, spec: str, depth: int = 100, docs: str | None = None, group: str | None = None,
                  fields: Sequence[str] | None = None, **options: Any) -> None:
         super().__init__()
-        from engine.core.ranking.rerankers.registry import MAX_DEPTH, checked_options
+        from engine.core.ranking.rerankers.registry import RERANK_DEPTH, checked_options
         if not isinstance(spec, str):
             raise EngineError("rerank(…) needs a reranker spec first, e.g. rerank(\"cross:/models/ce\")")
         try:
             checked_options(spec, keywords=True, **options)  # the kind takes these options, each in range (nothing is read)
         except EngineError as exc:
             raise EngineError(f"rerank(\"{spec}\"): {exc}") from None
-        check_range("rerank", "depth", depth, 1, MAX_DEPTH, integer=True)
+        check_range("rerank", "depth", depth, RERANK_DEPTH)
         if fields is not None and (not isinstance(fields, (list, tuple)) or not all(isinstance(f, str) for f in fields)):
             raise EngineError("rerank(…): fields must be a list of the docs' metadata fields to read")
         self.spec, self.depth, self.docs, self.group, self.options = spec, int(depth), docs, group, options

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from engine.io.options import Range
 from engine.io.ranking import Ranking
 from engine.errors import EngineError
 
@@ -173,16 +174,9 @@ def input_of(stage: Stage, run: Run | None, queries: Sequence["Query"]) -> Run:
     return {q.qid: run.get(q.qid, Ranking()) for q in queries}
 
 
-def check_range(stage: str, option: str, value: Any, lo: float, hi: float | None = None,
-                integer: bool = False) -> None:
-    """One line naming the stage and argument when a value is out of its range."""
-    ok = not isinstance(value, bool) and isinstance(value, (int, float) if not integer else int)
-    if ok:
-        ok = value >= lo and (hi is None or value <= hi)
-    if not ok:
-        what = "a whole number" if integer else "a number"
-        bound = f"from {lo:g} to {hi:g}" if hi is not None else f"of at least {lo:g}"
-        raise EngineError(f"{stage}(…): {option} must be {what} {bound}, not {value!r}")
+def check_range(stage: str, option: str, value: Any, declared: Range) -> None:
+    """One line naming the stage and keyword when a value is out of the option's declared range."""
+    declared.check(option, value, label=f"{stage}(…): {option}", text=False)
 
 
 def check_choice(stage: str, option: str, value: Any, choices: Sequence[str]) -> None:
