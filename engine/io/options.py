@@ -80,11 +80,11 @@ class Range:
         shown = raw if raw is not None else value
         if self.zero and number == 0:
             return number
+        if not math.isfinite(number):
+            raise EngineError(f"{who} must be {self.describe()}, not {shown}")
         if (not self.integer and not self.open_lo and self.lo is not None and self.hi is not None
                 and not self.lo <= number <= self.hi):
             raise EngineError(f"{who} must be between {_num(self.lo)} and {_num(self.hi)}, not {shown}")
-        if not math.isfinite(number):
-            raise EngineError(f"{who} must be {self.describe()}, not {shown}")
         if self.lo is not None and (number <= self.lo if self.open_lo else number < self.lo):
             bound = f"greater than {_num(self.lo)}" if self.open_lo else f"at least {_num(self.lo)}"
             bound = f"a whole number of {bound}" if self.integer else bound

@@ -8,12 +8,12 @@ from typing import Annotated, Optional
 import typer
 
 from engine.commands.collection import Device, Quiet, RayAddress, Root
-from engine.io.options import BATCH_SIZE, FOLDS, WEIGHT, WORKERS, Float, K, cli, options_command, split_list
+from engine.io.options import BATCH_SIZE, FOLDS, WORKERS, Float, cli, options_command, split_list
 from engine.core.collection import DEFAULT_ROOT
 from engine.progress import set_quiet
 from engine.tasks.lora.cv import EvalOptions
 from engine.tasks.lora.features import ExtractOptions
-from engine.tasks.lora.model import LoraConfig
+from engine.tasks.lora.model import RANGES as LORA_RANGES, LoraConfig
 from engine.tasks.lora.pipeline import DEFAULT_NAME, SubmitOptions
 
 CONFIG, EXTRACT, SUBMIT, EVAL = LoraConfig(), ExtractOptions(), SubmitOptions(), EvalOptions()
@@ -49,8 +49,9 @@ class LoraBuildOptions:
                                "mean of the images that share a content image (test ids `test-<content>-<n>`)."))] \
         = CONFIG.content_removal
     text_weight: Annotated[float, cli(typer.Option("--text-weight", help="Weight of the zero-shot text prior blended "
-                                               "with the image scores (0: off).")), WEIGHT] = CONFIG.text_weight
-    k: Annotated[int, cli(typer.Option("-k", help="Neighbours for the knn scorer.")), K] = CONFIG.k
+                                               "with the image scores (0: off).")),
+                           LORA_RANGES["text_weight"]] = CONFIG.text_weight
+    k: Annotated[int, cli(typer.Option("-k", help="Neighbours for the knn scorer.")), LORA_RANGES["k"]] = CONFIG.k
     image_model: Annotated[str, cli(LoraImageModel)] = EXTRACT.image_model
     text_model: Annotated[str, cli(LoraTextModel)] = EXTRACT.text_model
     batch_size: Annotated[int, cli(LoraBatch), BATCH_SIZE] = EXTRACT.batch_size
@@ -86,7 +87,7 @@ class LoraSubmitOptions:
     name: Annotated[str, cli(LoraName)] = DEFAULT_NAME
     run_id: Annotated[str, cli(typer.Option("--run-id", help="Run id column."))] = SUBMIT.run_id
     text_weight: Annotated[Optional[float], cli(typer.Option("--text-weight", help="Override the adapter's text-prior "
-                           "weight.", show_default=False)), WEIGHT] = SUBMIT.text_weight
+                           "weight.", show_default=False)), LORA_RANGES["text_weight"]] = SUBMIT.text_weight
     batch_size: Annotated[int, cli(LoraBatch), BATCH_SIZE] = SUBMIT.batch_size
     workers: Annotated[int, cli(LoraWorkers), WORKERS] = SUBMIT.workers
     root: Annotated[Path, cli(Root)] = DEFAULT_ROOT

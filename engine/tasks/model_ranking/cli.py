@@ -10,14 +10,14 @@ import typer
 from engine.commands.collection import Device, Quiet, Root
 from engine.errors import EngineError, opt
 from engine.io.atomic import write_json
-from engine.io.options import SHARE, Float, Int, K, Range, cli, options_command, taken
+from engine.io.options import Int, Range, cli, options_command, taken
 from engine.progress import info, set_quiet
 from engine.tasks.model_ranking import data, mllm, modelret_a
 from engine.tasks.model_ranking.candidate_features import LENGTH, MAX_LENGTH, MAX_TEXTS, TEXTS, FeatureOptions
 from engine.tasks.model_ranking.mllm import MllmOptions
 from engine.tasks.model_ranking.modelret_a import ModelretAOptions
 from engine.tasks.model_ranking.study import Study
-from engine.tasks.model_ranking.transfer import TransferOptions
+from engine.tasks.model_ranking.transfer import RANGES as TRANSFER_RANGES, TransferOptions
 
 MODELRET_A = ModelretAOptions()
 MLLM = MllmOptions()
@@ -110,9 +110,10 @@ class ModelretACommandOptions:
     sample: Annotated[int, cli(typer.Option("--sample", help="Train/val texts embedded per task (mean = "
                       "text view).")), Int(1, 1_000_000)] \
         = MODELRET_A.sample
-    k: Annotated[Optional[int], cli(TransferK), K] = TRANSFER.k
-    temperature: Annotated[Optional[float], cli(TransferTemp), Float(0, 1_000, open_lo=True)] = TRANSFER.temperature
-    prior_weight: Annotated[Optional[float], cli(TransferPrior), SHARE] = TRANSFER.prior_weight
+    k: Annotated[Optional[int], cli(TransferK), TRANSFER_RANGES["k"]] = TRANSFER.k
+    temperature: Annotated[Optional[float], cli(TransferTemp), TRANSFER_RANGES["temperature"]] = TRANSFER.temperature
+    prior_weight: Annotated[Optional[float], cli(TransferPrior),
+                            TRANSFER_RANGES["prior_weight"]] = TRANSFER.prior_weight
     folds: Annotated[int, cli(TransferFolds), LEAVE_ONE_OUT] = TRANSFER.folds
     repeats: Annotated[int, cli(TransferRepeats), Int(1, 1_000)] = modelret_a.REPEATS
     full: Annotated[bool, cli(typer.Option("--full", help="With --cv: also the nested variants that tune per fold (the "
@@ -187,9 +188,10 @@ class MllmCommandOptions:
                                  "query_id=qid,logprobs=token_logprobs.", show_default=False))] = None
     targets: Annotated[str, cli(typer.Option("--targets", help="Grade → target map; also the nDCG gains."))] \
         = MLLM.targets
-    k: Annotated[Optional[int], cli(TransferK), K] = TRANSFER.k
-    temperature: Annotated[Optional[float], cli(TransferTemp), Float(0, 1_000, open_lo=True)] = TRANSFER.temperature
-    prior_weight: Annotated[Optional[float], cli(TransferPrior), SHARE] = TRANSFER.prior_weight
+    k: Annotated[Optional[int], cli(TransferK), TRANSFER_RANGES["k"]] = TRANSFER.k
+    temperature: Annotated[Optional[float], cli(TransferTemp), TRANSFER_RANGES["temperature"]] = TRANSFER.temperature
+    prior_weight: Annotated[Optional[float], cli(TransferPrior),
+                            TRANSFER_RANGES["prior_weight"]] = TRANSFER.prior_weight
     folds: Annotated[int, cli(TransferFolds), LEAVE_ONE_OUT] = TRANSFER.folds
     repeats: Annotated[int, cli(TransferRepeats), Int(1, 1_000)] = mllm.REPEATS
     full: Annotated[bool, cli(typer.Option("--full", help="With --cv: also transfer with params tuned per fold "
