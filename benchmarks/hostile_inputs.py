@@ -476,7 +476,7 @@ def option_cases(work: Path) -> list[tuple[str, str, list[str]]]:
     import typer
 
     from engine.cli import app
-    from engine.io.options import UNCHECKED_COMMANDS, range_for
+    from engine.io.options import UNCHECKED_COMMANDS, ranges_of
     dummy = work / "dummy.csv"
     dummy.write_text("id,text\nx,y\n")
     folder = work / "dummy-folder"
@@ -495,8 +495,9 @@ def option_cases(work: Path) -> list[tuple[str, str, list[str]]]:
                 ann = str(getattr(getattr(p, "type_descriptor", None), "annotation", ""))
                 value = str(folder if p.name in ("images", "out_dir") else dummy if "Path" in ann else "x")
                 base += [value] if not getattr(p, "opts", [""])[0].startswith("-") else [max(p.opts, key=len), value]
+        ranges = ranges_of(command.callback)
         for p in params:
-            r = range_for(" ".join(path), p.name)
+            r = ranges.get(p.name)
             ann = str(getattr(getattr(p, "type_descriptor", None), "annotation", ""))
             if r is None or not getattr(p, "opts", None) or "Path" in ann:  # `dse --folds` is a folder
                 continue

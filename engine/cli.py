@@ -121,16 +121,17 @@ def _target(name: str) -> Any:
 
 
 def check_options_first(app: typer.Typer, path: str = "") -> None:
-    """Every command checks its numeric options and output paths (`engine.io.options`) before its work."""
+    """Every command checks its numeric options (against the ranges its declarations carry) and output paths
+    (`engine.io.options`) before its work."""
     import functools
-    from engine.io.options import check_options
+    from engine.io.options import check_options, ranges_of
     for info in app.registered_commands:
         command = f"{path} {info.name or info.callback.__name__}".strip()
         if getattr(info.callback, "__wrapped__", None) is not None:
             continue
 
-        def checked(*args, __f=info.callback, __name=command, **kwargs) -> None:
-            __f(*args, **check_options(__name, kwargs))  # nothing returned: main() exits 0
+        def checked(*args, __f=info.callback, __name=command, __ranges=ranges_of(info.callback), **kwargs) -> None:
+            __f(*args, **check_options(__name, kwargs, __ranges))  # nothing returned: main() exits 0
         info.callback = functools.wraps(info.callback)(checked)
     for group in app.registered_groups:
         check_options_first(group.typer_instance, f"{path} {group.name}".strip())

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from engine.core.ranking.adapters.fit import NEIGHBOURS, FitOptions
+from engine.core.ranking.adapters.fit import NEIGHBOURS, RANGES as FIT_RANGES, FitOptions
 from engine.io.options import cli, options_command, taken
 
 FIT = FitOptions()
@@ -22,11 +22,13 @@ class AdaptOptions:
                      "relative to the CSV or absolute) or query,document."))]
     out: Annotated[Path, cli(typer.Option("--out", help="Folder to write; use it as --model adapted:DIR."))]
     holdout: Annotated[float, cli(typer.Option("--holdout", help="Linear form: share of images/documents held "
-                       "out for early stopping (0.05–0.5)."))] = FIT.holdout
-    reg: Annotated[float, cli(typer.Option("--reg", help="Linear form: pull toward the identity (≥ 0)."))] = FIT.reg
-    epochs: Annotated[int, cli(typer.Option("--epochs", help="Linear form: most full-batch steps."))] = FIT.epochs
+                       "out for early stopping (0.05–0.5).")), FIT_RANGES["holdout"]] = FIT.holdout
+    reg: Annotated[float, cli(typer.Option("--reg", help="Linear form: pull toward the identity (≥ 0).")),
+                   FIT_RANGES["reg"]] = FIT.reg
+    epochs: Annotated[int, cli(typer.Option("--epochs", help="Linear form: most full-batch steps.")),
+                      FIT_RANGES["epochs"]] = FIT.epochs
     seed: Annotated[int, cli(typer.Option("--seed", help="Seed of the held-out split and the fit (conse-neighbours: "
-                    "of its folds)."))] = FIT.seed
+                    "of its folds).")), FIT_RANGES["seed"]] = FIT.seed
     form: Annotated[str, cli(typer.Option("--form", help="auto (conse-neighbours for text,image pairs over conse, "
                     "else linear), linear (two linear maps) or conse-neighbours."))] = FIT.form
     force: Annotated[bool, cli(typer.Option("--force", help="Replace an adapter already in --out."))] = False

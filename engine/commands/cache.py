@@ -8,6 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from engine.io.options import Float
+
 cache_app = typer.Typer(no_args_is_help=True,
                         help="The stage cache (pipeline stage outputs and rerankers' pair scores): what it holds, "
                              "and clearing it. ENGINE_CACHE_MAX_GB caps its size (least recently used out).")
@@ -52,10 +54,15 @@ def info_cmd(cache: CacheDir = None,
         typer.echo(format_table(["kind", "entries", "size"], rows))
 
 
+OLDER_THAN = Float(0, 36_500, open_lo=True)
+"""Days since an entry was last used (`clear --older-than`)."""
+
+
 @cache_app.command("clear")
 def clear_cmd(cache: CacheDir = None,
               older_than: Annotated[Optional[float], typer.Option("--older-than", metavar="DAYS",
-                                    help="Remove only the entries not used for more than DAYS days.")] = None
+                                    help="Remove only the entries not used for more than DAYS days (0–36500, "
+                                    "above 0)."), OLDER_THAN] = None
               ) -> None:
     """Remove the stage cache's entries and pair scores (with --older-than, those not used for that long)."""
     from engine.core.ranking.pipeline.cache import clear_cache

@@ -14,7 +14,10 @@ from engine.core.encoders.registry import model_help
 from engine.commands.flags import RerankInstruction, RerankRounds, RerankTemplate
 from engine.core.ranking.rerankers.options import reranker_help
 from engine.errors import EngineError, opt
-from engine.io.options import cli, options_command, split_list
+from engine.core.ranking.rerankers.prompts import ROUNDS
+from engine.core.ranking.rerankers.registry import RERANK_DEPTH
+from engine.io.options import (BATCH, BATCH_SIZE, COUNT, K, SHARE, THREADS, WAIT, WORKERS, Float, Int, cli,
+                               options_command, split_list)
 from engine.io.jsonio import print_json
 from engine.progress import set_quiet
 from engine.core.remote import API_KEY_ENV
@@ -55,7 +58,7 @@ class BuildCommandOptions:
     memory_budget: Annotated[Optional[str], cli(typer.Option("--memory-budget", help="With --index auto: most memory "
                              "the index may take (4G, 512M, …)."))] = BUILD.memory_budget
     recall: Annotated[float, cli(typer.Option("--recall", help="With --index auto: recall@10 the operating point "
-                      "must reach."))] = BUILD.recall
+                      "must reach.")), Float(0, 1, open_lo=True)] = BUILD.recall
     add: Annotated[bool, cli(typer.Option("--add", help="Append new items to an existing collection; old ones "
                    "are not re-encoded."))] = BUILD.add
     force: Annotated[bool, cli(typer.Option("--force", help="Rebuild a collection that already exists."))] = BUILD.force
@@ -77,21 +80,24 @@ class BuildCommandOptions:
         = BUILD.path_column
     recall_queries: Annotated[Optional[Path], cli(typer.Option("--recall-queries", help="Text queries to measure a "
                               "non-exact index's recall@10 with (default: generic captions or own vectors)."))] = None
-    batch_size: Annotated[str, cli(BatchSize)] = str(BUILD.batch_size)
+    batch_size: Annotated[str, cli(BatchSize), BATCH_SIZE] = str(BUILD.batch_size)
     device: Annotated[str, cli(Device)] = BUILD.device
-    workers: Annotated[int, cli(typer.Option("--workers", help="Image-decoding threads running ahead of the model."))] \
+    workers: Annotated[int, cli(typer.Option("--workers", help="Image-decoding threads running ahead of the model.")),
+                       WORKERS] \
         = BUILD.workers
     threads: Annotated[int, cli(typer.Option("--threads", help="Encoding threads (0: the default: torch's, or on "
-                                             "the CPU one onnxruntime slice per core)."))] = BUILD.threads
-    chunk_size: Annotated[int, cli(typer.Option("--chunk-size", help="Items per flushed chunk (the resume unit)."))] \
+                                             "the CPU one onnxruntime slice per core).")), THREADS] = BUILD.threads
+    chunk_size: Annotated[int, cli(typer.Option("--chunk-size", help="Items per flushed chunk (the resume unit).")),
+                          Int(1, 10_000_000)] \
         = BUILD.chunk_size
     id_policy: Annotated[str, cli(typer.Option("--id-policy", help="Ids a TREC run cannot hold (empty, white space): "
                          "strict refuses them, replace turns white space into '_'."))] = BUILD.id_policy
     wait: Annotated[float, cli(typer.Option("--wait", help="Seconds to wait while another process writes the "
-                    "collection (0: fail at once, naming it)."))] = BUILD.wait
+                    "collection (0: fail at once, naming it).")), WAIT] = BUILD.wait
     ray: Annotated[Optional[str], cli(RayAddress)] = BUILD.ray
     shards: Annotated[int, cli(typer.Option("--shards", help="Split the index into N shards searched side by side "
-                      "(results equal one index's, except HNSW); filled in parallel with --ray."))] = BUILD.shards
+                      "(results equal one index's, except HNSW); filled in parallel with --ray.")),
+                      Int(1, 1024)] = BUILD.shards
     vectors: Annotated[Optional[Path], cli(typer.Option("--vectors", help="Embeddings computed elsewhere: one .npy "
                        "(float32/float16) or a folder of .npy shards in name order (clip-retrieval's layout), "
                        "read block by block."))] = None
@@ -140,32 +146,32 @@ build_cmd = options_command(BuildCommandOptions, _build)
 @dataclass(frozen=True)
 class SearchOptions:
     """What `engine search` is told, each option declared once: its field's metadata is the command line's
-    declaration (type, flags, help), its default the command's default, its range `engine.io.options.RANGES`
-    under the same name (checked once, at the edge, before anything loads)."""
+    declaration (type, flags, help) and its range (an `engine.io.options.Range`, checked once, at the edge,
+    before anything loads), its default the command's default."""
     name: Annotated[str, cli(typer.Argument(help="Collection name."))]
     text: Annotated[Optional[str], cli(typer.Argument(help="Text query."))] = None
     image: Annotated[Optional[Path], cli(typer.Option("--image", help="Image file as the query."))] = None
-    k: Annotated[int, cli(typer.Option("-k", "--top-k", help="Results per query."))] = 10
+    k: Annotated[int, cli(typer.Option("-k", "--top-k", help="Results per query.")), K] = 10
     as_json: Annotated[bool, cli(typer.Option("--json", help="Print JSON instead of a table."))] = False
     queries: Annotated[Optional[Path], cli(typer.Option("--queries", help="File of queries (TSV qid<TAB>text, CSV "
                        "or JSONL with id and text columns); needs --out."))] = None
     out: Annotated[Optional[Path], cli(typer.Option("--out", help="TREC run to write for --queries."))] = None
     run_id: Annotated[Optional[str], cli(typer.Option("--run-id", help="Run id column (default: what made the "
                       "run, collection-mode[-reranker])."))] = None
-    batch_size: Annotated[str, cli(BatchSize)] = "64"
+    batch_size: Annotated[str, cli(BatchSize), BATCH_SIZE] = "64"
     device: Annotated[str, cli(Device)] = "auto"
-    nprobe: Annotated[Optional[int], cli(NProbe)] = None
-    ef: Annotated[Optional[int], cli(Ef)] = None
-    k_factor: Annotated[Optional[float], cli(KFactor)] = None
+    nprobe: Annotated[Optional[int], cli(NProbe), Int(1, 1_000_000)] = None
+    ef: Annotated[Optional[int], cli(Ef), Int(1, 1_000_000)] = None
+    k_factor: Annotated[Optional[float], cli(KFactor), Float(1, 10_000)] = None
     server: Annotated[Optional[str], cli(typer.Option("--server", help="URL of a running `engine serve` to ask "
                       "instead of loading the collection here (same output)."))] = None
     rerank: Annotated[Optional[str], cli(typer.Option("--rerank", help=reranker_help() + " Reorders the first "
                       "stage's top --rerank-depth hits of a text query (docs/rerank.md).", show_default=False))] = None
     rerank_depth: Annotated[Optional[int], cli(typer.Option("--rerank-depth", help="Hits the first stage fetches "
-                            "for the reranker (at least -k; default 100).", show_default=False))] = None
+                            "for the reranker (at least -k; default 100).", show_default=False)), RERANK_DEPTH] = None
     rerank_template: Annotated[Optional[str], cli(RerankTemplate)] = None
     rerank_instruction: Annotated[Optional[str], cli(RerankInstruction)] = None
-    rerank_rounds: Annotated[Optional[int], cli(RerankRounds)] = None
+    rerank_rounds: Annotated[Optional[int], cli(RerankRounds), ROUNDS] = None
     api_key: Annotated[Optional[str], cli(typer.Option("--api-key", envvar=API_KEY_ENV, show_envvar=True,
                        help="Key for a --server that needs one."))] = None
     ray: Annotated[Optional[str], cli(typer.Option("--ray", metavar="[ADDRESS]", help="Search a sharded "
@@ -221,11 +227,11 @@ def delete_cmd(name: Annotated[str, typer.Argument(help="Collection name.")],
                ids: Annotated[Path, typer.Option("--ids", help="Ids to remove: one per line, or a CSV/JSONL with an "
                               "id column.")],
                wait: Annotated[float, typer.Option("--wait", help="Seconds to wait while another process writes "
-                               "the collection (0: fail at once, naming it).")] = BUILD.wait,
+                               "the collection (0: fail at once, naming it)."), WAIT] = BUILD.wait,
                compact_at: Annotated[float, typer.Option("--compact-at", help="Fraction of deleted rows (0–1) past "
                                      "which the delete rewrites the collection without them; below it, rows are "
                                      "marked deleted (every search skips them) and `engine compact` rewrites "
-                                     "later.")] = 0.25,
+                                     "later."), SHARE] = 0.25,
                root: Root = DEFAULT_ROOT, quiet: Quiet = False) -> None:
     """Remove items from a collection as a new generation: their rows are marked deleted (every search skips
     them; a cost in proportion to what is deleted), or, past --compact-at, the rest rewritten without them."""
@@ -239,7 +245,7 @@ def delete_cmd(name: Annotated[str, typer.Argument(help="Collection name.")],
 
 def compact_cmd(name: Annotated[str, typer.Argument(help="Collection name.")],
                 wait: Annotated[float, typer.Option("--wait", help="Seconds to wait while another process writes "
-                                "the collection (0: fail at once, naming it).")] = BUILD.wait,
+                                "the collection (0: fail at once, naming it)."), WAIT] = BUILD.wait,
                 root: Root = DEFAULT_ROOT, quiet: Quiet = False) -> None:
     """Rewrite a collection without the rows deletes marked (index, vectors, items, BM25 kept aligned)."""
     set_quiet(quiet)
@@ -271,14 +277,15 @@ class BenchOptions:
     name: Annotated[str, cli(typer.Argument(help="Collection name."))]
     queries: Annotated[Optional[Path], cli(typer.Option("--queries", help="Text queries to time (default: generic "
                        "captions for image–text collections, sampled items otherwise)."))] = None
-    n: Annotated[int, cli(typer.Option("--n", help="Queries to time."))] = 200
+    n: Annotated[int, cli(typer.Option("--n", help="Queries to time.")), COUNT] = 200
     seconds: Annotated[float, cli(typer.Option("--seconds", help="Time each measurement takes at most (about): "
-                       "it stops after --n calls or this many seconds of them, whichever comes first."))] = 3.0
-    batch: Annotated[int, cli(typer.Option("--batch", help="Batch size of the batched runs."))] = 64
-    k: Annotated[int, cli(typer.Option("-k", help="Results per query."))] = 10
+                       "it stops after --n calls or this many seconds of them, whichever comes first.")),
+                       Float(0, 86_400, open_lo=True)] = 3.0
+    batch: Annotated[int, cli(typer.Option("--batch", help="Batch size of the batched runs.")), BATCH] = 64
+    k: Annotated[int, cli(typer.Option("-k", help="Results per query.")), K] = 10
     out: Annotated[Optional[Path], cli(typer.Option("--out", help="JSON result (default: <collection>/bench.json)."))] \
         = None
-    threads: Annotated[int, cli(typer.Option("--threads", help="torch/FAISS threads (0: default)."))] = 0
+    threads: Annotated[int, cli(typer.Option("--threads", help="torch/FAISS threads (0: default).")), THREADS] = 0
     device: Annotated[str, cli(Device)] = "auto"
     root: Annotated[Path, cli(Root)] = DEFAULT_ROOT
     quiet: Annotated[bool, cli(Quiet)] = False

@@ -7,14 +7,14 @@ from typing import Annotated, Optional
 
 import typer
 
-from engine.io.fusion import METHODS, NORMALIZERS
-from engine.eval.compare import FORMATS, CompareOptions
+from engine.io.fusion import METHODS, NORMALIZERS, RRF_K_RANGE
+from engine.eval.compare import FORMATS, RESAMPLES_RANGE, CompareOptions
 from engine.eval.fuse import FuseOptions
 from engine.eval.metrics import known_metrics
 from engine.eval.profiles import PROFILES
 from engine.eval.significance import CORRECTIONS
 from engine.errors import EngineError
-from engine.io.options import cli, options_command, taken
+from engine.io.options import DEPTH, SEED, WEIGHTS, Float, cli, options_command, taken
 
 COMPARE = CompareOptions()
 FUSE = FuseOptions()
@@ -81,12 +81,14 @@ class CompareCommandOptions:
                                                    "against."))]
     profile: Annotated[str, cli(ProfileOpt)] = "trec"
     metrics: Annotated[Optional[str], cli(MetricsOpt)] = None
-    alpha: Annotated[float, cli(typer.Option("--alpha", help="Significance level of the markers."))] = COMPARE.alpha
+    alpha: Annotated[float, cli(typer.Option("--alpha", help="Significance level of the markers.")),
+                     Float(0, 1, open_lo=True)] = COMPARE.alpha
     correction: Annotated[str, cli(typer.Option("--correction", help=f"Multiple-comparison correction over the runs: "
                           f"{', '.join(CORRECTIONS)}."))] = COMPARE.correction
     resamples: Annotated[int, cli(typer.Option("--resamples", help="Randomization test: random pair swaps (exact "
-                         "enumeration when 2^queries is fewer)."))] = COMPARE.resamples
-    seed: Annotated[int, cli(typer.Option("--seed", help="Randomization test seed (same seed, same p-values)."))] \
+                         "enumeration when 2^queries is fewer).")), RESAMPLES_RANGE] = COMPARE.resamples
+    seed: Annotated[int, cli(typer.Option("--seed", help="Randomization test seed (same seed, same p-values).")),
+                    SEED] \
         = COMPARE.seed
     fmt: Annotated[str, cli(typer.Option("--format", help=f"Output: {', '.join(FORMATS)}."))] = "table"
     docs: Annotated[Optional[Path], cli(CandidatesOpt)] = None
@@ -112,14 +114,15 @@ class FuseCommandOptions:
                       "normalized scores, that sum times the number of runs returning the doc, weighted sum."))] \
         = FUSE.method
     weights: Annotated[str | None, cli(typer.Option("--weights", help="Comma-separated, one per run (wsum needs them "
-                       "or --tune)."))] = None
+                       "or --tune).")), WEIGHTS] = None
     norm: Annotated[str, cli(typer.Option("--norm", help="Score normalization per query: "
                     f"{', '.join(NORMALIZERS)}."))] = FUSE.norm
-    k: Annotated[int, cli(typer.Option("--k", help="RRF constant: score = Σ w / (k + rank)."))] = FUSE.k
+    k: Annotated[int, cli(typer.Option("--k", help="RRF constant: score = Σ w / (k + rank).")), RRF_K_RANGE] = FUSE.k
     tune: Annotated[Path | None, cli(typer.Option("--tune", help="Qrels to tune the weights on (coordinate ascent); "
                     "the tuned weights are printed."))] = None
     metric: Annotated[str, cli(typer.Option("--metric", help="What --tune maximizes."))] = FUSE.metric
-    depth: Annotated[int, cli(typer.Option("--depth", help="Docs kept per query in the fused run."))] = FUSE.depth
+    depth: Annotated[int, cli(typer.Option("--depth", help="Docs kept per query in the fused run.")),
+                     DEPTH] = FUSE.depth
     run_id: Annotated[str, cli(typer.Option("--run-id", help="Run id written in the last column."))] = FUSE.run_id
 
 

@@ -9,14 +9,32 @@ from typing import Annotated, Callable, Optional
 import typer
 
 from engine.errors import EngineError
-from engine.io.options import cli, options_command
+from engine.io.options import K, cli, options_command
 
-TASK_PIPELINES: dict[str, Callable[[], str]] = {}
-"""task name → a function returning its default pipeline file's text (registered by each task's CLI)."""
+@dataclass(frozen=True)
+class TaskPipeline:
+    """A task's default pipeline: the function returning its file's text, and the index its collections are
+    named under (the task's default `--name`), which the task's `--name N` rebinds to N."""
+    text: Callable[[], str]
+    index: str
 
 
-def register_task_pipeline(task: str, text: Callable[[], str]) -> None:
-    TASK_PIPELINES[task] = text
+TASK_PIPELINES: dict[str, TaskPipeline] = {}
+"""task name → its default pipeline (registered by each task's CLI)."""
+
+
+def register_task_pipeline(task: str, text: Callable[[], str], index: str) -> None:
+    TASK_PIPELINES[task] = TaskPipeline(text, index)
+
+
+def task_pipeline_header(task: str) -> str:
+    """The comment `engine pipeline show TASK` prints above the file: how its collections are named and that
+    the task's `--name` rebinds them (engine.core.ranking.pipeline.rebind)."""
+    index = TASK_PIPELINES[task].index
+    return (f"# Collections are named as `engine search` names them: \"{index}\" and \"{index}/…\" are the index "
+            f"{index} (the task's default --name).\n"
+            f"# `engine {task} submit --name N --pipeline FILE` reads them as index N's (\"{index}/x\" as \"N/x\"); "
+            "a collection of another index is refused.\n")
 
 
 pipeline_app = typer.Typer(no_args_is_help=True,
@@ -45,7 +63,7 @@ class PipelineRunOptions:
     out: Annotated[Path, cli(typer.Option("--out", help="The TREC run to write."))]
     root: Annotated[Optional[Path], cli(Root)] = None
     k: Annotated[Optional[int], cli(typer.Option("-k", "--k", help="Keep the top k of each ranking (default: all "
-                                             "the pipeline returns).", min=1, max=100000))] = None
+                                             "the pipeline returns).", min=1, max=100000)), K] = None
     run_id: Annotated[Optional[str], cli(typer.Option("--run-id", help="Run id column (default: the file's stem)."))] \
         = None
     cache: Annotated[Optional[Path], cli(CacheDir)] = None
@@ -79,7 +97,7 @@ def show_cmd(task: Annotated[str, typer.Argument(help="Task whose default pipeli
     """Print a task's default pipeline as a file `engine pipeline run` and `--pipeline` take."""
     if task not in TASK_PIPELINES:
         raise EngineError(f"no default pipeline for {task!r}; tasks with one: {', '.join(sorted(TASK_PIPELINES))}")
-    typer.echo(TASK_PIPELINES[task](), nl=False)
+    typer.echo(task_pipeline_header(task) + TASK_PIPELINES[task].text(), nl=False)
 
 
 @pipeline_app.command("stages")

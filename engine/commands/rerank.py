@@ -10,8 +10,9 @@ import typer
 from typer.core import TyperGroup
 
 from engine.commands.flags import RerankInstruction, RerankRounds, RerankTemplate
-from engine.core.ranking.rerankers.registry import DEFAULT_DEPTH, reranker_help
-from engine.core.ranking.rerankers.train import PATIENCE, TrainOptions
+from engine.core.ranking.rerankers.prompts import ROUNDS
+from engine.core.ranking.rerankers.registry import DEFAULT_DEPTH, RERANK_DEPTH, reranker_help
+from engine.core.ranking.rerankers.train import PATIENCE, RANGES as TRAIN_RANGES, TrainOptions
 from engine.io.options import cli, options_command, taken
 
 Device = Annotated[str, typer.Option("--device", help="Where the reranker runs: auto, cpu, cuda, cuda:N, mps "
@@ -43,7 +44,7 @@ class RerankRunOptions:
     model: Annotated[str, cli(typer.Option("--model", help=reranker_help()))]
     out: Annotated[Path, cli(typer.Option("--out", help="The reranked TREC run to write."))]
     depth: Annotated[int, cli(typer.Option("--depth", help="Documents per query the reranker reorders; the rest "
-                     "follow in their order."))] = DEFAULT_DEPTH
+                     "follow in their order.")), RERANK_DEPTH] = DEFAULT_DEPTH
     fields: Annotated[Optional[str], cli(typer.Option("--fields", help="Comma-separated text columns of "
                       "--docs."))] = None
     id_column: Annotated[Optional[str], cli(typer.Option("--id-column", help="Id column of --docs."))] = None
@@ -51,7 +52,7 @@ class RerankRunOptions:
                       "rerank-<run>)."))] = None
     rerank_template: Annotated[Optional[str], cli(RerankTemplate)] = None
     rerank_instruction: Annotated[Optional[str], cli(RerankInstruction)] = None
-    rerank_rounds: Annotated[Optional[int], cli(RerankRounds)] = None
+    rerank_rounds: Annotated[Optional[int], cli(RerankRounds), ROUNDS] = None
     device: Annotated[str, cli(Device)] = "auto"
     quiet: Annotated[bool, cli(typer.Option("--quiet", "-q", help="No status lines."))] = False
 
@@ -88,19 +89,22 @@ class RerankTrainOptions:
     out_dir: Annotated[Path, cli(typer.Option("--out", help="Folder to write the trained model to; use it as "
                        "--rerank cross:DIR or --model cross:DIR."))]
     holdout: Annotated[float, cli(typer.Option("--holdout", help="Share of the documents (with their pairs) held "
-                       "out, never fitted, to pick the best epoch (0.05–0.5)."))] = TRAIN.holdout
+                       "out, never fitted, to pick the best epoch (0.05–0.5).")),
+                       TRAIN_RANGES["holdout"]] = TRAIN.holdout
     epochs: Annotated[int, cli(typer.Option("--epochs", help="Most passes over the fitted queries (stops "
-                      f"earlier after {PATIENCE} without a better held-out MRR)."))] = TRAIN.epochs
-    seed: Annotated[int, cli(typer.Option("--seed", help="Seed of the split, the negatives and the fit."))] = TRAIN.seed
+                      f"earlier after {PATIENCE} without a better held-out MRR).")),
+                      TRAIN_RANGES["epochs"]] = TRAIN.epochs
+    seed: Annotated[int, cli(typer.Option("--seed", help="Seed of the split, the negatives and the fit.")),
+                    TRAIN_RANGES["seed"]] = TRAIN.seed
     batch_size: Annotated[int, cli(typer.Option("--batch-size", help="Queries per step, each with its document "
-                          "and its negatives (1–1024)."))] = TRAIN.batch_size
+                          "and its negatives (1–1024).")), TRAIN_RANGES["batch_size"]] = TRAIN.batch_size
     lr: Annotated[float, cli(typer.Option("--lr", help="AdamW learning rate (warm-up, then linear decay; "
-                  "greater than 0, at most 0.01)."))] = TRAIN.lr
+                  "greater than 0, at most 0.01).")), TRAIN_RANGES["lr"]] = TRAIN.lr
     head_lr: Annotated[float, cli(typer.Option("--head-lr", help="AdamW learning rate of a freshly added head "
                        "(a bare encoder's, e.g. all-MiniLM-L6-v2); a trained head uses --lr (greater than 0, "
-                       "at most 0.1)."))] = TRAIN.head_lr
+                       "at most 0.1).")), TRAIN_RANGES["head_lr"]] = TRAIN.head_lr
     negatives: Annotated[int, cli(typer.Option("--negatives", help="Other documents per query per step: half the "
-                         "BM25-hardest, half random (1–63)."))] = TRAIN.negatives
+                         "BM25-hardest, half random (1–63).")), TRAIN_RANGES["negatives"]] = TRAIN.negatives
     force: Annotated[bool, cli(typer.Option("--force", help="Replace a non-empty --out folder."))] = False
     device: Annotated[str, cli(Device)] = "auto"
     quiet: Annotated[bool, cli(typer.Option("--quiet", "-q", help="No status lines."))] = False

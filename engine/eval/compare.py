@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from engine.io.options import RANGES
+from engine.io.options import MAX_RESAMPLES, SEED as SEED_RANGE, Int
 from engine.errors import EngineError, opt
 from engine.eval.evaluate import Evaluation, evaluate, load_profile_runs
 from engine.eval.metrics import Metric, parse_metrics
@@ -26,6 +26,8 @@ from engine.eval.significance import (
 )
 
 FORMATS = ("table", "markdown", "latex", "json")
+RESAMPLES_RANGE = Int(1, MAX_RESAMPLES)
+"""Randomization-test resamples: `engine compare --resamples` and `CompareOptions` alike."""
 T_MARK, RAND_MARK = "†", "‡"   # significant by the t-test / by the randomization test (after correction)
 
 
@@ -41,8 +43,8 @@ class CompareOptions:
             raise EngineError(f"{opt('alpha')} must be between 0 and 1, not {self.alpha}")
         if self.correction not in CORRECTIONS:
             raise EngineError(f"unknown correction {self.correction!r}; use one of {', '.join(CORRECTIONS)}")
-        RANGES["resamples"].check("resamples", self.resamples)  # bounded: memory grows with resamples × queries
-        RANGES["seed"].check("seed", self.seed)
+        RESAMPLES_RANGE.check("resamples", self.resamples)  # bounded: memory grows with resamples × queries
+        SEED_RANGE.check("seed", self.seed)
 
 
 @dataclass

@@ -15,6 +15,7 @@ from engine.io.fusion import (
     fuse_runs,
 )
 from engine.errors import EngineError, opt
+from engine.io.options import DEPTH
 from engine.eval.evaluate import evaluate
 from engine.eval.metrics import parse_metric
 from engine.io.runs import Qrels, Run, load_run, read_qrels, write_run
@@ -35,8 +36,7 @@ class FuseOptions:
             raise EngineError(f"unknown fusion method {self.method!r}; use one of {', '.join(METHODS)}")
         if self.norm not in NORMALIZERS:
             raise EngineError(f"unknown score normalization {self.norm!r}; use one of {', '.join(NORMALIZERS)}")
-        if self.depth < 1:
-            raise EngineError(f"{opt('depth')} must be at least 1, not {self.depth}")
+        DEPTH.check("depth", self.depth, text=False)
         parse_metric(self.metric)
 
 

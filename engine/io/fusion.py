@@ -11,12 +11,15 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+from engine.io.options import Int
 from engine.io.ranking import RankingLike, as_pairs
 from engine.errors import EngineError, opt
 
 NORMALIZERS = ("minmax", "zscore", "sum", "none")
 METHODS = ("rrf", "combsum", "combmnz", "wsum")
 RRF_K = 60
+RRF_K_RANGE = Int(0, 1_000_000)
+"""The RRF constant's range: `engine fuse --k` and `fuse(k=)` alike."""
 
 
 def ranked(ranking: RankingLike) -> list[tuple[str, float]]:

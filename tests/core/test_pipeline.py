@@ -71,7 +71,7 @@ def test_expression_round_trips_through_its_text():
     ('retrieve(docs)', r"line 1, column 10: 'docs' is a name"),
     ('retrieve("docs") >> os.path', "line 1, column 21: attributes are not allowed"),
     ('retrieve("docs") >> 3', "line 1, column 21: `>>` needs a stage on its right"),
-    ('retrieve("docs", k=0)', "line 1, column 1: retrieve.*k must be a whole number from 1"),
+    ('retrieve("docs", k=0)', "line 1, column 1: retrieve.*k must be a whole number of at least 1"),
     ('retrieve("docs", mode="fuzzy")', "mode must be one of dense, bm25, hybrid"),
     ('retrieve("docs") % "ten"', "`%` keeps the top k"),
     ('retrieve("docs",\n  k=[x for x in y])', "line 2, column 5: ListComp is not allowed"),
@@ -286,3 +286,15 @@ def test_a_pipeline_chaining_thousands_of_stages_is_one_line(n):
     with pytest.raises(PipelineSyntaxError, match="nests or chains too many stages") as exc:
         parse_pipeline(text, "p.toml: ")
     assert "\n" not in str(exc.value)
+
+
+
+@pytest.mark.parametrize("where", ["source == 'x'", 'source == "x"', "source == 'it\\'s'", "a == 'x' and b in [\"y\"]"])
+def test_a_printed_string_argument_parses_back_to_the_same_value(where):
+    """Quotes of either kind inside a string argument survive `str(stage)`: what `pipeline show`, the
+    `--stages` labels and the cache keys are made of."""
+    from engine.core.ranking.pipeline.parse import parse_pipeline
+    from engine.core.ranking.pipeline.retrieve import Retrieve
+    stage = Retrieve("docs", k=5, where=where)
+    again = parse_pipeline(str(stage))
+    assert again.where == where and str(again) == str(stage)

@@ -192,7 +192,7 @@ def test_pipeline_rerank_stage_passes_its_options_to_the_loader(tiny_lm, llm_doc
 @pytest.mark.parametrize("stage, message", [
     ('rerank("cross:x", depth=5, template="chat")', "template goes with a llm: reranker, not cross:"),
     ('rerank("llm:x", depth=5, rounds=2)', "rounds goes with a llm-list: reranker"),
-    ('rerank("llm-list:x", depth=5, rounds=0)', "rounds must be a whole number from 1 to 100"),
+    ('rerank("llm-list:x", depth=5, rounds=0)', "rounds must be a whole number of at least 1, not 0"),
     ('rerank("llm:x", depth=5, temperature=2)', "temperature: no reranker takes this option"),
 ])
 def test_pipeline_rerank_options_are_checked_when_parsed(stage, message):

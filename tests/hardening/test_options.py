@@ -19,9 +19,11 @@ from engine.errors import EngineError
 # ---------------------------------------------------------------- the option layer
 
 def _numeric_options():
-    """(command path, parameter name, {int} or {float}) of every int/float option, and every --batch-size; read
-    from the click parameter type's name, which every typer version (its own click or a vendored one) gives."""
+    """(command path, parameter name, {int} or {float}, the command's declared ranges) of every int/float option,
+    and every --batch-size; read from the click parameter type's name, which every typer version (its own click
+    or a vendored one) gives."""
     from engine.cli import app
+    from engine.io.options import ranges_of
     root = typer.main.get_command(app)
     out = []
 
@@ -32,26 +34,26 @@ def _numeric_options():
             kind = getattr(p.type, "name", "")
             base = {int} if kind.startswith("int") else {float} if kind.startswith("float") else {str}
             if base & {int, float} or p.name == "batch_size":
-                out.append((" ".join(path), p.name, base))
+                out.append((" ".join(path), p.name, base, ranges_of(command.callback)))
     walk(root, [])
     return out
 
 
 def test_every_numeric_option_has_a_declared_range():
-    from engine.io.options import UNCHECKED_COMMANDS, range_for
+    from engine.io.options import UNCHECKED_COMMANDS
     options = _numeric_options()
     assert len(options) > 60  # the walk found the app's options
-    missing = [f"{c} --{n}" for c, n, _ in options if c.split(" ")[0] not in UNCHECKED_COMMANDS
-               and range_for(c, n) is None]
-    assert not missing, f"declare a range in engine/io/options.py for: {missing}"
+    missing = [f"{c} --{n}" for c, n, _, ranges in options if c.split(" ")[0] not in UNCHECKED_COMMANDS
+               and n not in ranges]
+    assert not missing, f"declare a range beside the option's declaration (a Range in its annotation) for: {missing}"
 
 
 def test_every_declared_range_refuses_out_of_range_and_non_finite_values_in_one_line():
-    from engine.io.options import UNCHECKED_COMMANDS, check_options, range_for
-    for command, name, base in _numeric_options():
+    from engine.io.options import UNCHECKED_COMMANDS, check_options
+    for command, name, base, ranges in _numeric_options():
         if command.split(" ")[0] in UNCHECKED_COMMANDS:
             continue
-        r = range_for(command, name)
+        r = ranges[name]
         bads = ["nan", "inf", "-inf"] if float in base else []
         if r.lo is not None:
             below = int(r.lo) - 1 if r.integer else r.lo - 1
@@ -61,7 +63,7 @@ def test_every_declared_range_refuses_out_of_range_and_non_finite_values_in_one_
         for bad in bads:
             value = bad if r.listed or name == "batch_size" else float(bad) if float in base else int(bad)
             with pytest.raises(EngineError) as exc:
-                check_options(command, {name: value})
+                check_options(command, {name: value}, ranges)
             assert "\n" not in str(exc.value) and name in str(exc.value), (command, name, bad)
 
 

@@ -374,6 +374,6 @@ def test_rankings_leave_out_examples_and_break_ties_by_position():
 def test_options_are_checked():
     with pytest.raises(EngineError, match="unknown method 'best'"):
         SubmitOptions(method="best").check()
-    with pytest.raises(EngineError, match="depth must be at least 1, not 0"):
+    with pytest.raises(EngineError, match="depth must be a whole number of at least 1, not 0"):
         EvalOptions(run="r", depth=0).check()
     assert SubmitOptions(method="tuned", weights="w.json").check().depth == 100

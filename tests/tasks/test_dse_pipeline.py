@@ -38,7 +38,8 @@ def test_submit_with_the_shown_file_equals_the_default_and_rerank_matches(dse_co
     shown = runner.invoke(app, ["pipeline", "show", "dse"])
     assert shown.exit_code == 0
     pipe = tmp_path / "dse.toml"
-    pipe.write_text(shown.output.replace('"dsebench"', '"synth"'))
+    assert '"dsebench"' in shown.output and "--name N" in shown.output.splitlines()[1]
+    pipe.write_text(shown.output)  # the default index's collection, read as the index --name names
     base = ["dse", "submit", "--queries", str(paths["queries"]), "--cases", str(paths["cases"]), "--name", "synth",
             "--root", str(root), "--quiet"]
     a, b = tmp_path / "a.run", tmp_path / "b.run"
@@ -54,3 +55,14 @@ def test_submit_with_the_shown_file_equals_the_default_and_rerank_matches(dse_co
     pipe2.write_text("pipeline = '''\n" + default_pipeline("rrf", 20, "synth", f"cross:{tiny_cross}", 5) + "\n'''\n")
     assert runner.invoke(app, base + ["--out", str(d), "--pipeline", str(pipe2), "--run-id", "dse-rrf"]).exit_code == 0
     assert read_run(c) == read_run(d)
+
+
+def test_submit_refuses_a_pipeline_file_reading_another_index(dse_corpus, tmp_path, run_cli):
+    paths, root = dse_corpus
+    other = tmp_path / "other.toml"
+    other.write_text("pipeline = 'score(\"synth\", k=10) | score(\"another\", mode=\"bm25\", k=10)'\n")
+    out = tmp_path / "o.run"
+    code, _, err = run_cli("dse", "submit", "--queries", paths["queries"], "--cases", paths["cases"], "--name",
+                           "synth", "--root", root, "--out", out, "--pipeline", other)
+    assert code == 2 and err.count("\n") == 1 and "'another'" in err and "not in the index 'synth'" in err, err
+    assert not out.exists()

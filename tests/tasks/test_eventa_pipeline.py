@@ -62,17 +62,21 @@ def test_submit_with_the_shown_pipeline_file_equals_the_default_and_an_edit_chan
     from engine.cli import app
     paths, root, _ = built
     shown = CliRunner().invoke(app, ["pipeline", "show", "eventa"])
-    assert shown.exit_code == 0 and "pipeline = '''" in shown.output
+    assert shown.exit_code == 0 and "pipeline = '''" in shown.output and '"eventa/images"' in shown.output
+    assert shown.output.startswith("# ") and "--name N" in shown.output.splitlines()[1]
     pipe = tmp_path / "eventa.toml"
-    pipe.write_text(shown.output.replace('"eventa/', '"fix/'))
+    pipe.write_text(shown.output)  # names the default index's collections: read as the index --name names
+    renamed = tmp_path / "fix.toml"
+    renamed.write_text(shown.output.replace('"eventa/', '"fix/'))  # naming the index's own: the same
     outs = {}
-    for label, extra in (("default", []), ("file", ["--pipeline", str(pipe)])):
+    for label, extra in (("default", []), ("file", ["--pipeline", str(pipe)]),
+                         ("own", ["--pipeline", str(renamed)])):
         out = tmp_path / label / "submission.zip"
         res = CliRunner().invoke(app, ["eventa", "submit", "--queries", str(paths.queries), "--out", str(out),
                                        "--name", "fix", "--root", str(root), "--quiet", *extra])
         assert res.exit_code == 0, res.output
         outs[label] = (out.parent / "submission.csv").read_text()
-    assert outs["default"] == outs["file"]
+    assert outs["default"] == outs["file"] == outs["own"]
     images_only = tmp_path / "images.toml"
     images_only.write_text("pipeline = 'retrieve(\"fix/images\", k=10)'\n")
     out = tmp_path / "img" / "submission.zip"
@@ -80,3 +84,14 @@ def test_submit_with_the_shown_pipeline_file_equals_the_default_and_an_edit_chan
                                    "--name", "fix", "--root", str(root), "--quiet", "--pipeline", str(images_only)])
     assert res.exit_code == 0, res.output
     assert (out.parent / "submission.csv").read_text() != outs["default"]
+
+
+def test_submit_refuses_a_pipeline_file_reading_another_index(built, tmp_path, run_cli):
+    paths, root, _ = built
+    other = tmp_path / "other.toml"
+    other.write_text("pipeline = 'retrieve(\"fix/images\", k=10) ^ retrieve(\"elsewhere/images\", k=10)'\n")
+    out = tmp_path / "o" / "submission.zip"
+    code, _, err = run_cli("eventa", "submit", "--queries", paths.queries, "--out", out, "--name", "fix",
+                           "--root", root, "--pipeline", other)
+    assert code == 2 and err.count("\n") == 1 and "'elsewhere/images'" in err and "not in the index 'fix'" in err, err
+    assert not out.exists()

@@ -246,5 +246,5 @@ def test_bad_feature_options_fail_before_any_model_loads(run_cli, feature_releas
         code, out, err = run_cli(*base, *extra)
         assert code != 0 and message in err and len(err.strip().splitlines()) == 1, (extra, err)
         assert not (tmp_path / "idx").exists()  # nothing embedded or stored
-    with pytest.raises(EngineError, match="max_texts must be within"):
+    with pytest.raises(EngineError, match="max_texts must be at most"):
         FeatureOptions(max_texts=10**6)

@@ -9,7 +9,8 @@ import typer
 
 from engine.commands.collection import Device, Quiet, RayAddress, Root
 from engine.core.collection import DEFAULT_ROOT
-from engine.io.options import cli, options_command, taken
+from engine.core.ranking.rerankers.registry import RERANK_DEPTH
+from engine.io.options import BATCH_SIZE, DEPTH, cli, options_command, taken
 from engine.progress import info, set_quiet
 from engine.tasks.dse.data import dsebench_qrels, dsebench_run
 from engine.tasks.dse.index import DEFAULT_NAME, BuildOptions, build_dse
@@ -38,7 +39,8 @@ class DseBuildOptions:
                                            "{id, title, description, tags, author, summary}."))]
     name: Annotated[str, cli(DseName)] = DEFAULT_NAME
     model: Annotated[str, cli(typer.Option("--model", help="Sentence model spec (offline)."))] = BUILD.model
-    batch_size: Annotated[int, cli(typer.Option("--batch-size", help="Texts per encoder batch."))] = BUILD.batch_size
+    batch_size: Annotated[int, cli(typer.Option("--batch-size", help="Texts per encoder batch.")),
+                          BATCH_SIZE] = BUILD.batch_size
     device: Annotated[str, cli(Device)] = BUILD.device
     ray: Annotated[Optional[str], cli(RayAddress)] = BUILD.ray
     root: Annotated[Path, cli(Root)] = DEFAULT_ROOT
@@ -74,11 +76,11 @@ class DseSubmitOptions:
     save_weights: Annotated[Optional[Path], cli(typer.Option("--save-weights", help="With --folds: write the tuned "
                             "weights of every fold here (JSON)."))] = SUBMIT.save_weights
     name: Annotated[str, cli(DseName)] = DEFAULT_NAME
-    depth: Annotated[int, cli(DseDepth)] = SUBMIT.depth
+    depth: Annotated[int, cli(DseDepth), DEPTH] = SUBMIT.depth
     run_id: Annotated[Optional[str], cli(typer.Option("--run-id", help="Run id column (default dse-METHOD).",
                       show_default=False))] = SUBMIT.run_id
     rerank: Annotated[Optional[str], cli(DseRerank)] = SUBMIT.rerank
-    rerank_depth: Annotated[int, cli(DseRerankDepth)] = SUBMIT.rerank_depth
+    rerank_depth: Annotated[int, cli(DseRerankDepth), RERANK_DEPTH] = SUBMIT.rerank_depth
     datasets: Annotated[Optional[Path], cli(typer.Option("--datasets", help="DSEBench datasets.json: build the index "
                         "first unless --name already indexes this file (one command from data to run)."))] = None
     root: Annotated[Path, cli(Root)] = DEFAULT_ROOT
@@ -110,9 +112,9 @@ class DseEvalOptions:
     cases: Annotated[Optional[Path], cli(typer.Option("--cases", help="cases.tsv (needed without --run)."))] \
         = EVAL.cases
     name: Annotated[str, cli(DseName)] = DEFAULT_NAME
-    depth: Annotated[int, cli(DseDepth)] = EVAL.depth
+    depth: Annotated[int, cli(DseDepth), DEPTH] = EVAL.depth
     rerank: Annotated[Optional[str], cli(DseRerank)] = EVAL.rerank
-    rerank_depth: Annotated[int, cli(DseRerankDepth)] = EVAL.rerank_depth
+    rerank_depth: Annotated[int, cli(DseRerankDepth), RERANK_DEPTH] = EVAL.rerank_depth
     out: Annotated[Optional[Path], cli(typer.Option("--out", help="Also write the table as JSON here."))] = None
     root: Annotated[Path, cli(Root)] = DEFAULT_ROOT
     quiet: Annotated[bool, cli(Quiet)] = False
@@ -144,7 +146,7 @@ def convert_dsebench_run_cmd(run_json: Annotated[Path, typer.Argument(help="{cas
 def register(app: typer.Typer, validate: typer.Typer, convert: typer.Typer) -> None:
     from engine.commands.pipeline import register_task_pipeline
     from engine.tasks.dse.stages import default_pipeline_file
-    register_task_pipeline("dse", default_pipeline_file)
+    register_task_pipeline("dse", default_pipeline_file, DEFAULT_NAME)
     app.add_typer(dse_app, name="dse")
     convert.command("dsebench-qrels")(convert_dsebench_qrels_cmd)
     convert.command("dsebench-run")(convert_dsebench_run_cmd)

@@ -22,6 +22,7 @@ from engine.core.collection import DEFAULT_ROOT, MANIFEST, Collection, collectio
 from engine.core.encoders.registry import DEFAULT_TEXT_SPEC, load_encoder
 from engine.core.encoders.base import Encoder
 from engine.errors import EngineError, opt
+from engine.io.options import BATCH_SIZE
 from engine.io.tables import read_json
 from engine.progress import info
 from engine.tasks.dse.data import FIELDS, read_datasets, record_text
@@ -46,8 +47,7 @@ class BuildOptions:
     def check(self) -> "BuildOptions":
         from engine.core.encoders.device import check_device
         check_device(self.device)
-        if self.batch_size < 1:
-            raise EngineError(f"{opt('batch_size')} must be at least 1, not {self.batch_size}")
+        BATCH_SIZE.check("batch_size", self.batch_size, text=False)
         return self
 
 

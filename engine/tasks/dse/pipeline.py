@@ -23,6 +23,7 @@ from engine.eval.profiles import PROFILES
 from engine.io.runs import Qrels, Run, strictly_decreasing, write_run
 from engine.eval.validate import check_written
 from engine.io.atomic import write_json
+from engine.io.options import DEPTH
 from engine.progress import info, warn
 from engine.tasks.dse.data import (Fold, load_dse_run, read_cases, read_dse_queries, read_dsebench_judgments,
                                    read_folds, select_cases)
@@ -42,8 +43,7 @@ DEFAULT_DEPTH = 100
 
 
 def _check_depth(depth: int) -> None:
-    if depth < 1:
-        raise EngineError(f"{opt('depth')} must be at least 1, not {depth}")
+    DEPTH.check("depth", depth, text=False)
 
 
 def _check_rerank(spec: "str | RerankerSpec | None", depth: int) -> None:
@@ -161,11 +161,14 @@ class CaseRun:
 
 
 def _pipeline_rankings(c: CaseRun, options: SubmitOptions) -> dict[str, list[tuple[str, float]]]:
-    """Each case's ranking by the untuned default pipeline of `options.method` (or the file `options.pipeline`)."""
-    from engine.core.ranking.pipeline.parse import parse_pipeline, read_pipeline_file
+    """Each case's ranking by the untuned default pipeline of `options.method` (or the file `options.pipeline`,
+    its `dsebench` collection read as the index `c.name`)."""
+    from engine.core.ranking.pipeline.parse import parse_pipeline
+    from engine.core.ranking.pipeline.rebind import read_index_pipeline
     from engine.tasks.dse.stages import default_pipeline
-    stage = read_pipeline_file(options.pipeline) if options.pipeline is not None else parse_pipeline(
-        default_pipeline(options.method, options.depth, c.name, options.rerank, options.rerank_depth))
+    stage = read_index_pipeline(options.pipeline, c.name, DEFAULT_NAME, "engine dse submit") \
+        if options.pipeline is not None else parse_pipeline(
+            default_pipeline(options.method, options.depth, c.name, options.rerank, options.rerank_depth))
     return _run_cases(c, stage)
 
 

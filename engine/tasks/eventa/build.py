@@ -26,6 +26,7 @@ from engine.core.collection import PARTIAL, Collection, collection_path, list_co
 from engine.core.sources import Item
 from engine.core.ranking.text_pooling import pack_passages
 from engine.errors import EngineError, opt, preview
+from engine.io.options import Int
 from engine.progress import info, warn
 from engine.tasks.eventa.data import Article, Fields, read_database
 
@@ -35,6 +36,8 @@ IMAGES, ARTICLES = "images", "articles"
 BM25, ARTICLE_IMAGES = "bm25", "article_images"
 OLD_CONFIG, OLD_BM25 = "eventa.json", "bm25"  # format 1, beside the collections
 MIN_PASSAGE_WORDS = 16
+PASSAGE_WORDS = Int(MIN_PASSAGE_WORDS, 100_000)
+"""Words per passage: at least the splitter's floor (`--passage-words`, `BuildOptions.check`)."""
 _CORE = CoreBuildOptions()
 
 
@@ -55,8 +58,7 @@ class BuildOptions:
     def check(self) -> "BuildOptions":
         from engine.core.encoders.device import check_device
         check_device(self.device)
-        if self.passage_words < MIN_PASSAGE_WORDS:
-            raise EngineError(f"{opt('passage_words')} must be at least {MIN_PASSAGE_WORDS}, not {self.passage_words}")
+        PASSAGE_WORDS.check("passage_words", self.passage_words, text=False)
         return self
 
 

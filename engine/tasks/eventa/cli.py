@@ -8,15 +8,16 @@ from typing import Annotated, Any, Optional
 import typer
 
 from engine.commands.collection import Device, Quiet, RayAddress, Root
-from engine.io.options import cli, options_command, taken
+from engine.io.options import BATCH, BATCH_SIZE, SEED, WORKERS, Int, cli, options_command, taken
 from engine.core.collection import DEFAULT_ROOT
 from engine.commands.eval import DocsOpt, QueriesOpt
 from engine.progress import set_quiet
 from engine.tasks.eventa import fixture
-from engine.tasks.eventa.build import DEFAULT_NAME, BuildOptions
+from engine.tasks.eventa.build import DEFAULT_NAME, PASSAGE_WORDS, BuildOptions
 from engine.tasks.eventa.data import Fields
 from engine.tasks.eventa.evaluate import EVAL_POOLINGS
-from engine.tasks.eventa.rank import BATCH_SIZE, RankParams
+from engine.tasks.eventa.rank import BATCH_SIZE as CAPTION_BATCH, RankParams
+from engine.tasks.eventa.stages import RANGES as KNOB
 
 BUILD = BuildOptions()
 RANK = RankParams()
@@ -71,11 +72,12 @@ class EventaBuildOptions:
                         "(default: article_id or id).", show_default=False))] = BUILD.fields.id
     passage_words: Annotated[int, cli(typer.Option("--passage-words", help="Long articles are cut into passages of "
                              "whole sentences up to this many words (title repeated in each); an article scores its "
-                             "best passage."))] = BUILD.passage_words
+                             "best passage.")), PASSAGE_WORDS] = BUILD.passage_words
     index: Annotated[str, cli(typer.Option("--index", help="FAISS factory string for both collections."))] \
         = BUILD.index
-    batch_size: Annotated[int, cli(typer.Option("--batch-size", help="Images per forward pass."))] = BUILD.batch_size
-    workers: Annotated[int, cli(typer.Option("--workers", help="Image-decoding threads."))] = BUILD.workers
+    batch_size: Annotated[int, cli(typer.Option("--batch-size", help="Images per forward pass.")),
+                          BATCH_SIZE] = BUILD.batch_size
+    workers: Annotated[int, cli(typer.Option("--workers", help="Image-decoding threads.")), WORKERS] = BUILD.workers
     force: Annotated[bool, cli(typer.Option("--force", help="Rebuild an index that already exists (its image "
                      "embeddings are reused when the images and model are the same)."))] = BUILD.force
     device: Annotated[str, cli(Device)] = BUILD.device
@@ -106,14 +108,14 @@ EventaTextColumn = Annotated[Optional[str], typer.Option("--text-column", help="
 class EventaKnobs:
     """The pipeline's knobs that submit and eval both take (`RankParams` but the pooling)."""
     article_fusion: Annotated[str, cli(EventaArticleFusion)] = RANK.article_fusion
-    dense_weight: Annotated[float, cli(EventaDenseWeight)] = RANK.dense_weight
-    bm25_weight: Annotated[float, cli(EventaBm25Weight)] = RANK.bm25_weight
-    top_articles: Annotated[int, cli(EventaTopArticles)] = RANK.top_articles
+    dense_weight: Annotated[float, cli(EventaDenseWeight), KNOB["dense_weight"]] = RANK.dense_weight
+    bm25_weight: Annotated[float, cli(EventaBm25Weight), KNOB["bm25_weight"]] = RANK.bm25_weight
+    top_articles: Annotated[int, cli(EventaTopArticles), KNOB["top_articles"]] = RANK.top_articles
     image_fusion: Annotated[str, cli(EventaImageFusion)] = RANK.image_fusion
-    article_weight: Annotated[float, cli(EventaArticleWeight)] = RANK.article_weight
-    depth: Annotated[int, cli(EventaDepth)] = RANK.depth
+    article_weight: Annotated[float, cli(EventaArticleWeight), KNOB["article_weight"]] = RANK.article_weight
+    depth: Annotated[int, cli(EventaDepth), KNOB["depth"]] = RANK.depth
     rerank: Annotated[Optional[str], cli(EventaRerank)] = RANK.rerank
-    rerank_depth: Annotated[int, cli(EventaRerankDepth)] = RANK.rerank_depth
+    rerank_depth: Annotated[int, cli(EventaRerankDepth), KNOB["rerank_depth"]] = RANK.rerank_depth
 
 
 def rank_params(o: Any, pooling: str = RANK.pooling) -> RankParams:
@@ -131,7 +133,7 @@ class EventaSubmitOptions:
     name: Annotated[str, cli(EventaName)] = DEFAULT_NAME
     pooling: Annotated[str, cli(EventaPooling)] = RANK.pooling
     knobs: EventaKnobs = EventaKnobs()
-    batch_size: Annotated[int, cli(EventaBatch)] = BATCH_SIZE
+    batch_size: Annotated[int, cli(EventaBatch), BATCH] = CAPTION_BATCH
     id_column: Annotated[Optional[str], cli(EventaIdColumn)] = None
     text_column: Annotated[Optional[str], cli(EventaTextColumn)] = None
     root: Annotated[Path, cli(Root)] = DEFAULT_ROOT
@@ -164,7 +166,7 @@ class EventaEvalOptions:
                      "the fused stage at (rows `fused w=…`), e.g. 0,0.5,0.8,1: pick the best for submit "
                      "--article-weight.", show_default=False))] = None
     limit: Annotated[Optional[int], cli(typer.Option("--limit", help="Score only the first N labeled captions.",
-                     show_default=False))] = None
+                     show_default=False)), Int(1, 100_000_000)] = None
     id_column: Annotated[Optional[str], cli(EventaIdColumn)] = None
     text_column: Annotated[Optional[str], cli(EventaTextColumn)] = None
     image_column: Annotated[Optional[str], cli(typer.Option("--image-column", help="Correct image id column "
@@ -174,7 +176,7 @@ class EventaEvalOptions:
     as_json: Annotated[bool, cli(typer.Option("--json", help="Print JSON instead of a table."))] = False
     markdown: Annotated[bool, cli(typer.Option("--markdown", help="Print a Markdown table."))] = False
     out: Annotated[Optional[Path], cli(typer.Option("--out", help="Also write the table as JSON here."))] = None
-    batch_size: Annotated[int, cli(EventaBatch)] = BATCH_SIZE
+    batch_size: Annotated[int, cli(EventaBatch), BATCH] = CAPTION_BATCH
     root: Annotated[Path, cli(Root)] = DEFAULT_ROOT
     quiet: Annotated[bool, cli(Quiet)] = False
 
@@ -197,10 +199,12 @@ eventa_eval_cmd = eventa_app.command("eval")(options_command(EventaEvalOptions, 
 @eventa_app.command("fixture")
 def eventa_fixture_cmd(
     out: Annotated[Path, typer.Argument(help="Folder to write database.json, images/, queries.csv, labeled.csv.")],
-    articles: Annotated[int, typer.Option("--articles", help="Articles to generate.")] = fixture.N_ARTICLES,
-    images_per_article: Annotated[int, typer.Option("--images-per-article", help="Images per article (1–8).")]
+    articles: Annotated[int, typer.Option("--articles", help="Articles to generate."),
+                        Int(1, 100_000)] = fixture.N_ARTICLES,
+    images_per_article: Annotated[int, typer.Option("--images-per-article", help="Images per article (1–8)."),
+                                  Int(1, 1_000)]
     = fixture.IMAGES_PER_ARTICLE,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed (same seed, same files).")] = fixture.SEED,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed (same seed, same files)."), SEED] = fixture.SEED,
 ) -> None:
     """Generate a small offline EVENTA database in the OpenEvents V1 layout (images cut from scikit-image photos)."""
     from engine.tasks.eventa.fixture import make_eventa_fixture
@@ -244,7 +248,7 @@ def convert_eventa_qrels_cmd(labeled: Annotated[Path, typer.Argument(help="Label
 def register(app: typer.Typer, validate: typer.Typer, convert: typer.Typer) -> None:
     from engine.commands.pipeline import register_task_pipeline
     from engine.tasks.eventa.stages import default_pipeline_file
-    register_task_pipeline("eventa", default_pipeline_file)
+    register_task_pipeline("eventa", default_pipeline_file, DEFAULT_NAME)
     app.add_typer(eventa_app, name="eventa")
     validate.command("eventa")(validate_eventa_cmd)
     convert.command("eventa-submission")(convert_eventa_submission_cmd)

@@ -55,12 +55,15 @@ class EventaIndex:
 def run_captions(qs: Sequence[tuple[str, str]], name: str = DEFAULT_NAME, root: str | os.PathLike | None = None,
                  params: RankParams = RankParams(), pipeline: str | os.PathLike | None = None) -> dict[str, list]:
     """{query id: [(image id, score)] best first} by the default pipeline of `params` (or the pipeline file
-    `pipeline`), over the captions cut to the query bound."""
+    `pipeline`, its `eventa/…` collections read as the index `name`'s), over the captions cut to the query
+    bound."""
     from engine.core.ranking.pipeline import Context, Query
-    from engine.core.ranking.pipeline.parse import parse_pipeline, read_pipeline_file
+    from engine.core.ranking.pipeline.parse import parse_pipeline
+    from engine.core.ranking.pipeline.rebind import read_index_pipeline
     from engine.core.ranking.pipeline.run import run_pipeline
     from engine.io.limits import LIMITS, truncate_query
-    stage = read_pipeline_file(pipeline) if pipeline is not None else parse_pipeline(default_pipeline(params, name))
+    stage = parse_pipeline(default_pipeline(params, name)) if pipeline is None else \
+        read_index_pipeline(pipeline, name, DEFAULT_NAME, "engine eventa submit")
     open_collections(name, root)  # one line on a missing, old or incomplete index, before any model loads
     cut = [truncate_query(t) for _, t in qs]
     long = sum(len(a) != len(b) for (_, a), b in zip(qs, cut))

@@ -8,8 +8,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from engine.core.ranking.pipeline.parse import pipeline_file_text
+from engine.core.ranking.rerankers.registry import RERANK_DEPTH
 from engine.core.ranking.text_pooling import POOLINGS
 from engine.errors import EngineError, opt
+from engine.io.options import DEPTH, MAX_K, SHARE, WEIGHT, K, Range
 from engine.tasks.eventa.build import ARTICLE_IMAGES, ARTICLES, DEFAULT_NAME, IMAGES
 
 if TYPE_CHECKING:
@@ -21,6 +23,12 @@ GLOBAL_FACTOR = 5   # images the global search fetches per slot, to fill from
 ORDER_LIMIT = 50    # images of ranked articles placed in article order (the per-stage rows)
 RERANK_INSTRUCTION = "Given a news photo's caption, retrieve the news article the photo illustrates"
 """What an llm:/llm-list: reranker is told the task is (`options_taken`: only kinds that take one)."""
+
+
+RANGES = {"dense_weight": WEIGHT, "bm25_weight": WEIGHT, "top_articles": Range(1, MAX_K, integer=True, zero=True),
+          "article_weight": SHARE, "depth": DEPTH, "k": K, "rerank_depth": RERANK_DEPTH}
+"""Each numeric knob's range (top_articles 0: skip the article stage): `RankParams.check` and the flags of
+`engine eventa submit|eval` read these; `rerank_depth` is the rerankers' own."""
 
 
 @dataclass(frozen=True)
@@ -45,19 +53,14 @@ class RankParams:
         for what, value in (("article fusion", self.article_fusion), ("image fusion", self.image_fusion)):
             if value not in FUSIONS:
                 raise EngineError(f"unknown {what} {value!r}; use one of {', '.join(FUSIONS)}")
-        if not 0.0 <= self.article_weight <= 1.0:
-            raise EngineError(f"{opt('article_weight')} must be between 0 and 1, not {self.article_weight}")
-        if self.top_articles < 0 or self.depth < 1 or self.k < 1:
-            raise EngineError(f"{opt('top_articles')} must be at least 0 (0: skip the article stage), "
-                              f"{opt('depth')} and k at least 1")
+        for name, declared in RANGES.items():
+            declared.check(name, getattr(self, name), text=False)
         if self.rerank is not None:
-            from engine.core.ranking.rerankers.registry import check_depth
             from engine.core.ranking.rerankers.spec import RerankerSpec
             from engine.core.ranking.rerankers.stage import check_candidates
             check_candidates(RerankerSpec.parse(self.rerank), "text", "this task's ranking")
-            check_depth(self.rerank_depth, 1)
-        if self.dense_weight < 0 or self.bm25_weight < 0 or self.dense_weight + self.bm25_weight == 0:
-            raise EngineError(f"{opt('dense_weight')} and {opt('bm25_weight')} must be >= 0 and not both 0")
+        if self.dense_weight + self.bm25_weight == 0:
+            raise EngineError(f"{opt('dense_weight')} and {opt('bm25_weight')} must not both be 0")
 
 
 def q(text: str) -> str:

@@ -8,12 +8,12 @@ from typing import Annotated, Optional
 import typer
 
 from engine.commands.collection import Device, Quiet, RayAddress, Root
-from engine.io.options import cli, options_command, split_list
+from engine.io.options import BATCH_SIZE, FOLDS, WORKERS, Float, cli, options_command, split_list
 from engine.core.collection import DEFAULT_ROOT
 from engine.progress import set_quiet
 from engine.tasks.lora.cv import EvalOptions
 from engine.tasks.lora.features import ExtractOptions
-from engine.tasks.lora.model import LoraConfig
+from engine.tasks.lora.model import RANGES as LORA_RANGES, LoraConfig
 from engine.tasks.lora.pipeline import DEFAULT_NAME, SubmitOptions
 
 CONFIG, EXTRACT, SUBMIT, EVAL = LoraConfig(), ExtractOptions(), SubmitOptions(), EvalOptions()
@@ -49,12 +49,13 @@ class LoraBuildOptions:
                                "mean of the images that share a content image (test ids `test-<content>-<n>`)."))] \
         = CONFIG.content_removal
     text_weight: Annotated[float, cli(typer.Option("--text-weight", help="Weight of the zero-shot text prior blended "
-                                               "with the image scores (0: off)."))] = CONFIG.text_weight
-    k: Annotated[int, cli(typer.Option("-k", help="Neighbours for the knn scorer."))] = CONFIG.k
+                                               "with the image scores (0: off).")),
+                           LORA_RANGES["text_weight"]] = CONFIG.text_weight
+    k: Annotated[int, cli(typer.Option("-k", help="Neighbours for the knn scorer.")), LORA_RANGES["k"]] = CONFIG.k
     image_model: Annotated[str, cli(LoraImageModel)] = EXTRACT.image_model
     text_model: Annotated[str, cli(LoraTextModel)] = EXTRACT.text_model
-    batch_size: Annotated[int, cli(LoraBatch)] = EXTRACT.batch_size
-    workers: Annotated[int, cli(LoraWorkers)] = EXTRACT.workers
+    batch_size: Annotated[int, cli(LoraBatch), BATCH_SIZE] = EXTRACT.batch_size
+    workers: Annotated[int, cli(LoraWorkers), WORKERS] = EXTRACT.workers
     force: Annotated[bool, cli(typer.Option("--force", help="Rebuild an adapter that already exists."))] = False
     device: Annotated[str, cli(Device)] = EXTRACT.device
     ray: Annotated[Optional[str], cli(RayAddress)] = EXTRACT.ray
@@ -86,9 +87,9 @@ class LoraSubmitOptions:
     name: Annotated[str, cli(LoraName)] = DEFAULT_NAME
     run_id: Annotated[str, cli(typer.Option("--run-id", help="Run id column."))] = SUBMIT.run_id
     text_weight: Annotated[Optional[float], cli(typer.Option("--text-weight", help="Override the adapter's text-prior "
-                           "weight.", show_default=False))] = SUBMIT.text_weight
-    batch_size: Annotated[int, cli(LoraBatch)] = SUBMIT.batch_size
-    workers: Annotated[int, cli(LoraWorkers)] = SUBMIT.workers
+                           "weight.", show_default=False)), LORA_RANGES["text_weight"]] = SUBMIT.text_weight
+    batch_size: Annotated[int, cli(LoraBatch), BATCH_SIZE] = SUBMIT.batch_size
+    workers: Annotated[int, cli(LoraWorkers), WORKERS] = SUBMIT.workers
     root: Annotated[Path, cli(Root)] = DEFAULT_ROOT
     quiet: Annotated[bool, cli(Quiet)] = False
 
@@ -110,21 +111,21 @@ class LoraEvalOptions:
     train: Annotated[Path, cli(LoraTrain)]
     images: Annotated[Path, cli(LoraImages)]
     models: Annotated[Optional[Path], cli(LoraModels)] = None
-    folds: Annotated[int, cli(typer.Option("--folds", help="GroupKFold folds by content image."))] = EVAL.folds
+    folds: Annotated[int, cli(typer.Option("--folds", help="GroupKFold folds by content image.")), FOLDS] = EVAL.folds
     reps: Annotated[str, cli(typer.Option("--reps", help="Comma-separated representations to compare."))] \
         = ",".join(EVAL.reps)
     scorers: Annotated[str, cli(typer.Option("--scorers", help="Comma-separated: proto, knn, probe."))] \
         = ",".join(EVAL.scorers)
     text_weights: Annotated[str, cli(typer.Option("--text-weights", help="Comma-separated text-prior weights "
-                            "(0: off)."))] = ",".join(f"{w:g}" for w in EVAL.text_weights)
+                            "(0: off).")), Float(0, 1_000, listed=True)] = ",".join(f"{w:g}" for w in EVAL.text_weights)
     content_removal: Annotated[str, cli(typer.Option("--content-removal", help="off, on or both."))] \
         = EVAL.content_removal
     image_model: Annotated[str, cli(LoraImageModel)] = EXTRACT.image_model
     text_model: Annotated[str, cli(LoraTextModel)] = EXTRACT.text_model
     out: Annotated[Optional[Path], cli(typer.Option("--out", help="Also write the table as JSON here."))] = None
     markdown: Annotated[bool, cli(typer.Option("--markdown", help="Print a Markdown table."))] = False
-    batch_size: Annotated[int, cli(LoraBatch)] = EXTRACT.batch_size
-    workers: Annotated[int, cli(LoraWorkers)] = EXTRACT.workers
+    batch_size: Annotated[int, cli(LoraBatch), BATCH_SIZE] = EXTRACT.batch_size
+    workers: Annotated[int, cli(LoraWorkers), WORKERS] = EXTRACT.workers
     quiet: Annotated[bool, cli(Quiet)] = False
 
 

@@ -19,7 +19,6 @@ trigger words), so `engine info` and `search_vectors` work on it; beside them, s
 """
 from __future__ import annotations
 
-import math
 
 import importlib
 from dataclasses import asdict, dataclass
@@ -33,6 +32,7 @@ from engine.core.collection import MANIFEST, Collection, collection_path
 from engine.core.encoders.base import l2_normalize
 from engine.io.fusion import normalize_array
 from engine.errors import EngineError, missing_extra, opt
+from engine.io.options import WEIGHT, K
 from engine.tasks.lora.features import FEATURES, image_text_specs
 
 KIND = "lora-adapter"
@@ -154,6 +154,10 @@ def fit_probe(x: np.ndarray, labels: np.ndarray, n_classes: int, c: float) -> tu
     return weights, bias
 
 
+RANGES = {"text_weight": WEIGHT, "k": K}
+"""Each `LoraConfig` number's range: its check, `submit`'s text weight and the flags of the same names."""
+
+
 @dataclass(frozen=True)
 class LoraConfig:
     """How a query image is scored (the options of `engine lora build`): representation, scorer, content
@@ -169,10 +173,8 @@ class LoraConfig:
         representation_parts(self.rep)
         if self.scorer not in SCORERS:
             raise EngineError(f"scorer {self.scorer!r}: use one of {', '.join(SCORERS)}")
-        if not math.isfinite(self.text_weight) or self.text_weight < 0:
-            raise EngineError(f"text weight {self.text_weight} must be a finite number >= 0")
-        if self.k < 1:
-            raise EngineError(f"k = {self.k}: kNN needs k >= 1")
+        for name, declared in RANGES.items():
+            declared.check(name, getattr(self, name), text=False)
         return self
 
     @property

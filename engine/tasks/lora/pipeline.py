@@ -9,7 +9,6 @@ in `cv`.
 """
 from __future__ import annotations
 
-import math
 
 from collections import Counter
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from engine.tasks.lora.data import (Lora, TrainImage, check_image_folder, conten
 from engine.tasks.lora.features import (ExtractOptions, Extractor, Features, extract_features,
                                         extract_features_on_ray, make_extractor,
                                         report_failures)
-from engine.tasks.lora.model import KIND, LoraConfig, LoraModel, open_adapter, text_scorer_needs_a_model
+from engine.tasks.lora.model import KIND, RANGES, LoraConfig, LoraModel, open_adapter, text_scorer_needs_a_model
 
 DEFAULT_NAME = "lora"
 # the files of the layout earlier engines wrote (format 1), removed when a build replaces one
@@ -160,9 +159,7 @@ def submit_run(queries: str | Path, out: str | Path, name: str = DEFAULT_NAME, r
     """Rank every LoRA for every query image and write a TREC run (`image_id Q0 lora_id rank score runid`)."""
     from engine.io.runs import write_run
     from engine.eval.validate import check_written
-    w = options.text_weight
-    if w is not None and not (math.isfinite(w) and w >= 0):
-        raise EngineError(f"text weight {w} must be a finite number >= 0")
+    RANGES["text_weight"].check("text_weight", options.text_weight, text=False)
     col = open_adapter(name, root)
     model = LoraModel.load(col)
     items = find_query_images(queries, images)

@@ -26,12 +26,16 @@ import numpy as np
 from engine.core.encoders.device import check_device
 from engine.errors import EngineError, opt
 from engine.progress import info, track
-from engine.io.options import RANGES
+from engine.io.options import Int
 from engine.tasks.model_ranking.data import Task, read_models, sample_indices
 
 POOLINGS = ("mean", "cls")
-MAX_TEXTS = (int(RANGES["max_texts"].lo), int(RANGES["max_texts"].hi))  # declared once, in the option layer
-MAX_LENGTH = (int(RANGES["max_length"].lo), int(RANGES["max_length"].hi))
+TEXTS = Int(2, 100_000)
+"""Labelled texts per task the candidates embed (`--max-texts`, `FeatureOptions.max_texts`)."""
+LENGTH = Int(8, 8192)
+"""Tokens per text for the candidates (`--max-length`, `FeatureOptions.max_length`)."""
+MAX_TEXTS = (int(TEXTS.lo), int(TEXTS.hi))
+MAX_LENGTH = (int(LENGTH.lo), int(LENGTH.hi))
 BATCH = 32
 FEATURES_FILE = "features.json"
 Features = Mapping[tuple[str, str], tuple[np.ndarray, np.ndarray]]
@@ -54,10 +58,8 @@ class FeatureOptions:
     """which stored features the scores use (both are stored)."""
 
     def __post_init__(self) -> None:
-        for flag, value, (lo, hi) in (("max_texts", self.max_texts, MAX_TEXTS),
-                                      ("max_length", self.max_length, MAX_LENGTH)):
-            if not lo <= value <= hi:
-                raise EngineError(f"{opt(flag)} must be within {lo}..{hi}, not {value}")
+        TEXTS.check("max_texts", self.max_texts, text=False)
+        LENGTH.check("max_length", self.max_length, text=False)
         check_device(self.device)
         if self.pooling not in POOLINGS:
             raise EngineError(f"pooling must be one of {', '.join(POOLINGS)}, not {self.pooling!r}")

@@ -10,14 +10,14 @@ import typer
 from engine.commands.collection import Device, Quiet, Root
 from engine.errors import EngineError, opt
 from engine.io.atomic import write_json
-from engine.io.options import cli, options_command, taken
+from engine.io.options import Int, Range, cli, options_command, taken
 from engine.progress import info, set_quiet
 from engine.tasks.model_ranking import data, mllm, modelret_a
-from engine.tasks.model_ranking.candidate_features import MAX_LENGTH, MAX_TEXTS, FeatureOptions
+from engine.tasks.model_ranking.candidate_features import LENGTH, MAX_LENGTH, MAX_TEXTS, TEXTS, FeatureOptions
 from engine.tasks.model_ranking.mllm import MllmOptions
 from engine.tasks.model_ranking.modelret_a import ModelretAOptions
 from engine.tasks.model_ranking.study import Study
-from engine.tasks.model_ranking.transfer import TransferOptions
+from engine.tasks.model_ranking.transfer import RANGES as TRANSFER_RANGES, TransferOptions
 
 MODELRET_A = ModelretAOptions()
 MLLM = MllmOptions()
@@ -29,6 +29,8 @@ def _values(values: tuple) -> str:
     return ",".join(f"{v:g}" for v in values)
 
 
+LEAVE_ONE_OUT = Range(2, 1_000, integer=True, zero=True)
+"""--folds where 0 means leave-one-out (the help says so)."""
 TransferK = Annotated[Optional[int], typer.Option("--k", help="Nearest training queries to average (default: the "
                       f"method's fixed value, see --method; tuned by leave-one-out over {_values(TRANSFER.ks)} with the "
                       "tuning methods).", show_default=False)]
@@ -98,21 +100,22 @@ class ModelretACommandOptions:
         = None
     device: Annotated[str, cli(Device)] = FEATURES.device
     max_texts: Annotated[int, cli(typer.Option("--max-texts", help="Labelled training texts per task the candidates "
-                         f"embed ({MAX_TEXTS[0]}..{MAX_TEXTS[1]}; a fixed sample)."))] = FEATURES.max_texts
+                         f"embed ({MAX_TEXTS[0]}..{MAX_TEXTS[1]}; a fixed sample).")), TEXTS] = FEATURES.max_texts
     max_length: Annotated[int, cli(typer.Option("--max-length", help="Tokens per text for the candidates "
-                          f"({MAX_LENGTH[0]}..{MAX_LENGTH[1]})."))] = FEATURES.max_length
+                          f"({MAX_LENGTH[0]}..{MAX_LENGTH[1]}).")), LENGTH] = FEATURES.max_length
     views: Annotated[Optional[str], cli(typer.Option("--views", help="Views to use (comma-separated: text, "
                      "instruction, "
                      "labels, stats) (default: all four); with --method blend, exactly this blend.",
                      show_default=False))] = MODELRET_A.views
     sample: Annotated[int, cli(typer.Option("--sample", help="Train/val texts embedded per task (mean = "
-                      "text view)."))] \
+                      "text view).")), Int(1, 1_000_000)] \
         = MODELRET_A.sample
-    k: Annotated[Optional[int], cli(TransferK)] = TRANSFER.k
-    temperature: Annotated[Optional[float], cli(TransferTemp)] = TRANSFER.temperature
-    prior_weight: Annotated[Optional[float], cli(TransferPrior)] = TRANSFER.prior_weight
-    folds: Annotated[int, cli(TransferFolds)] = TRANSFER.folds
-    repeats: Annotated[int, cli(TransferRepeats)] = modelret_a.REPEATS
+    k: Annotated[Optional[int], cli(TransferK), TRANSFER_RANGES["k"]] = TRANSFER.k
+    temperature: Annotated[Optional[float], cli(TransferTemp), TRANSFER_RANGES["temperature"]] = TRANSFER.temperature
+    prior_weight: Annotated[Optional[float], cli(TransferPrior),
+                            TRANSFER_RANGES["prior_weight"]] = TRANSFER.prior_weight
+    folds: Annotated[int, cli(TransferFolds), LEAVE_ONE_OUT] = TRANSFER.folds
+    repeats: Annotated[int, cli(TransferRepeats), Int(1, 1_000)] = modelret_a.REPEATS
     full: Annotated[bool, cli(typer.Option("--full", help="With --cv: also the nested variants that tune per fold (the "
                                        "view ensemble with tuned params, the first version's blend choice; "
                                        "minutes)."))] \
@@ -185,11 +188,12 @@ class MllmCommandOptions:
                                  "query_id=qid,logprobs=token_logprobs.", show_default=False))] = None
     targets: Annotated[str, cli(typer.Option("--targets", help="Grade → target map; also the nDCG gains."))] \
         = MLLM.targets
-    k: Annotated[Optional[int], cli(TransferK)] = TRANSFER.k
-    temperature: Annotated[Optional[float], cli(TransferTemp)] = TRANSFER.temperature
-    prior_weight: Annotated[Optional[float], cli(TransferPrior)] = TRANSFER.prior_weight
-    folds: Annotated[int, cli(TransferFolds)] = TRANSFER.folds
-    repeats: Annotated[int, cli(TransferRepeats)] = mllm.REPEATS
+    k: Annotated[Optional[int], cli(TransferK), TRANSFER_RANGES["k"]] = TRANSFER.k
+    temperature: Annotated[Optional[float], cli(TransferTemp), TRANSFER_RANGES["temperature"]] = TRANSFER.temperature
+    prior_weight: Annotated[Optional[float], cli(TransferPrior),
+                            TRANSFER_RANGES["prior_weight"]] = TRANSFER.prior_weight
+    folds: Annotated[int, cli(TransferFolds), LEAVE_ONE_OUT] = TRANSFER.folds
+    repeats: Annotated[int, cli(TransferRepeats), Int(1, 1_000)] = mllm.REPEATS
     full: Annotated[bool, cli(typer.Option("--full", help="With --cv: also transfer with params tuned per fold "
                                            "(nested; minutes at the real size)."))] = MLLM.full_cv
     model: Annotated[str, cli(TransferModel)] = MLLM.model

@@ -18,6 +18,7 @@ import numpy as np
 
 from engine.core.encoders.base import l2_normalize
 from engine.core.folds import fold_assignment
+from engine.io.options import SHARE, Float, K
 from engine.io.ranking import top_k_rows
 from engine.errors import EngineError
 from engine.io.ids import first_duplicate
@@ -28,6 +29,11 @@ Objective = Callable[[np.ndarray, np.ndarray], float]
 higher is better. The adapter supplies it from its task's metric."""
 
 
+RANGES = {"k": K, "temperature": Float(0, 1_000_000, open_lo=True), "prior_weight": SHARE}
+"""Each `TransferParams` value's range: its check and the --k, --temperature, --prior-weight of
+`engine modelret-a` and `engine mllm` read these."""
+
+
 @dataclass(frozen=True)
 class TransferParams:
     """k nearest training queries, softmax temperature over their cosines, weight of the global prior."""
@@ -36,12 +42,8 @@ class TransferParams:
     prior_weight: float = 0.2
 
     def __post_init__(self) -> None:
-        if self.k < 1:
-            raise EngineError(f"k must be at least 1, not {self.k}")
-        if not 0 < self.temperature < float("inf"):
-            raise EngineError(f"temperature must be > 0, not {self.temperature}")
-        if not 0.0 <= self.prior_weight <= 1.0:
-            raise EngineError(f"prior weight must be within 0..1, not {self.prior_weight}")
+        for name, declared in RANGES.items():
+            declared.check(name, getattr(self, name), text=False)
 
     def __str__(self) -> str:
         return f"k={self.k} T={self.temperature:g} prior={self.prior_weight:g}"

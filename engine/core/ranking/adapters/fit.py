@@ -10,12 +10,18 @@ from pathlib import Path
 import numpy as np
 
 from engine.errors import EngineError, opt
+from engine.io.options import SEED, Float, Int
 
 from engine.core.encoders.adapted import ADAPTER_FILE, CONFIG_FILE
 from engine.core.encoders.neighbours import FORM as NEIGHBOURS
 
 
 FORMS = ("auto", "linear", NEIGHBOURS)
+
+
+RANGES = {"holdout": Float(0.05, 0.5), "reg": Float(0, 1_000), "temperature": Float(0, 1, open_lo=True),
+          "lr": Float(0, 1, open_lo=True), "epochs": Int(1, 100_000), "patience": Int(1, 100_000), "seed": SEED}
+"""Each `FitOptions` value's range: `FitOptions.check` and `engine adapt`'s flags of the same names read these."""
 
 
 @dataclass(frozen=True)
@@ -30,12 +36,8 @@ class FitOptions:
     form: str = "auto"          # auto: conse-neighbours for text,image pairs over conse, else linear
 
     def check(self) -> "FitOptions":
-        if not 0.05 <= self.holdout <= 0.5:
-            raise EngineError(f"{opt('holdout')} must be between 0.05 and 0.5, not {self.holdout}")
-        if self.reg < 0 or not 0 < self.temperature <= 1 or not 0 < self.lr <= 1:
-            raise EngineError(f"{opt('reg')} must be ≥ 0, {opt('temperature')} in (0, 1], {opt('lr')} in (0, 1]")
-        if not 1 <= self.epochs <= 100_000 or not 1 <= self.patience <= 100_000:
-            raise EngineError(f"{opt('epochs')} and {opt('patience')} must be between 1 and 100000")
+        for name, declared in RANGES.items():
+            declared.check(name, getattr(self, name), text=False)
         if self.form not in FORMS:
             raise EngineError(f"{opt('form')} must be one of {', '.join(FORMS)}, not {self.form!r}")
         return self

@@ -7,6 +7,7 @@ from typing import Sequence
 import numpy as np
 
 from engine.io import fusion
+from engine.io.options import COUNT, SHARE
 from engine.core.ranking.pipeline.query import Query
 from engine.core.ranking.pipeline.retrieve import POOLINGS, _vectors, item_fields
 from engine.core.ranking.pipeline.stage import Context, Run, Stage, check_choice, check_range, input_of, keep_args
@@ -33,7 +34,7 @@ class Expand(Stage):
             raise EngineError(f"expand(…): via must be \"COLLECTION:DOCUMENT\", not {via!r}")
         for opt_name, v in (("top", top), ("per_parent", per_parent), ("limit", limit)):
             if v is not None:
-                check_range("expand", opt_name, v, 1, 10**6, integer=True)
+                check_range("expand", opt_name, v, COUNT)
         check_choice("expand", "score", score, ("order", "parent"))
         self.collection, self.via, self.parent = collection, via, parent
         self.top, self.per_parent, self.limit, self.score = top, per_parent, limit, score
@@ -102,7 +103,7 @@ class Similarity(Stage):
 
     def __init__(self, collection: str, weight: float = 0.5, fusion: str = "weighted", pooling: str = "mean") -> None:
         super().__init__()
-        check_range("similarity", "weight", weight, 0.0, 1.0)
+        check_range("similarity", "weight", weight, SHARE)
         check_choice("similarity", "fusion", fusion, ("weighted", "rrf"))
         check_choice("similarity", "pooling", pooling, POOLINGS)
         self.collection, self.weight, self.fusion, self.pooling = collection, float(weight), fusion, pooling

@@ -133,6 +133,11 @@ def _call(make, node: ast.AST, origin: str) -> Any:
 def read_pipeline_file(path: str | os.PathLike) -> Stage:
     """A TOML file whose `pipeline` key holds an expression (other keys, e.g. `description`, are kept for
     people)."""
+    return parse_pipeline(read_pipeline_text(path), f"{path}: ")
+
+
+def read_pipeline_text(path: str | os.PathLike) -> str:
+    """The expression a pipeline file's `pipeline` key holds, unparsed (one line on an unreadable file)."""
     try:
         import tomllib
     except ImportError:  # Python 3.10
@@ -150,7 +155,7 @@ def read_pipeline_file(path: str | os.PathLike) -> Stage:
     if not isinstance(text, str):
         raise EngineError(f"{path}: the file needs a key `pipeline` holding an expression, e.g. "
                           "pipeline = 'retrieve(\"docs\", k=100) % 10'")
-    return parse_pipeline(text, f"{path}: ")
+    return text
 
 
 def pipeline_file_text(stage: Stage | str, description: str = "") -> str:

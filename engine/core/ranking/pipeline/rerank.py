@@ -29,7 +29,7 @@ class Rerank(Stage):
     def __init__(self, spec: "str | RerankerSpec", depth: int = 100, docs: str | None = None,
                  group: str | None = None, fields: Sequence[str] | None = None, **options: Any) -> None:
         super().__init__()
-        from engine.core.ranking.rerankers.registry import MAX_DEPTH
+        from engine.core.ranking.rerankers.registry import RERANK_DEPTH
         from engine.core.ranking.rerankers.spec import RerankerSpec
         if not isinstance(spec, (str, RerankerSpec)):
             raise EngineError("rerank(…) needs a reranker spec first, e.g. rerank(\"cross:/models/ce\")")
@@ -37,7 +37,7 @@ class Rerank(Stage):
             self.spec = RerankerSpec.parse(spec, keywords=True, check_arg=False, **options)
         except EngineError as exc:
             raise EngineError(f"rerank(\"{spec}\"): {exc}") from None
-        check_range("rerank", "depth", depth, 1, MAX_DEPTH, integer=True)
+        check_range("rerank", "depth", depth, RERANK_DEPTH)
         if fields is not None and (not isinstance(fields, (list, tuple)) or not all(isinstance(f, str) for f in fields)):
             raise EngineError("rerank(…): fields must be a list of the docs' metadata fields to read")
         self.depth, self.docs, self.group, self.options = int(depth), docs, group, options

@@ -9,13 +9,13 @@ import numpy as np
 from engine.core.ranking.pipeline.query import Query
 from engine.core.ranking.pipeline.stage import Context, Run, Stage, check_choice, check_range, keep_args
 from engine.core.ranking.rerankers.candidates import item_fields
+from engine.io.options import K
 from engine.io.ranking import Ranking, top_k
 from engine.errors import EngineError
 
 MODES = ("dense", "bm25", "hybrid")
 FUSIONS = ("weighted", "rrf")
 POOLINGS = ("mean", "max", "full")
-MAX_K = 100_000
 
 
 def _vectors(ctx: Context, col, texts: Sequence[str], pooling: str):
@@ -43,12 +43,12 @@ class Retrieve(Stage):
             raise EngineError("retrieve(…) needs a collection name first, e.g. retrieve(\"docs\")")
         if mode is not None:
             check_choice("retrieve", "mode", mode, MODES)
-        check_range("retrieve", "k", k, 1, MAX_K, integer=True)
+        check_range("retrieve", "k", k, K)
         check_choice("retrieve", "fusion", fusion, FUSIONS)
         if pooling is not None:
             check_choice("retrieve", "pooling", pooling, POOLINGS)
         if fetch is not None:
-            check_range("retrieve", "fetch", fetch, 1, MAX_K, integer=True)
+            check_range("retrieve", "fetch", fetch, K)
         if where is not None:
             from engine.core.ranking.filters import parse_where
             parse_where(where)
@@ -161,7 +161,7 @@ class Score(Stage):
         check_choice("score", "by", by, ("query", "examples"))
         check_choice("score", "mode", mode, ("dense", "bm25"))
         check_choice("score", "agg", agg, ("mean", "max"))
-        check_range("score", "k", k, 1, MAX_K, integer=True)
+        check_range("score", "k", k, K)
         if fields is not None and (not isinstance(fields, (list, tuple)) or not all(isinstance(f, str) for f in fields)):
             raise EngineError("score(…): fields must be a list of metadata field names")
         self.collection, self.by, self.mode, self.array, self.agg, self.k = collection, by, mode, array, agg, int(k)

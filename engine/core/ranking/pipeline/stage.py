@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from engine.core.ranking.pipeline.context import Context
 from engine.io import fusion
+from engine.io.options import DEPTH, WEIGHT, K, Range
 from engine.io.ranking import Ranking
 from engine.errors import EngineError
 
@@ -25,8 +26,9 @@ Run = dict[str, Ranking]
 
 def literal(value: Any) -> str:
     """A constructor argument as pipeline-file text (strings quoted, lists bracketed)."""
-    if isinstance(value, str):
-        return repr(value).replace("'", '"') if '"' not in value else repr(value)
+    if isinstance(value, str):  # a JSON string is a Python string literal of the same value, in double quotes
+        import json
+        return json.dumps(value, ensure_ascii=False)
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(literal(v) for v in value) + "]"
     if isinstance(value, Stage):
@@ -133,16 +135,19 @@ def input_of(stage: Stage, run: Run | None, queries: Sequence["Query"]) -> Run:
     return {q.qid: run.get(q.qid, Ranking()) for q in queries}
 
 
-def check_range(stage: str, option: str, value: Any, lo: float, hi: float | None = None,
-                integer: bool = False) -> None:
-    """One line naming the stage and argument when a value is out of its range."""
-    ok = not isinstance(value, bool) and isinstance(value, (int, float) if not integer else int)
-    if ok:
-        ok = value >= lo and (hi is None or value <= hi)
-    if not ok:
-        what = "a whole number" if integer else "a number"
-        bound = f"from {lo:g} to {hi:g}" if hi is not None else f"of at least {lo:g}"
-        raise EngineError(f"{stage}(…): {option} must be {what} {bound}, not {value!r}")
+def collections_read(stage: Stage) -> list[str]:
+    """The names of the collections a pipeline reads anywhere in its tree, sorted."""
+    names, todo = set(), [stage]
+    while todo:
+        s = todo.pop()
+        names.update(s.collections())
+        todo.extend(s.children())
+    return sorted(names)
+
+
+def check_range(stage: str, option: str, value: Any, declared: Range) -> None:
+    """One line naming the stage and keyword when a value is out of the option's declared range."""
+    declared.check(option, value, label=f"{stage}(…): {option}", text=False)
 
 
 def check_choice(stage: str, option: str, value: Any, choices: Sequence[str]) -> None:
@@ -185,7 +190,7 @@ class Cutoff(Stage):
 
     def __init__(self, stage: Stage, k: int) -> None:
         super().__init__()
-        check_range("cutoff", "k", k, 1, 10**6, integer=True)
+        check_range("cutoff", "k", k, K)
         self.stage, self.k = stage, int(k)
 
     def __str__(self) -> str:
@@ -243,14 +248,14 @@ class Fuse(Stage):
             raise EngineError("fuse(…) takes two or more stages to fuse")
         check_choice("fuse", "method", method, FUSE_METHODS)
         check_choice("fuse", "norm", norm, fusion.NORMALIZERS)
-        check_range("fuse", "k", k, 0, 10**6, integer=True)
+        check_range("fuse", "k", k, fusion.RRF_K_RANGE)
         if depth is not None:
-            check_range("fuse", "depth", depth, 1, 10**6, integer=True)
+            check_range("fuse", "depth", depth, DEPTH)
         if weights is not None:
             if not isinstance(weights, (list, tuple)) or len(weights) != len(stages):
                 raise EngineError(f"fuse(…): weights must list one number per stage ({len(stages)})")
             for w in weights:
-                check_range("fuse", "weights", w, 0, 1e6)
+                check_range("fuse", "weights", w, WEIGHT)
         if method == "wsum" and weights is None:
             raise EngineError("fuse(…): method \"wsum\" needs weights, one per stage")
         self.stages = list(stages)

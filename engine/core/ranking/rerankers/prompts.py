@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import EngineError, opt
-from engine.io.options import RANGES
+from engine.io.options import Int, Range
 
 JUDGE = ('Judge whether the Document meets the requirements based on the Query and the Instruct provided. '
          'Note that the answer can only be "yes" or "no".')
@@ -22,7 +22,9 @@ QWEN3_RERANKER = ("<|im_start|>system\n" + JUDGE + "<|im_end|>\n<|im_start|>user
 """Qwen3-Reranker's prompt, character for character as its model card builds it (prefix, pair, suffix)."""
 TEMPLATES = ("qwen3-reranker", "chat")
 MAX_INSTRUCTION = 4000
-MAX_ROUNDS = int(RANGES["rerank_rounds"].hi)  # declared once, in the option layer
+ROUNDS = Int(1, 100)
+"""llm-list: grouped-voting rounds: --rerank-rounds and `rerank(rounds=)`."""
+MAX_ROUNDS = int(ROUNDS.hi)
 
 
 def default_template(model: str) -> str:
@@ -58,22 +60,20 @@ def check_instruction(value: object, label: str = "") -> str:
     return value.strip()
 
 
-def check_positive(name: str, hi: int, flag: str = ""):
-    """A check of a whole-number option from 1 to `hi`, named by the caller's label, else `flag`, else its name."""
+def check_in(name: str, declared: Range, flag: str = ""):
+    """A check of a numeric option against its declared range, named by the caller's label, else `flag`, else
+    its name."""
     def check(value: object, label: str = "") -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= hi:
-            raise EngineError(f"{label or flag or 'reranker option ' + name} must be a whole number from 1 to {hi}, "
-                              f"not {value!r}")
-        return value
+        return declared.check(name, value, label=label or flag or f"reranker option {name}", text=False)
     return check
 
 
 OPTION_CHECKS = {
     "template": check_template,
     "instruction": check_instruction,
-    "rounds": check_positive("rounds", MAX_ROUNDS, opt("rerank_rounds")),
-    "batch_size": check_positive("batch_size", 4096),
-    "max_length": check_positive("max_length", 131_072),
+    "rounds": check_in("rounds", ROUNDS, opt("rerank_rounds")),
+    "batch_size": check_in("batch_size", Int(1, 4096)),
+    "max_length": check_in("max_length", Int(1, 131_072)),
 }
 """Each reranker option a registry entry may accept → the check that returns its clean value."""
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import EngineError
-from engine.io.options import RANGES
+from engine.io.options import Int
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,9 @@ RERANKERS: tuple[RerankerEntry, ...] = (
 )
 
 DEFAULT_DEPTH = 100
-MAX_DEPTH = int(RANGES["rerank_depth"].hi)  # declared once, in the option layer
+RERANK_DEPTH = Int(1, 10_000)
+"""Candidates a reranker orders per query: every --rerank-depth, `engine rerank --depth` and `rerank(depth=)`."""
+MAX_DEPTH = int(RERANK_DEPTH.hi)
 
 
 def entry_for(spec: str) -> tuple[RerankerEntry, str]:
@@ -132,8 +134,7 @@ def check_depth(depth: int | None, k: int, option: str = "rerank_depth") -> int:
     from engine.errors import opt
     if depth is None:
         return max(k, DEFAULT_DEPTH)
-    if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= MAX_DEPTH:
-        raise EngineError(f"{opt(option)} must be a whole number from 1 to {MAX_DEPTH}, not {depth!r}")
+    RERANK_DEPTH.check(option, depth, text=False)
     if depth < k:
         raise EngineError(f"{opt(option)} {depth} is below -k {k}: the reranker can only order what the "
                           "first stage fetched; give a depth of at least k")

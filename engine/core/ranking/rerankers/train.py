@@ -16,10 +16,18 @@ from pathlib import Path
 import numpy as np
 
 from engine.errors import EngineError, opt
+from engine.io.options import SEED, Float, Int
 
 EVAL_CANDIDATES = 20   # a held-out query's document among this many
 PATIENCE = 2           # epochs without a better held-out MRR before stopping
 REPORT_FILE = "rerank-train.json"
+
+
+RANGES = {"holdout": Float(0.05, 0.5), "epochs": Int(1, 100_000), "seed": SEED, "batch_size": Int(1, 1024),
+          "lr": Float(0, 0.01, open_lo=True), "head_lr": Float(0, 0.1, open_lo=True), "negatives": Int(1, 63),
+          "max_length": Int(8, 8192)}
+"""Each `TrainOptions` value's range: `engine rerank train`'s flags declare these too (queries per step: no
+"auto", a fit, not an encode)."""
 
 
 @dataclass(frozen=True)
@@ -37,9 +45,8 @@ class TrainOptions:
 
     def check(self) -> "TrainOptions":
         """Each value within the range `engine rerank train` declares for it (one line naming the option)."""
-        from engine.io.options import range_for
         for name, value in asdict(self).items():
-            range_for("rerank train", name).check(name, value)
+            RANGES[name].check(name, value)
         return self
 
 
