@@ -37,9 +37,10 @@ def read_queries_file(path: str | os.PathLike) -> list[Query]:
 
 
 def _read_jsonl(path: Path) -> list[Query]:
-    from engine.io.tables import read_queries
+    from engine.io.tables import check_file, read_queries
     rows: list[Query] = []
     examples: dict[str, tuple[str, ...]] = {}
+    check_file(path, "a JSONL query file")
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as e:
@@ -51,7 +52,9 @@ def _read_jsonl(path: Path) -> list[Query]:
             row = json.loads(line)
         except ValueError:
             raise EngineError(f"{path}:{n}: not a JSON object") from None
-        ex = row.get("examples") if isinstance(row, dict) else None
+        if not isinstance(row, dict):
+            raise EngineError(f"{path}:{n}: expected a JSON object per line, not {type(row).__name__}")
+        ex = row.get("examples")
         if ex is not None:
             if not isinstance(ex, list) or not all(isinstance(e, (str, int)) for e in ex):
                 raise EngineError(f"{path}:{n}: 'examples' must be a list of item ids")
