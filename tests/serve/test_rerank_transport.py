@@ -128,3 +128,30 @@ def test_the_service_answers_a_clean_error_not_a_500(served_root, raw_server):
             assert 400 <= r.status_code < 500, r.text
             detail = r.json()["detail"]
             assert "\n" not in detail and spec.split(":", 1)[1].split("#")[0] in detail
+
+
+def test_an_answer_over_the_cap_is_refused_not_held(raw_server, monkeypatch):
+    from engine.core.ranking.rerankers import endpoint
+    from engine.core.ranking.rerankers.registry import load_reranker
+    from engine.errors import EngineError
+    monkeypatch.setattr(endpoint, "MAX_ANSWER_BYTES", 1000)
+    body = b"x" * 5000
+    known = raw_server(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    unknown = raw_server(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + body)
+    chunked = raw_server(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                         + b"".join(b"3e8\r\n" + b"y" * 1000 + b"\r\n" for _ in range(5)) + b"0\r\n\r\n")
+    for url, words in ((known, "announced an answer of 5,000 bytes"), (unknown, "answered more than"),
+                       (chunked, "answered more than")):
+        with pytest.raises(EngineError, match=words):
+            load_reranker(f"llm:{url}#judge", template="qwen3-reranker").score("q", ["a doc"])
+
+
+@pytest.mark.parametrize("url", ["http://[::1/v1", "http://127.0.0.1:99999/v1", "http://:8000/v1"])
+def test_a_server_address_that_cannot_be_one_is_refused_in_one_line(run_cli, tmp_path, url):
+    from engine.io.runs import write_run
+    (tmp_path / "docs.tsv").write_text("id\ttext\nd0\tcats\n")
+    (tmp_path / "q.tsv").write_text("q1\tanimals\n")
+    write_run(tmp_path / "a.run", {"q1": [("d0", 2.0)]}, "bm25")
+    code, _, err = run_cli("rerank", tmp_path / "a.run", "--queries", tmp_path / "q.tsv", "--docs",
+                           tmp_path / "docs.tsv", "--model", f"llm:{url}#judge", "--out", tmp_path / "x.run")
+    assert code != 0 and "Traceback" not in err and "write llm:http://HOST:PORT/v1#MODEL" in err, err

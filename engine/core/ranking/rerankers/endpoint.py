@@ -24,6 +24,7 @@ from engine.errors import EngineError
 TOP_LOGPROBS = 20   # the most OpenAI's API (and vLLM's default) returns per position
 IN_FLIGHT = 8       # concurrent requests per scoring call
 DEADLINE = 120.0    # seconds per whole request, not per socket read
+MAX_ANSWER_BYTES = 64 << 20   # an answer is a few kB; a server streaming more is refused, not held in memory
 
 
 def is_served(arg: str) -> bool:
@@ -83,7 +84,14 @@ class Endpoint:
             target = url.path + (f"?{url.query}" if url.query else "")
             conn.request("POST", target or "/", body=data, headers={"Content-Type": "application/json"})
             response = conn.getresponse()
-            raw = response.read()
+            if response.length is not None and response.length > MAX_ANSWER_BYTES:
+                raise EngineError(f"reranker server {where} announced an answer of {response.length:,} bytes, over "
+                                  f"the {MAX_ANSWER_BYTES >> 20} MiB an answer may take")
+            # a known length is read whole (a short one is an IncompleteRead); an unknown one up to the cap
+            raw = response.read() if response.length is not None else response.read(MAX_ANSWER_BYTES + 1)
+            if len(raw) > MAX_ANSWER_BYTES:
+                raise EngineError(f"reranker server {where} answered more than the {MAX_ANSWER_BYTES >> 20} MiB "
+                                  "an answer may take")
             if expired.is_set():
                 raise TimeoutError
             return response.status, raw
