@@ -110,3 +110,12 @@ def test_a_jsonl_line_that_is_no_object_names_file_and_line(run_cli, idx, tmp_pa
         code, _, err = run_cli("pipeline", "run", pipe, "--queries", q, "--root", idx / "idx",
                                "--out", tmp_path / "x.run", "--no-cache")
         assert code != 0 and "Traceback" not in err and "q.jsonl:2" in err, err
+
+
+def test_a_pipeline_file_with_a_bom_is_read(tmp_path):
+    f = tmp_path / "bom.toml"
+    f.write_bytes(b"\xef\xbb\xbfpipeline = 'retrieve(\"docs\") >> nope()'\n")
+    with pytest.raises(EngineError, match=r"bom.toml: line 1, column 33: 'nope' is not a stage"):
+        read_pipeline_file(f)
+    f.write_bytes(b"\xef\xbb\xbfpipeline = 'retrieve(\"docs\") % 3'\n")
+    assert str(read_pipeline_file(f)) == 'retrieve("docs") % 3'

@@ -92,7 +92,7 @@ def _depth(stage: Stage) -> int:
     return deepest
 
 
-def _literal(node: ast.AST, origin: str) -> Any:
+def _literal(node: ast.AST, origin: Origin) -> Any:
     if isinstance(node, ast.Constant) and (node.value is None or isinstance(node.value, (str, int, float, bool))):
         return node.value
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)) \
@@ -104,7 +104,7 @@ def _literal(node: ast.AST, origin: str) -> Any:
     return _build(node, origin)
 
 
-def _build(node: ast.AST, origin: str) -> Any:
+def _build(node: ast.AST, origin: Origin) -> Any:
     from engine.core.ranking.pipeline.registry import STAGES, stage_class
     if isinstance(node, ast.BinOp) and type(node.op) in OPERATORS:
         left, right = _build(node.left, origin), _literal(node.right, origin)
@@ -148,7 +148,7 @@ def _build(node: ast.AST, origin: str) -> Any:
                               "literal arguments and >>, %, |, ^")
 
 
-def _check_arguments(name: str, cls: type, args: list, kwargs: dict, node: ast.AST, origin: str) -> None:
+def _check_arguments(name: str, cls: type, args: list, kwargs: dict, node: ast.AST, origin: Origin) -> None:
     """Arguments the stage does not take, named in the file's words (not Python's `__init__()` wording)."""
     import inspect
     params = [p for p in inspect.signature(cls).parameters.values()
@@ -171,9 +171,9 @@ def _check_arguments(name: str, cls: type, args: list, kwargs: dict, node: ast.A
         hints = typing.get_type_hints(cls.__init__)
     except Exception:  # an annotation this Python cannot resolve: the constructor checks its own arguments
         return
-    bound = inspect.signature(cls).bind(*args, **kwargs)
-    for param, value in bound.arguments.items():
-        kind = inspect.signature(cls).parameters[param].kind
+    signature = inspect.signature(cls)
+    for param, value in signature.bind(*args, **kwargs).arguments.items():
+        kind = signature.parameters[param].kind
         values = value if kind is inspect.Parameter.VAR_POSITIONAL else \
             value.values() if kind is inspect.Parameter.VAR_KEYWORD else [value]
         hint = hints.get(param, Any)
@@ -227,7 +227,7 @@ def _kind_of(value: Any) -> str:
     return "None" if value is None else repr(value) if not isinstance(value, str) else "text"
 
 
-def _call(make, node: ast.AST, origin: str) -> Any:
+def _call(make, node: ast.AST, origin: Origin) -> Any:
     try:
         return make()
     except PipelineSyntaxError:
@@ -250,7 +250,7 @@ def read_pipeline_file(path: str | os.PathLike) -> Stage:
     if path.exists() or path.is_symlink():
         check_file(path, "a pipeline file (TOML)")
     try:
-        raw = path.read_text(encoding="utf-8")
+        raw = path.read_text(encoding="utf-8-sig")  # a BOM (Windows editors write one) is not part of the TOML
         data = tomllib.loads(raw)
     except FileNotFoundError:
         raise EngineError(f"{path}: no such pipeline file") from None

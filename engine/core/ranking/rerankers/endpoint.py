@@ -98,8 +98,8 @@ class Endpoint:
         except (http.client.HTTPException, OSError, ValueError) as exc:
             if expired.is_set() or isinstance(exc, TimeoutError):
                 raise EngineError(f"reranker server {where} gave no whole answer within {DEADLINE:g} s") from None
-            raise EngineError(f"reranker server {where} could not be reached or read: "
-                              f"{type(exc).__name__}: {exc}") from None
+            why = exc.strerror or str(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
+            raise EngineError(f"reranker server {where} could not be reached or read: {why}") from None
         finally:
             watchdog.cancel()
             conn.close()
