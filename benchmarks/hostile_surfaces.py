@@ -266,8 +266,10 @@ def pipeline_cases(w: Path, idx: Path) -> list[tuple]:
              "examples with null": '{"qid": "a", "examples": [null]}', "examples nested": '{"qid": "a", '
              '"examples": [["d1"]]}', "not JSON": "{qid: a}",
              "NaN": '{"qid": "a", "text": NaN}', "an array after examples": "[1]",
-             "text a list": '{"qid": "a", "text": ["x"]}', "examples an object": '{"qid": "a", "examples": '
-             '{"d1": 1}}', "a repeated id": '{"qid": "z", "text": "again"}'}
+             "examples an object": '{"qid": "a", "examples": {"d1": 1}}', "a repeated id": '{"qid": "z", '
+             '"text": "again"}', "examples of booleans": '{"qid": "a", "examples": [true]}',
+             "an id that is a list, with examples": '{"qid": ["a"], "examples": []}',
+             "text an object, with examples": '{"qid": "a", "text": {"o": 1}, "examples": []}'}
     for n, (name, line) in enumerate(lines.items()):
         p = w / f"ql{n}.jsonl"
         first = '{"qid": "z", "text": "bread", "examples": ["d1"]}\n' if "after examples" in name else \
@@ -290,6 +292,10 @@ def pipeline_cases(w: Path, idx: Path) -> list[tuple]:
     number.write_text('{"qid": "a", "text": 5}\n')   # a query text that is a number is that text ("5")
     args, out = run_args(good, number)
     cases.append(("query files", "queries: a JSONL text that is a number", OK, args, out))
+    listed = w / "listed.jsonl"
+    listed.write_text('{"qid": "a", "text": ["bread", "text"], "examples": []}\n')  # a list of texts is joined
+    args, out = run_args(good, listed)
+    cases.append(("query files", "queries: a JSONL text that is a list, with examples", OK, args, out))
     return cases
 
 

@@ -119,3 +119,17 @@ def test_a_pipeline_file_with_a_bom_is_read(tmp_path):
         read_pipeline_file(f)
     f.write_bytes(b"\xef\xbb\xbfpipeline = 'retrieve(\"docs\") % 3'\n")
     assert str(read_pipeline_file(f)) == 'retrieve("docs") % 3'
+
+
+def test_jsonl_queries_with_examples_read_ids_and_texts_as_every_reader_does(tmp_path):
+    from engine.core.ranking.pipeline.query import read_queries_file
+    q = tmp_path / "q.jsonl"
+    q.write_text('{"qid": "a", "text": ["storm", "sea"], "examples": ["d1"]}\n{"qid": 7, "text": 5}\n')
+    got = read_queries_file(q)
+    assert [(x.qid, x.text, x.examples) for x in got] == [("a", "storm, sea", ("d1",)), ("7", "5", ())]
+    for line, words in (('{"qid": ["a"], "examples": []}', "q.jsonl:1"), ('{"qid": "a", "examples": [true]}',
+                        "q.jsonl:1: 'examples' must be a list"), ('{"qid": "a", "text": {"o": 1}, "examples": []}',
+                        "q.jsonl:1")):
+        q.write_text(line + "\n")
+        with pytest.raises(EngineError, match=words):
+            read_queries_file(q)
