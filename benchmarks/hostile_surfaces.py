@@ -637,8 +637,8 @@ def main() -> None:
         print(f"| {name} | {sum(g.values())} | {held} | {sum(g.values()) - held} | "
               + " | ".join(str(g[c]) for c in COLUMNS) + " |")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"columns": COLUMNS, "groups": groups, "total": total, "inputs": results},
-                                   indent=1) + "\n")
+    text = json.dumps({"columns": COLUMNS, "groups": groups, "total": total, "inputs": results}, indent=1)
+    args.out.write_text(text.replace(str(work), "WORK") + "\n")   # the temporary folder, not this machine's path
     print(f"\nwrote {args.out}")
 
 
