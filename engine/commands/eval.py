@@ -13,7 +13,7 @@ from engine.eval.fuse import FuseOptions
 from engine.eval.metrics import known_metrics
 from engine.eval.profiles import PROFILES
 from engine.eval.significance import CORRECTIONS
-from engine.errors import EngineError
+from engine.errors import EngineError, missing_extra
 from engine.io.options import DEPTH, SEED, WEIGHTS, Float, cli, options_command, taken
 
 COMPARE = CompareOptions()
@@ -208,7 +208,7 @@ def _experiment(o: ExperimentOptions) -> None:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            raise EngineError("--plot needs matplotlib: pip install -e \".[plot]\"") from None
+            raise missing_extra("matplotlib (for --plot)", "plot") from None
     pipelines = [(Path(f).stem, read_pipeline_file(f)) for f in o.files]
     qs = read_queries_file(o.queries)
     gold = read_qrels(o.qrels)

@@ -70,7 +70,8 @@ def served_pipelines(specs: list[str]) -> tuple:
         name, sep, path = spec.partition("=")
         if not sep or not name.strip() or not path.strip():
             raise EngineError(f"--pipeline takes NAME=FILE, not {spec!r}")
+        name = name.strip()
         if name in out:
-            raise EngineError(f"--pipeline {name!r} is given twice")
-        out[name.strip()] = read_pipeline_file(path.strip())
+            raise EngineError(f"--pipeline {name!r} is given twice (names are compared without their blanks)")
+        out[name] = read_pipeline_file(path.strip())
     return tuple(out.items())

@@ -15,7 +15,7 @@ from engine.core.ranking.pipeline.context import StageRecord
 from engine.core.ranking.pipeline.run import Context, run_pipeline, write_pipeline_run
 from engine.core.ranking.pipeline.stage import Run as StageRun
 from engine.core.ranking.pipeline.stage import Stage
-from engine.errors import EngineError
+from engine.errors import EngineError, missing_extra
 from engine.eval.compare import CompareOptions, Comparison, compare
 from engine.io.runs import Qrels, Run
 
@@ -26,6 +26,7 @@ class Row:
     stage: Stage
     run: StageRun = field(default_factory=dict)
     log: list[StageRecord] = field(default_factory=list)
+    step: bool = False   # a prefix of a pipeline (`--stages`), not a pipeline given
 
 
 @dataclass
@@ -56,7 +57,7 @@ def experiment(pipelines: Sequence[tuple[str, Stage]], queries: Sequence[Query],
         rows.append(Row(name, stage))
         if with_stages:
             steps = prefixes(stage)[:-1]
-            rows += [Row(f"{name}[{i}]", s) for i, s in enumerate(steps, 1)]
+            rows += [Row(f"{name}[{i}]", s, step=True) for i, s in enumerate(steps, 1)]
     for row in track(rows, len(rows), "running pipelines"):
         start = len(ctx.log)
         row.run = run_pipeline(row.stage, queries, ctx)
@@ -68,8 +69,21 @@ def experiment(pipelines: Sequence[tuple[str, Stage]], queries: Sequence[Query],
         per_query = {rows[0].name: ev.per_query}
     else:
         cmp = compare(runs, qrels, metrics, options)
+        _holm_by_family(cmp, [r.name for r in rows[1:] if not r.step], [r.name for r in rows if r.step])
         per_query = {name: evaluate(run, qrels, metrics).per_query for name, run in runs.items()}
     return Experiment(rows, cmp, per_query)
+
+
+def _holm_by_family(cmp: Comparison, pipelines: Sequence[str], steps: Sequence[str]) -> None:
+    """The correction over the pipelines given alone, and over the stage rows apart: `--stages` adds rows to
+    look at, not hypotheses to the pipelines' family, so it leaves their corrected p as it was."""
+    from engine.eval.significance import adjust
+    for family in (pipelines, steps):
+        for c in {c for name in family for c in cmp.tests.get(name, {})}:
+            for kind in ("t_p", "rand_p"):
+                adjusted = adjust([getattr(cmp.tests[name][c], kind) for name in family], cmp.options.correction)
+                for name, p in zip(family, adjusted):
+                    setattr(cmp.tests[name][c], kind + "_adj", p)
 
 
 def to_json(exp: Experiment) -> dict:
@@ -118,8 +132,12 @@ def render(exp: Experiment, markdown: bool = False) -> str:
         rows.append(cells)
     cached = sum(r.cached for row in exp.rows for r in row.log)
     total = sum(len(row.log) for row in exp.rows)
+    steps = sum(row.step for row in exp.rows)
+    family = f"the other {len(exp.rows) - 1 - steps} pipelines" + (
+        f" (the {steps} stage rows corrected apart, so --stages leaves the pipelines' p_holm unchanged)"
+        if steps else "")
     legend = (f"\n{cmp.n_queries} queries; p: paired t-test against {exp.rows[0].name}; p_holm: Holm-corrected over "
-              f"the other {len(exp.rows) - 1}; W/T/L: queries better/equal/worse; {cached} of {total} stage outputs "
+              f"{family}; W/T/L: queries better/equal/worse; {cached} of {total} stage outputs "
               "read from the cache")
     return format_table(heads, rows, markdown=markdown) + legend
 
@@ -129,7 +147,7 @@ def plot(exp: Experiment, path: str | os.PathLike) -> Path:
     try:
         import matplotlib
     except ImportError:
-        raise EngineError("--plot needs matplotlib: pip install -e \".[plot]\"") from None
+        raise missing_extra("matplotlib (for --plot)", "plot") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from engine.io.atomic import atomic_path

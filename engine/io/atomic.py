@@ -106,6 +106,14 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
             tmp_path.unlink()
 
 
+def publish(tmp: str | os.PathLike, path: str | os.PathLike) -> None:
+    """Move a finished file that a library wrote under a temporary name (in the target's folder) to `path`,
+    with the mode every file engine writes has (0666 less the umask): libraries write some files 0600 (onnx's
+    external weights), which another user of a shared cache could then not read."""
+    os.chmod(tmp, 0o666 & ~_umask())
+    os.replace(tmp, path)
+
+
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs: Any) -> Iterator[IO]:
     """`open()` that only publishes the file once the block finishes without error."""

@@ -139,8 +139,8 @@ FOLDS = Int(2, 1_000)
 
 UNCHECKED_COMMANDS = ("serve",)
 """Commands whose options another module checks with its own ranges (`engine.serve.options.ServeOptions`)."""
-OUTPUTS = ("out", "out_dir", "report", "save_weights")
-OUTPUT_FOLDERS = (("adapt", "out"), ("rerank train", "out"))
+OUTPUTS = ("out", "out_dir", "report", "save_weights", "plot")
+OUTPUT_FOLDERS = (("adapt", "out"), ("rerank train", "out"), ("experiment", "out"))
 """Outputs that are folders (a model folder, replaced with --force), beside every `out_dir`."""
 """Parameter names of files or folders a command writes: checked for writability before the work."""
 

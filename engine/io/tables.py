@@ -26,11 +26,22 @@ class Row:
 
 
 def check_file(path: Path, expected: str = "a file") -> None:
-    """A missing file or a folder where a file belongs is an error naming the path."""
-    if not path.exists():
-        raise EngineError(f"{path}: no such file")
-    if path.is_dir():
+    """A missing file, a folder, or anything else that is no regular file where a file belongs (a FIFO would
+    block the read forever, a device such as /dev/zero would be read until memory runs out) is an error
+    naming the path."""
+    import stat
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise EngineError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise EngineError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(mode):
         raise EngineError(f"{path}: is a folder, expected {expected}")
+    if not stat.S_ISREG(mode):
+        kind = "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a device" \
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "no regular file"
+        raise EngineError(f"{path}: is {kind}, expected {expected} (a regular file)")
 
 
 def read_text_lines(path: str | Path) -> list[str]:
@@ -103,8 +114,7 @@ def read_json(path: str | Path, what: str = "file") -> Any:
     path = Path(path)
     if not path.exists():
         raise EngineError(f"{path}: no such {what}")
-    if path.is_dir():
-        raise EngineError(f"{path}: is a folder, expected a JSON {what}")
+    check_file(path, f"a JSON {what}")
     try:
         return parse_json(path.read_text(encoding="utf-8-sig"), path)
     except UnicodeDecodeError as exc:

@@ -19,7 +19,7 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
@@ -45,7 +45,7 @@ class Query(BaseModel):
     model_config = ConfigDict(extra="forbid")
     text: str | None = None
     id: str | None = None
-    vector: list[float] | None = None
+    vector: list[StrictFloat] | None = None   # numbers only: true or "1" is refused, not read as 1.0
 
 
 class Lexical(BaseModel):
@@ -440,8 +440,8 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
 
     @app.get("/thumb/{collection}/{item_id:path}", summary="An image item, downscaled (JPEG)",
              response_class=Response, responses={200: {"content": {"image/jpeg": {}}}})
-    async def thumb(collection: str, item_id: str, size: int = 0) -> Response:
-        size = size or opts.thumb_size
+    async def thumb(collection: str, item_id: str, size: int | None = None) -> Response:
+        size = opts.thumb_size if size is None else size   # size=0 is out of range, not the default
         if not 16 <= size <= 1024:
             raise _refuse(422, f"size must be between 16 and 1024 (got {size})")
         s = await run_in_threadpool(served, collection)

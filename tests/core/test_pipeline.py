@@ -94,7 +94,7 @@ def test_pipeline_file_needs_its_key(tmp_path):
     with pytest.raises(EngineError, match="needs a key `pipeline`"):
         read_pipeline_file(bad)
     bad.write_text("pipeline = 'retrieve(\"docs\") >> nope()'\n")
-    with pytest.raises(EngineError, match=r"p.toml: line 1, column 21: 'nope' is not a stage"):
+    with pytest.raises(EngineError, match=r"p.toml: line 1, column 33: 'nope' is not a stage"):
         read_pipeline_file(bad)
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import tempfile
 import warnings
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.core.encoders.base import IMAGE, Encoder, cache_dir
+from engine.io.atomic import publish
 
 EXPORT_VERSION = 1
 
@@ -105,7 +105,7 @@ def export(arch: str, weights: str, target: Path, announce: bool = False) -> boo
                               input_names=["pixels"], output_names=["embedding"],
                               dynamic_axes={"pixels": {0: "batch"}, "embedding": {0: "batch"}},
                               opset_version=17, dynamo=False)
-            os.replace(raw, target / "model.onnx")
+            publish(raw, target / "model.onnx")
     except Exception as exc:  # noqa: BLE001  (an exporter failure must not stop a build: torch answers queries)
         (target / "failed").write_text(f"ONNX export failed ({type(exc).__name__}): queries use torch\n")
         return False

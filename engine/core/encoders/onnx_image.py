@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.core.encoders.base import IMAGE, Encoder, cache_dir
+from engine.io.atomic import publish
 
 EXPORT_VERSION = 2  # 2: height and width dynamic (the adapter's 288-px views run on the same export)
 POOLED_DIM = 1280
@@ -78,7 +79,7 @@ def export(target: Path) -> None:
                           dynamic_axes={"pixels": {0: "batch", 2: "height", 3: "width"}, "pooled": {0: "batch"},
                                         "logits": {0: "batch"}},
                           opset_version=17, dynamo=False)
-        os.replace(raw, target / "model.onnx")
+        publish(raw, target / "model.onnx")
 
 
 def ensure_exported(announce: bool = True) -> Path:
@@ -157,7 +158,7 @@ def optimized_model(folder: Path) -> Path | None:
             with tempfile.TemporaryDirectory(dir=folder) as tmp:
                 opts.optimized_model_filepath = str(Path(tmp) / "model.onnx")
                 ort.InferenceSession(str(folder / "model.onnx"), opts, providers=["CPUExecutionProvider"])
-                os.replace(Path(tmp) / "model.onnx", target)
+                publish(Path(tmp) / "model.onnx", target)
         except OSError:
             return None
     return target

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.core.encoders.base import TEXT, Encoder, cache_dir
+from engine.io.atomic import publish
 
 EXPORT_VERSION = 1
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -100,7 +101,7 @@ def export(model, target: Path) -> bool:
         onnx.save_model(onnx.load(str(fused)), str(Path(tmp) / "model.onnx"), save_as_external_data=True,
                         all_tensors_to_one_file=True, location="model.onnx.data", size_threshold=1024)
         for name in ("model.onnx.data", "model.onnx"):
-            os.replace(Path(tmp) / name, target / name)
+            publish(Path(tmp) / name, target / name)
     tok.backend_tokenizer.save(str(target / "tokenizer.json"))
     write_json(target / "config.json", {"version": EXPORT_VERSION, "inputs": names, "pooling": mode,
                                         "max_seq_length": int(model.max_seq_length), "dim": int(dim),

@@ -5,13 +5,15 @@
     test_image_ids_from_tree.txt    test-<content>-<n>, one per line; the image is `<id>.png`
     images/                         train-<content>-<lora>.png and test-<content>-<n>.png
 
-Ids are compared as the organizers mean them ('0007' and '7' name the same LoRA or content image), and
-the content image of a test image comes from its id, which is what content removal needs.
+Ids are compared as the organizers mean them ('0007' and '7' name the same LoRA or content image) but kept
+as written: a LoRA is written out by the id its file gives it ('0007' stays '0007'), so a run matches qrels
+that spell the ids the same way. The content image of a test image comes from its id, which is what content
+removal needs.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.errors import EngineError, opt, preview, where
@@ -25,7 +27,7 @@ _PROMPT_NOISE = re.compile(r"\[[^\]]*\]|\b(?:lora|loras|sdxl|sd1\.5|sd\s?1\.5|fl
 
 @dataclass(frozen=True)
 class Lora:
-    id: str
+    id: str   # as written in models.csv (or train.csv without one); keyed by norm_id
     name: str = ""
     trigger_words: str = ""
 
@@ -44,6 +46,7 @@ class TrainImage:
     lora: str
     content: str
     line: int
+    lora_as_written: str = field(default="", compare=False)  # as this line spells it ('0007'); `lora`: norm_id
 
 
 def norm_id(value: object) -> str:
@@ -66,13 +69,14 @@ def read_models(path: str | Path) -> dict[str, Lora]:
     id_col = pick_column(path, cols, None, ("id", "lora_id", "model_id"), "LoRA id")
     name_col = next((c for c in ("model_name", "name") if c in cols), None)
     words_col = "trigger_words" if "trigger_words" in cols else None
-    ids = [norm_id(row.data.get(id_col)) for row in rows]
+    written = [_cell(row.data, id_col) for row in rows]
+    ids = [norm_id(w) for w in written]
     for lora_id, row in zip(ids, rows):
         if not lora_id:
             raise EngineError(f"{where(path, row.line)}: empty LoRA id")
     check_unique(ids, "LoRA id", path, [row.line for row in rows])
-    return {lora_id: Lora(lora_id, _cell(row.data, name_col), _cell(row.data, words_col))
-            for lora_id, row in zip(ids, rows)}
+    return {lora_id: Lora(w, _cell(row.data, name_col), _cell(row.data, words_col))
+            for lora_id, w, row in zip(ids, written, rows)}
 
 
 def _cell(data: dict, column: str | None) -> str:
@@ -92,7 +96,8 @@ def read_train(path: str | Path, loras: dict[str, Lora] | None = None) -> list[T
     out: list[TrainImage] = []
     for row in rows:
         image_id = _cell(row.data, img_col)
-        lora = norm_id(row.data.get(lora_col))
+        written = _cell(row.data, lora_col)
+        lora = norm_id(written)
         if not image_id or not lora:
             raise EngineError(f"{where(path, row.line)}: empty image id or LoRA id")
         if loras is not None and lora not in loras:
@@ -100,14 +105,17 @@ def read_train(path: str | Path, loras: dict[str, Lora] | None = None) -> list[T
                               f"the models file lists {len(loras)} LoRAs ({preview(list(loras))}): "
                               f"fix the id or pass the matching models file ({opt('models')})")
         content = (norm_id(row.data.get(content_col)) if content_col else "") or content_of(image_id) or ""
-        out.append(TrainImage(image_id, lora, content, row.line))
+        out.append(TrainImage(image_id, lora, content, row.line, written))
     check_unique([im.image_id for im in out], "image id", path, [im.line for im in out])
     return out
 
 
 def loras_of(images: list[TrainImage]) -> dict[str, Lora]:
-    """The LoRAs train.csv names, in id order, when no models.csv is given."""
-    return {lora_id: Lora(lora_id) for lora_id in sorted({im.lora for im in images}, key=lora_order)}
+    """The LoRAs train.csv names, in id order, when no models.csv is given (each by its first spelling)."""
+    written: dict[str, str] = {}
+    for im in images:
+        written.setdefault(im.lora, im.lora_as_written or im.lora)
+    return {lora_id: Lora(written[lora_id]) for lora_id in sorted(written, key=lora_order)}
 
 
 def content_of(image_id: str) -> str | None:

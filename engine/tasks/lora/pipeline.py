@@ -115,7 +115,7 @@ def _build(train, images, models, name: str, root, config: LoraConfig, extract: 
         raise EngineError(text_scorer_needs_a_model())
     ts = load_training_set(train, images, models, extractor, extract.batch_size, extract.workers,
                            on_ray=extract.ray is not None)
-    model = LoraModel.fit(ts.features.arrays, ts.labels, ts.groups, list(ts.loras), config,
+    model = LoraModel.fit(ts.features.arrays, ts.labels, ts.groups, [lora.id for lora in ts.loras.values()], config,
                           text_vectors(extractor, ts.loras))
     col = model.save(name, root, [{"name": lora.name, "trigger_words": lora.trigger_words}
                                   for lora in ts.loras.values()],

@@ -100,6 +100,9 @@ class Context:
                 raise EngineError(f"collection {name!r}: a name under the collections' root (name or "
                                   "folder/name), without '..', '.', drive or absolute parts")
             parent, _, leaf = name.rstrip("/").rpartition("/")
+            from engine.core.storage.store.stored import collection_path
+            for part in parts[:-1]:
+                collection_path(part)   # a folder name too long is refused, not an OSError
             self.opened[name] = SearchableCollection.open(leaf, root / parent if parent else root)
         return self.opened[name]
 

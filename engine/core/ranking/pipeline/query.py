@@ -37,13 +37,14 @@ def read_queries_file(path: str | os.PathLike) -> list[Query]:
 
 
 def _read_jsonl(path: Path) -> list[Query]:
-    from engine.io.tables import read_queries
-    rows: list[Query] = []
-    examples: dict[str, tuple[str, ...]] = {}
+    from engine.io.tables import cell_text, check_file, id_text, read_queries
+    check_file(path, "a JSONL query file")
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as e:
         raise EngineError(f"{path}: cannot read the queries ({e})") from None
+    parsed: list[tuple[int, str, str, tuple[str, ...]]] = []
+    by_example = False
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -51,18 +52,20 @@ def _read_jsonl(path: Path) -> list[Query]:
             row = json.loads(line)
         except ValueError:
             raise EngineError(f"{path}:{n}: not a JSON object") from None
-        ex = row.get("examples") if isinstance(row, dict) else None
+        if not isinstance(row, dict):
+            raise EngineError(f"{path}:{n}: expected a JSON object per line, not {type(row).__name__}")
+        ex = row.get("examples")
         if ex is not None:
-            if not isinstance(ex, list) or not all(isinstance(e, (str, int)) for e in ex):
+            if not isinstance(ex, list) or not all(isinstance(e, (str, int)) and not isinstance(e, bool) for e in ex):
                 raise EngineError(f"{path}:{n}: 'examples' must be a list of item ids")
-            examples[str(row.get("qid", row.get("id", row.get("query_id", ""))))] = tuple(str(e) for e in ex)
-    if examples:
-        for n, line in enumerate(lines, 1):
-            if line.strip():
-                row = json.loads(line)
-                qid = str(row.get("qid", row.get("id", row.get("query_id", ""))))
-                if not qid:
-                    raise EngineError(f"{path}:{n}: the query has no id (qid, id or query_id)")
-                rows.append(Query(qid, str(row.get("text", row.get("query", "")) or ""), examples.get(qid, ())))
-        return rows
-    return [Query(str(q), t) for q, t in read_queries(path)]
+            by_example = True
+        # ids and texts read as every query reader reads them (a list of texts joined; an object refused)
+        qid = id_text(row.get("qid", row.get("id", row.get("query_id"))), path, n, "query id")
+        text = cell_text(row.get("text", row.get("query")), path, n, "query text")
+        parsed.append((n, qid, text, tuple(str(e) for e in ex or ())))
+    if not by_example:
+        return [Query(str(q), t) for q, t in read_queries(path)]
+    for n, qid, _, _ in parsed:
+        if not qid:
+            raise EngineError(f"{path}:{n}: the query has no id (qid, id or query_id)")
+    return [Query(qid, text, ex) for _, qid, text, ex in parsed]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 import os
 
-from engine.core.ranking.pipeline.parse import parse_pipeline, read_pipeline_text
+from engine.core.ranking.pipeline.parse import Origin, parse_pipeline, read_pipeline_source
 from engine.core.ranking.pipeline.stage import collections_read as read_collections
 from engine.core.ranking.pipeline.stage import Stage
 from engine.errors import EngineError
@@ -18,7 +18,7 @@ def under(collection: str, index: str) -> bool:
     return collection == index or collection.startswith(index.rstrip("/") + "/")
 
 
-def rebind(text: str, default: str, index: str, origin: str = "") -> Stage:
+def rebind(text: str, default: str, index: str, origin: "str | Origin" = "") -> Stage:
     """The pipeline `text` with every collection it reads under the index `default` read under `index` instead
     (`default/images` → `index/images`, `default` → `index`, `default/articles:DOC` → `index/articles:DOC`).
     Only the strings that name those collections change; the rest of the text is kept. `origin` prefixes
@@ -42,7 +42,8 @@ def rebind(text: str, default: str, index: str, origin: str = "") -> Stage:
 def read_index_pipeline(path: str | os.PathLike, index: str, default: str, command: str) -> Stage:
     """The pipeline file `path` as `command` (`engine eventa submit`) runs it on the index `index`: the
     collections of the index `default` read as `index`'s; any other index's collection refused."""
-    stage = rebind(read_pipeline_text(path), default, index, f"{path}: ")
+    text, origin = read_pipeline_source(path)
+    stage = rebind(text, default, index, origin)
     foreign = [c for c in read_collections(stage) if not under(c, index)]
     if foreign:
         raise EngineError(f"{path}: the pipeline reads the collection {foreign[0]!r}, which is not in the index "

@@ -2,14 +2,12 @@
 (`engine.core.ranking.rerankers`), the rest kept below them in their order."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 from engine.core.ranking.pipeline.query import Query
+from engine.core.ranking.rerankers.spec import RerankerSpec  # a light module: the annotations a pipeline file is checked by
 from engine.core.ranking.pipeline.stage import Context, Run, Stage, check_range, input_of, keep_args
 from engine.errors import EngineError
-
-if TYPE_CHECKING:
-    from engine.core.ranking.rerankers.spec import RerankerSpec
 
 BATCH_QUERIES = 32
 """Queries scored together (one batch across queries); their new scores are kept before the next batch."""
@@ -30,7 +28,6 @@ class Rerank(Stage):
                  group: str | None = None, fields: Sequence[str] | None = None, **options: Any) -> None:
         super().__init__()
         from engine.core.ranking.rerankers.registry import RERANK_DEPTH
-        from engine.core.ranking.rerankers.spec import RerankerSpec
         if not isinstance(spec, (str, RerankerSpec)):
             raise EngineError("rerank(…) needs a reranker spec first, e.g. rerank(\"cross:/models/ce\")")
         try:  # the kind takes these options, each in range; its model is checked with the stage (nothing is read)

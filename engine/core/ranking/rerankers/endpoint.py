@@ -2,24 +2,29 @@
 runs on a GPU server and the engine only sends prompts: `llm:http://HOST:PORT/v1#MODEL` reads the "yes"/"no"
 log-probabilities of the next token, `llm-list:http://…#MODEL` reads a generated ranking.
 
-Requests are bounded: a few in flight at once (the server batches them), a timeout on each, and any failure
-is one line naming the server.
+Requests are bounded: a few in flight at once (the server batches them), a deadline on each whole request
+(connecting, sending and every byte of the answer: a server that trickles its answer is cut off at the
+deadline, not waited on per read), and any failure, a truncated or garbled answer included, is one line
+naming the server.
 """
 from __future__ import annotations
 
+import http.client
 import json
 import math
+import socket
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Sequence
-from urllib.error import HTTPError, URLError
-from urllib.request import Request, urlopen
+from urllib.parse import urlsplit
 
 from engine.errors import EngineError
 
 TOP_LOGPROBS = 20   # the most OpenAI's API (and vLLM's default) returns per position
 IN_FLIGHT = 8       # concurrent requests per scoring call
-TIMEOUT = 120.0     # seconds per request
+DEADLINE = 120.0    # seconds per whole request, not per socket read
+MAX_ANSWER_BYTES = 64 << 20   # an answer is a few kB; a server streaming more is refused, not held in memory
 
 
 def is_served(arg: str) -> bool:
@@ -39,17 +44,65 @@ class Endpoint:
 
     def post(self, path: str, body: dict) -> dict:
         """POST JSON, the answer as a dict; any failure one line naming the server."""
-        request = Request(self.base + path, data=json.dumps({"model": self.model, **body}).encode(),
-                          headers={"Content-Type": "application/json"}, method="POST")
+        where = self.base + path
+        status, raw = self._exchange(where, json.dumps({"model": self.model, **body}).encode())
+        if status >= 400:
+            detail = raw.decode("utf-8", "replace")[:200]
+            raise EngineError(f"reranker server {where} answered {status}: {' '.join(detail.split())}")
         try:
-            with urlopen(request, timeout=TIMEOUT) as response:
-                return json.loads(response.read().decode("utf-8"))
-        except HTTPError as exc:
-            detail = exc.read().decode("utf-8", "replace")[:200]
-            raise EngineError(f"reranker server {self.base}{path} answered {exc.code}: {detail}") from None
-        except (URLError, OSError, ValueError) as exc:
-            raise EngineError(f"reranker server {self.base}{path} could not be reached or read: "
-                              f"{getattr(exc, 'reason', exc)}") from None
+            return json.loads(raw.decode("utf-8"))
+        except ValueError as exc:
+            raise EngineError(f"reranker server {where} answered {status} with a body that is not JSON: "
+                              f"{exc}") from None
+
+    def _exchange(self, where: str, data: bytes) -> tuple[int, bytes]:
+        """(status, body) of one POST, all of it within DEADLINE seconds: a watchdog shuts the socket at the
+        deadline, so a server that sends one byte at a time cannot hold the request open past it."""
+        url = urlsplit(where)
+        kind = http.client.HTTPSConnection if url.scheme.lower() == "https" else http.client.HTTPConnection
+        try:
+            conn = kind(url.hostname or "", url.port, timeout=DEADLINE)
+        except (ValueError, http.client.HTTPException) as exc:
+            raise EngineError(f"reranker server {where} is not a server address: {exc}") from None
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            if conn.sock is not None:
+                try:
+                    conn.sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+        watchdog = threading.Timer(DEADLINE, expire)
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            conn.connect()
+            if expired.is_set():
+                raise TimeoutError
+            target = url.path + (f"?{url.query}" if url.query else "")
+            conn.request("POST", target or "/", body=data, headers={"Content-Type": "application/json"})
+            response = conn.getresponse()
+            if response.length is not None and response.length > MAX_ANSWER_BYTES:
+                raise EngineError(f"reranker server {where} announced an answer of {response.length:,} bytes, over "
+                                  f"the {MAX_ANSWER_BYTES >> 20} MiB an answer may take")
+            # a known length is read whole (a short one is an IncompleteRead); an unknown one up to the cap
+            raw = response.read() if response.length is not None else response.read(MAX_ANSWER_BYTES + 1)
+            if len(raw) > MAX_ANSWER_BYTES:
+                raise EngineError(f"reranker server {where} answered more than the {MAX_ANSWER_BYTES >> 20} MiB "
+                                  "an answer may take")
+            if expired.is_set():
+                raise TimeoutError
+            return response.status, raw
+        except (http.client.HTTPException, OSError, ValueError) as exc:
+            if expired.is_set() or isinstance(exc, TimeoutError):
+                raise EngineError(f"reranker server {where} gave no whole answer within {DEADLINE:g} s") from None
+            why = exc.strerror or str(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
+            raise EngineError(f"reranker server {where} could not be reached or read: {why}") from None
+        finally:
+            watchdog.cancel()
+            conn.close()
 
     def yes_no_completion(self, prompt: str) -> float:
         """Log-odds of "yes" over "no" as the next token of a text prompt (`/completions`); NaN when the

@@ -77,10 +77,11 @@ def check_arg(entry: RerankerEntry, arg: str, spec: str) -> None:
         if entry.arg != "served":
             raise EngineError(f"reranker spec {spec!r}: {entry.prefix}: loads its model here; give a folder or name")
         try:
-            port = urlsplit(url).port
-        except ValueError:
-            port = None
-        if not model.strip() or not urlsplit(url).hostname or port is None:
+            parts = urlsplit(url)
+            port, host = parts.port, parts.hostname
+        except ValueError:  # a port out of range, an unclosed [IPv6 bracket
+            port = host = None
+        if not model.strip() or not host or port is None:
             raise EngineError(f"reranker spec {spec!r}: write {entry.prefix}:http://HOST:PORT/v1#MODEL (the "
                               "server's URL, then the model it serves after '#')")
         return

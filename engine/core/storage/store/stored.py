@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,9 +33,16 @@ IMAGE_FILES = "image_files"
 _ROLE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
+MAX_NAME_BYTES = 255
+"""The longest folder name file systems take (NAME_MAX); a longer collection name is refused, not an OSError."""
+
+
 def collection_path(name: str, root: str | Path | None = None) -> Path:
     if not name or any(c in name for c in "/\\") or name.startswith("."):
         raise EngineError(f"collection name {name!r} must be a plain folder name (no slashes, not hidden)")
+    if len(os.fsencode(name)) > MAX_NAME_BYTES:
+        raise EngineError(f"collection name {name[:40]!r}… is {len(os.fsencode(name)):,} bytes long; a folder "
+                          f"name holds at most {MAX_NAME_BYTES}")
     return Path(root if root is not None else DEFAULT_ROOT) / name
 
 
