@@ -199,6 +199,34 @@ def test_a_replaced_model_is_scored_again(docs, tiny_cross, tmp_path, counted):
     assert all(got[q].ids[:25] != old[q].ids[:25] for q in got)
 
 
+def test_a_replaced_model_behind_the_same_stage_text_is_never_served_from_the_stage_cache(docs, tiny_cross,
+                                                                                       tmp_path, counted):
+    """The stage cache knows a stage by what computes it: the same `rerank("cross:DIR")` text over a model
+    retrained in place (same folder) is computed again, and equals a fresh run of the new model."""
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    model = tmp_path / "ce"
+    shutil.copytree(tiny_cross, model)
+    text = f'retrieve("docs", mode="dense", k=40) >> rerank("cross:{model}", depth=20)'
+    qs, cache = queries(*QS), tmp_path / "cache"
+    old, ctx, _ = run(docs, text, qs, cache)
+    assert [r.cached for r in ctx.log] == [False, False]
+    again, ctx, _ = run(docs, text, qs, cache)
+    assert [r.cached for r in ctx.log] == [True] and counted[0] == 60     # the whole run read back
+    same(again, old)
+    net = AutoModelForSequenceClassification.from_pretrained(model)
+    with torch.no_grad():
+        net.classifier.weight.mul_(-3.0)
+    net.save_pretrained(model)
+    got, ctx, stage = run(docs, text, qs, cache)
+    assert [r.cached for r in ctx.log] == [True, False]                   # retrieval read back, rerank computed
+    assert rerank_stage(ctx, stage)[1] == {"pairs_scored": 60, "pairs_cached": 0}
+    fresh, _, _ = run(docs, text, qs)
+    same(got, fresh)
+    assert all(got[q].ids[:20] != old[q].ids[:20] for q in got)
+
+
 # ---------------------------------------------------------------- served garbage
 
 GARBAGE = {"nan": float("nan"), "inf": float("-inf"), "positive": 0.7, "word": "-0.5"}
