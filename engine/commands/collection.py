@@ -12,7 +12,7 @@ from engine.core.storage.builder.options import BuildOptions
 from engine.core.collection import DEFAULT_ROOT
 from engine.core.encoders.registry import model_help
 from engine.commands.flags import RerankInstruction, RerankRounds, RerankTemplate
-from engine.core.ranking.rerankers.options import reranker_help
+from engine.core.ranking.rerankers.registry import reranker_help
 from engine.errors import EngineError, opt
 from engine.io.options import cli, options_command, split_list
 from engine.io.jsonio import print_json

@@ -88,12 +88,12 @@ def test_reranked_order_equals_cross_encoder_predict(tiny_cross, text_col):
 
 def test_ready_text_items_store_their_text_for_the_reranker(tmp_path):
     from engine.core.collection import Collection
-    from engine.core.ranking.rerankers.stage import candidate_docs
+    from engine.core.ranking.pipeline.retrieve import item_fields
     from engine.core.sources import Item
     col = Collection.build("items", items=[Item(f"i{n}", d) for n, d in enumerate(DOCS[:4])], kind="text",
                            root=tmp_path)
     hits = col.search(text="cats", k=4)
-    assert sorted(candidate_docs(col, hits)) == sorted(DOCS[:4])
+    assert sorted(f["text"] for f in item_fields(col, [{"id": h.id, **h.meta} for h in hits])) == sorted(DOCS[:4])
 
 
 def test_cli_run_is_reranked_and_strictly_decreasing(run_cli, tiny_cross, text_col, tmp_path, monkeypatch, capsys):

@@ -1,14 +1,12 @@
-"""The reranking stage: the first stage's top `depth` hits reordered by a reranker's scores, cut to k.
-
-Candidates are read from the collection itself: a text collection's stored text (`engine.core.sources.
-stored_text`), an image collection's recorded files. Ties in the reranker's scores keep the first stage's order,
-and the scores written are strictly decreasing (`distinct_scores`), whatever the reranker kind: a reader that
-re-sorts by score (trec_eval, a client) sees the order chosen here.
+"""What the reranking stage (`engine.core.ranking.pipeline.rerank`) does to one ranking: its top `depth`
+reordered by a reranker's scores, the rest kept below, and what is refused before a model loads. Ties in
+the reranker's scores keep the first stage's order, and the scores written are strictly decreasing
+(`distinct_scores`), whatever the reranker kind: a reader that re-sorts by score (trec_eval, a client) sees
+the order chosen here.
 """
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
@@ -17,14 +15,6 @@ from engine.errors import EngineError
 
 if TYPE_CHECKING:
     from engine.io.ranking import Ranking, RankingLike
-
-
-def as_reranker(rerank: "str | Reranker", **options: Any) -> Reranker:
-    """A spec (loaded through the registry with its options) or a ready reranker."""
-    if isinstance(rerank, Reranker):
-        return rerank
-    from engine.core.ranking.rerankers.registry import load_reranker
-    return load_reranker(rerank, **options)
 
 
 def check_candidates(spec: str, kind: str, where: str) -> None:
@@ -53,19 +43,6 @@ def check_candidates(spec: str, kind: str, where: str) -> None:
                       "llm-list:, cross:, embed:) or leave out the reranker")
 
 
-def candidate_docs(col: Any, hits: Sequence[Any]) -> list[str]:
-    """What the reranker reads for each hit: its stored text, or its image file."""
-    if col.kind == IMAGE:
-        from engine.core.storage.store.stored import IMAGE_FILES
-        if IMAGE_FILES not in col.stored:
-            raise EngineError(f"collection {col.name!r} records no image files; rebuild it to rerank its images")
-        files = col.document(IMAGE_FILES)
-        return [str(files.get(h.id, "")) for h in hits]
-    from engine.core.sources import stored_text
-    fields = col.manifest.get("text_fields")
-    return [stored_text(h.meta, fields) for h in hits]
-
-
 def order(scores: np.ndarray) -> np.ndarray:
     """Positions best first; equal scores keep their given (first-stage) order."""
     return np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
@@ -83,18 +60,6 @@ def distinct_scores(scores: np.ndarray) -> list[float]:
     return strictly_below(np.where(finite, scores, floor))
 
 
-def rerank_hits(reranker: Reranker, query: str, hits: Sequence[Any], k: int, col: Any) -> list[Any]:
-    """The hits reordered by the reranker's scores (which replace theirs), ranks renumbered, the top k kept."""
-    if not hits:
-        return []
-    if col.kind not in reranker.candidates:
-        check_candidates(reranker.spec, col.kind, f"collection {col.name!r}")
-    scores = reranker.score(query, candidate_docs(col, hits), IMAGE if col.kind == IMAGE else TEXT)
-    best = order(scores)[:k]
-    return [replace(hits[int(i)], score=s, rank=r)
-            for r, (i, s) in enumerate(zip(best, distinct_scores(scores[best])), 1)]
-
-
 def rerank_ranking(reranker: Reranker, query: str, ranking: "RankingLike", docs: Mapping[str, str],
                    depth: int, kind: str = TEXT) -> "Ranking":
     """One query's ranking: its top `depth` by the reranker's scores (`docs`: id → text, or image file for kind
@@ -105,22 +70,3 @@ def rerank_ranking(reranker: Reranker, query: str, ranking: "RankingLike", docs:
     scores = reranker.score(query, [docs.get(d, "") for d in head.ids], kind)
     pos = order(scores)
     return head.rescored(pos, distinct_scores(scores[pos])).then(Ranking(ranked.ids[depth:], ranked.scores[depth:], ranked.fields))
-
-
-def check_rerank(col: Any, rerank: "str | Reranker | None", depth: int | None, k: int, text: bool,
-                 options: Mapping[str, Any] | None = None) -> int:
-    """Candidates the first stage fetches: k without a reranker, else the checked depth (text queries only,
-    a reranker that can read this collection's items, options its kind takes)."""
-    from engine.core.ranking.rerankers.options import RerankOptions
-    from engine.core.ranking.rerankers.registry import check_depth
-    from engine.errors import opt
-    spec = rerank.spec if isinstance(rerank, Reranker) else rerank
-    given = {} if isinstance(rerank, Reranker) else dict(options or {})  # a loaded one was shaped already
-    RerankOptions.checked(spec, depth, k, **given)
-    if spec is None:
-        return k
-    if not text:
-        raise EngineError(f"{opt('rerank')} reorders the hits of a text query; an image query takes none")
-    if isinstance(rerank, str):
-        check_candidates(rerank, col.kind, f"collection {col.name!r}")
-    return check_depth(depth, k)
