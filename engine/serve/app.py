@@ -32,7 +32,7 @@ from engine.serve.catalog import Catalog, Served, UnknownCollection
 from engine.serve.limits import BodyTooLarge, Guard, read_upload
 from engine.serve.metrics import Metrics
 from engine.serve.options import ServeOptions
-from engine.serve.rerank import chosen_spec, reranked_batch, reranked_search
+from engine.serve.rerank import chosen_spec
 from engine.serve.schema import openapi_schema
 from engine.serve.vectors import check_vector, finite_hits
 
@@ -255,15 +255,31 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
             results[n] = await asyncio.wrap_future(future)
         return [results[n] for n in range(len(queries))]
 
-    def lexical(s: Served, queries: list[Query], k: int, how: Lexical) -> list[list[Hit]]:
-        """Queries in a mode other than plain dense, or filtered (`engine.core.ranking.hybrid`): one by one, here."""
-        from engine.core.ranking.hybrid import search_rows
-        for q in queries:
+    def staged(s: Served, queries: list[Query], k: int, how: "SearchRequest | BatchRequest") -> list[list[Hit]]:
+        """Queries in a mode other than plain dense, filtered, or reranked: the pipeline every search door
+        builds (`SearchSettings.stage`: retrieve >> rerank % k), run on them all at once. An id query is
+        searched by its item's vector from this generation."""
+        from engine.core.ranking.pipeline.query import Query as PipelineQuery
+        from engine.core.ranking.search_settings import SearchSettings, run_search
+        for n, q in enumerate(queries):
             check_query(q)
-        return [s.col.search(text=q.text, k=k, mode=how.mode, fusion=how.fusion, where=how.where)
-                if q.text is not None else
-                s.col.hits(*search_rows(s.col, k, None, query_vector(s, q)[None], how.mode, how.fusion, how.where))[0]
-                for q in queries]
+            if q.text is None and how.rerank not in (None, False):
+                where = f"queries.{n}: " if isinstance(how, BatchRequest) else ""
+                raise EngineError(f"{where}rerank reorders the hits of a text query; an id or vector query "
+                                  "takes none")
+        if any(q.text is not None for q in queries):
+            require(s, "text")
+        spec = chosen_spec(opts.rerank, how.rerank)
+        settings = SearchSettings(k=k, mode=how.mode, fusion=how.fusion, where=how.where, rerank=spec,
+                                  rerank_depth=how.rerank_depth if spec is not None else None)
+        stage = settings.stage(s.col, all(q.text is not None for q in queries))
+        asked = [PipelineQuery(str(n), q.text) if q.text is not None else
+                 PipelineQuery(str(n), vector=tuple(query_vector(s, q).tolist())) for n, q in enumerate(queries)]
+        return run_search(s.col, stage, asked)
+
+    def plain(how: "SearchRequest | BatchRequest", col) -> bool:
+        """Whether the queries go the micro-batched dense way: no reranker, no mode, no filter, no BM25."""
+        return how.rerank in (None, False) and not how.given(col)
 
     async def image_search(request: Request, until: float) -> JSONResponse:
         t0 = time.perf_counter()
@@ -309,7 +325,7 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
     @app.get("/health", summary="200 while the server runs")
     async def health() -> dict:
         return {"status": "ok", "version": __version__, "loaded": catalog.loaded(), "auth": bool(opts.api_key),
-                "rerankers": list(opts.rerank)}
+                "rerankers": [spec.text for spec in opts.rerank]}
 
     def describe(s: Served) -> dict:
         col = s.col
@@ -338,13 +354,24 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
     async def list_pipelines() -> list[dict]:
         return [{"name": n, "pipeline": str(p)} for n, p in pipelines.items()]
 
-    def run_pipeline_query(name: str, text: str, k: int) -> list[dict]:
+    def run_pipeline_query(req: "SearchRequest", k: int) -> list[dict]:
+        """The pipeline (its first stage shaped by the request's `where`, `mode`, `fusion`) on one text, id or
+        vector query, cut to k; each hit with the metadata and thumbnail of the collection it ranks."""
         from engine.core.ranking.pipeline import Context
         from engine.core.ranking.pipeline import Query as PipelineQuery
         from engine.core.ranking.pipeline.run import run_pipeline
-        ranking = run_pipeline(pipelines[name], [PipelineQuery("q", text)],
-                               Context(root=opts.root, opened=Current()))["q"].cut(k)
-        return [{"rank": r, "id": d, "score": sc, "meta": ranking.fields.get(d, {}), "thumb": None}
+        from engine.serve.pipelines import home_collection, shaped
+        stage = shaped(pipelines[req.pipeline], where=req.where, mode=req.mode, fusion=req.fusion)
+        query = PipelineQuery("q", req.text or "", item=req.id,
+                              vector=tuple(check_vector(np.asarray(req.vector, dtype=np.float32)).tolist())
+                              if req.vector is not None else None)
+        ranking = run_pipeline(stage, [query], Context(root=opts.root, opened=Current()))["q"].cut(k)
+        home = home_collection(stage)
+        s = served(home) if home is not None and "/" not in home and home in catalog.names() else None
+        rows = {d: s.rows[d] for d in ranking.ids if d in s.rows} if s is not None else {}
+        items = dict(zip(rows, s.col.items_at(list(rows.values())))) if rows else {}
+        return [hit_json(s, Hit(d, sc, r, {f: v for f, v in items[d].items() if f != "id"}))
+                if d in items else {"rank": r, "id": d, "score": sc, "meta": {}, "thumb": None}
                 for r, (d, sc) in enumerate(ranking, 1)]
 
     async def pipeline_search(req: "SearchRequest", t0: float, until: float) -> dict:
@@ -354,11 +381,13 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
             raise _refuse(404, f"no pipeline {req.pipeline!r} is served"
                           + (f"; served: {', '.join(pipelines)}" if pipelines else
                              " (start the server with --pipeline NAME=FILE)"))
-        if req.text is None or req.id is not None or req.vector is not None:
-            raise _refuse(422, "a pipeline query is a text: give text")
+        for field in ("rerank", "rerank_depth"):
+            if getattr(req, field) is not None:
+                raise _refuse(422, f"{field}: a pipeline carries its own rerankers; leave it out (or serve a "
+                                   "pipeline that reranks)")
         check_query(req)
         k = check_k(req.k)
-        hits = await bounded(run_in_threadpool(run_pipeline_query, req.pipeline, req.text, k), until)
+        hits = await bounded(run_in_threadpool(run_pipeline_query, req, k), until)
         return {"collection": req.pipeline, "hits": hits, "took_ms": round((time.perf_counter() - t0) * 1000, 3)}
 
     @app.get("/collections", summary="Every served collection: name, kind, count, encoder, manifest")
@@ -395,14 +424,9 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
             raise _refuse(422, "collection: required (or give pipeline)")
         k = check_k(req.k)
         s = await run_in_threadpool(served, req.collection)
-        spec = chosen_spec(opts.rerank, req.rerank)
-        if spec is not None:
-            check_query(req)
-            hits = await bounded(run_in_threadpool(reranked_search, s.col, req.text, k, spec, req.rerank_depth,
-                                                   mode=req.mode, fusion=req.fusion, where=req.where), until)
-        else:
-            hits = (await bounded(run_in_threadpool(lexical, s, [req], k, req) if req.given(s.col)
-                                  else run_queries(s, [req], k), until))[0]
+        chosen_spec(opts.rerank, req.rerank)  # refused before anything runs
+        hits = (await bounded(run_queries(s, [req], k) if plain(req, s.col)
+                              else run_in_threadpool(staged, s, [req], k, req), until))[0]
         return {"collection": s.name, "hits": [hit_json(s, h) for h in hits],
                 "took_ms": round((time.perf_counter() - t0) * 1000, 3)}
 
@@ -416,16 +440,9 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
         if not 1 <= len(req.queries) <= opts.max_batch_queries:
             raise _refuse(422, f"queries: give 1 to {opts.max_batch_queries} (got {len(req.queries)})")
         s = await run_in_threadpool(served, req.collection)
-        spec = chosen_spec(opts.rerank, req.rerank)
-        if spec is not None:
-            for q in req.queries:
-                check_query(q)
-            results = await bounded(run_in_threadpool(reranked_batch, s.col, [q.text for q in req.queries], k,
-                                                      spec, req.rerank_depth, mode=req.mode, fusion=req.fusion,
-                                                      where=req.where), until)
-        else:
-            results = await bounded(run_in_threadpool(lexical, s, req.queries, k, req) if req.given(s.col)
-                                    else run_queries(s, req.queries, k), until)
+        chosen_spec(opts.rerank, req.rerank)
+        results = await bounded(run_queries(s, req.queries, k) if plain(req, s.col)
+                                else run_in_threadpool(staged, s, req.queries, k, req), until)
         return {"collection": s.name, "results": [[hit_json(s, h) for h in hits] for hits in results],
                 "took_ms": round((time.perf_counter() - t0) * 1000, 3)}
 
