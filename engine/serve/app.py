@@ -350,9 +350,10 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
                     return False
             return super().__contains__(name)
 
-    @app.get("/pipelines", summary="The pipelines served: name and expression")
+    @app.get("/pipelines", summary="The pipelines served: name, expression, the collection its first stage reads")
     async def list_pipelines() -> list[dict]:
-        return [{"name": n, "pipeline": str(p)} for n, p in pipelines.items()]
+        from engine.serve.pipelines import home_collection
+        return [{"name": n, "pipeline": str(p), "collection": home_collection(p)} for n, p in pipelines.items()]
 
     def run_pipeline_query(req: "SearchRequest", k: int) -> list[dict]:
         """The pipeline (its first stage shaped by the request's `where`, `mode`, `fusion`) on one text, id or

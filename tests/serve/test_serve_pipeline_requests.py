@@ -84,7 +84,9 @@ def test_pipeline_hits_carry_metadata_and_thumbnails(pipes):
 
 
 def test_start_up_line_lists_the_pipelines(served_root, tmp_path, capsys):
+    from engine.progress import set_quiet
     from engine.serve.server import announce
+    set_quiet(False)  # an earlier command's -q is a process setting
     (tmp_path / "p.toml").write_text("pipeline = 'retrieve(\"docs\", k=5) % 3'\n")
     announce(ServeOptions(root=served_root, pipelines=served_pipelines([f"top3={tmp_path / 'p.toml'}"])))
     err = capsys.readouterr().err

@@ -20,7 +20,7 @@ def test_pipeline_search_equals_pipeline_run(run_cli, served_root, tmp_path, mon
     opts = ServeOptions(root=served_root, pipelines=served_pipelines([f"top3={pipe}"]))
     with TestClient(create_app(opts), raise_server_exceptions=False) as c:
         listed = c.get("/pipelines").json()
-        assert listed == [{"name": "top3", "pipeline": 'retrieve("docs", k=5) % 3'}]
+        assert listed == [{"name": "top3", "pipeline": 'retrieve("docs", k=5) % 3', "collection": "docs"}]
         r = c.post("/search", json={"pipeline": "top3", "text": "deep learning", "k": 10})
         assert r.status_code == 200, r.text
         got = [h["id"] for h in r.json()["hits"]]
