@@ -82,6 +82,11 @@ def test_embedding_reranker_through_four_doors(run_cli, root, tmp_path):
     assert len(answers[0]) == 3 and all(a == answers[0] for a in answers), answers
 
 
+def test_causal_lm_reranker_through_four_doors(run_cli, root, tmp_path, tiny_lm):
+    answers = four_doors(run_cli, root, tmp_path, f"llm:{tiny_lm}")
+    assert len(answers[0]) == 3 and all(a == answers[0] for a in answers), answers
+
+
 def test_id_queries_through_the_collection_the_pipeline_and_the_service(root, tmp_path):
     from fastapi.testclient import TestClient
 
