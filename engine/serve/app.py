@@ -291,8 +291,12 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
 
     async def answer_form(form: Any, t0: float, until: float) -> JSONResponse:
         upload = form.get("image")
-        name = form.get("collection")
-        if not isinstance(name, str) or not name:
+        name, pipe = form.get("collection"), form.get("pipeline")
+        if isinstance(pipe, str) and pipe:  # a served pipeline, its first stage's collection encoding the image
+            if name:
+                raise _refuse(422, "give either collection or pipeline, not both")
+            name = home_of(pipe)
+        elif not isinstance(name, str) or not name:
             raise _refuse(422, "collection: a form field is required")
         if upload is None or isinstance(upload, str):
             raise _refuse(422, "image: upload a file in the form field 'image'")
@@ -304,17 +308,20 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
         require(s, "image")
         data = await upload.read(opts.max_upload_bytes + 1)
 
-        def encode_and_search() -> list[Hit]:
+        def encode_and_search() -> list[dict]:
             from engine.core.images import stack
             img = read_upload(data, upload.filename or "image", opts.max_upload_bytes, opts.max_image_pixels)
             t1 = time.perf_counter()
             enc = s.col.image_query_encoder  # the image side `engine search --image` uses: the same scores
             vec = enc.encode_image_batch(stack([enc.preprocess(img)]))
             metrics.encode.labels("image").observe(time.perf_counter() - t1)
-            return by_vectors(s, vec, k)[0]
+            if pipe:
+                from engine.core.ranking.pipeline import Query as PipelineQuery
+                return run_pipeline_query(pipe, PipelineQuery("q", vector=tuple(np.ravel(vec).tolist())), k)
+            return [hit_json(s, h) for h in by_vectors(s, vec, k)[0]]
 
         hits = await bounded(run_in_threadpool(encode_and_search), until)
-        return JSONResponse({"collection": s.name, "hits": [hit_json(s, h) for h in hits],
+        return JSONResponse({"collection": pipe or s.name, "hits": hits,
                              "took_ms": round((time.perf_counter() - t0) * 1000, 3)})
 
     # ------------------------------------------------------------------ endpoints
@@ -355,17 +362,31 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
         from engine.serve.pipelines import home_collection
         return [{"name": n, "pipeline": str(p), "collection": home_collection(p)} for n, p in pipelines.items()]
 
-    def run_pipeline_query(req: "SearchRequest", k: int) -> list[dict]:
-        """The pipeline (its first stage shaped by the request's `where`, `mode`, `fusion`) on one text, id or
-        vector query, cut to k; each hit with the metadata and thumbnail of the collection it ranks."""
+    def known_pipeline(name: str) -> None:
+        if name not in pipelines:
+            raise _refuse(404, f"no pipeline {name!r} is served"
+                          + (f"; served: {', '.join(pipelines)}" if pipelines else
+                             " (start the server with --pipeline NAME=FILE)"))
+
+    def home_of(name: str) -> str:
+        """The served collection a pipeline's first stage reads: what encodes an image query for it."""
+        from engine.serve.pipelines import home_collection
+        known_pipeline(name)
+        home = home_collection(pipelines[name])
+        if home is None or "/" in home or home not in catalog.names():
+            raise _refuse(422, f"image: pipeline {name!r} starts with no collection this server serves, so no "
+                               "encoder here can read an image for it; give text")
+        return home
+
+    def run_pipeline_query(name: str, query: Any, k: int, how: Lexical | None = None) -> list[dict]:
+        """The pipeline (its first stage shaped by the request's `where`, `mode`, `fusion`) on one query, cut
+        to k; each hit with the metadata and thumbnail of the collection it ranks."""
         from engine.core.ranking.pipeline import Context
-        from engine.core.ranking.pipeline import Query as PipelineQuery
         from engine.core.ranking.pipeline.run import run_pipeline
         from engine.serve.pipelines import home_collection, shaped
-        stage = shaped(pipelines[req.pipeline], where=req.where, mode=req.mode, fusion=req.fusion)
-        query = PipelineQuery("q", req.text or "", item=req.id,
-                              vector=tuple(check_vector(np.asarray(req.vector, dtype=np.float32)).tolist())
-                              if req.vector is not None else None)
+        stage = pipelines[name]
+        if how is not None:
+            stage = shaped(stage, where=how.where, mode=how.mode, fusion=how.fusion)
         ranking = run_pipeline(stage, [query], Context(root=opts.root, opened=Current()))["q"].cut(k)
         home = home_collection(stage)
         s = served(home) if home is not None and "/" not in home and home in catalog.names() else None
@@ -378,17 +399,18 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
     async def pipeline_search(req: "SearchRequest", t0: float, until: float) -> dict:
         if req.collection is not None:
             raise _refuse(422, "give either collection or pipeline, not both")
-        if req.pipeline not in pipelines:
-            raise _refuse(404, f"no pipeline {req.pipeline!r} is served"
-                          + (f"; served: {', '.join(pipelines)}" if pipelines else
-                             " (start the server with --pipeline NAME=FILE)"))
+        known_pipeline(req.pipeline)
         for field in ("rerank", "rerank_depth"):
             if getattr(req, field) is not None:
                 raise _refuse(422, f"{field}: a pipeline carries its own rerankers; leave it out (or serve a "
                                    "pipeline that reranks)")
         check_query(req)
         k = check_k(req.k)
-        hits = await bounded(run_in_threadpool(run_pipeline_query, req, k), until)
+        from engine.core.ranking.pipeline import Query as PipelineQuery
+        vector = check_vector(np.asarray(req.vector, dtype=np.float32)) if req.vector is not None else None
+        query = PipelineQuery("q", req.text or "", item=req.id,
+                              vector=tuple(vector.tolist()) if vector is not None else None)
+        hits = await bounded(run_in_threadpool(run_pipeline_query, req.pipeline, query, k, req), until)
         return {"collection": req.pipeline, "hits": hits, "took_ms": round((time.perf_counter() - t0) * 1000, 3)}
 
     @app.get("/collections", summary="Every served collection: name, kind, count, encoder, manifest")
@@ -410,6 +432,9 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
                   "application/json": {"schema": SearchRequest.model_json_schema()},
                   "multipart/form-data": {"schema": {"type": "object", "required": ["collection", "image"],
                                                      "properties": {"collection": {"type": "string"},
+                                                                    "pipeline": {"type": "string", "description":
+                                                                                 "a served pipeline instead of "
+                                                                                 "collection"},
                                                                     "k": {"type": "integer", "default": 10},
                                                                     "image": {"type": "string",
                                                                               "format": "binary"}}}}}}})

@@ -111,7 +111,7 @@ def test_id_queries_through_the_collection_the_pipeline_and_the_service(root, tm
     assert piped == whole and whole[0]["meta"]["topic"] == "cooking"  # metadata and scores alike
 
 
-def test_image_queries_through_the_command_the_api_and_the_service(run_cli, root, tmp_path):
+def test_image_queries_through_four_doors(run_cli, root, tmp_path):
     from PIL import Image
     from fastapi.testclient import TestClient
 
@@ -126,11 +126,21 @@ def test_image_queries_through_the_command_the_api_and_the_service(run_cli, root
     cli = [h["id"] for h in json.loads(out)["hits"]]
     api = [h.id for h in Collection.open("docs", root).search(image=str(img), k=4)]
     piped = run_pipeline(Retrieve("docs", k=4), [Query("q", image=str(img))], Context(root=root))["q"].ids
-    with TestClient(create_app(ServeOptions(root=root)), raise_server_exceptions=False) as c:
+    from engine.commands.serve import served_pipelines
+    (tmp_path / "p.toml").write_text("pipeline = 'retrieve(\"docs\", k=10) % 4'\n")
+    opts = ServeOptions(root=root, pipelines=served_pipelines([f"p={tmp_path / 'p.toml'}"]))
+    with TestClient(create_app(opts), raise_server_exceptions=False) as c:
         r = c.post("/search", data={"collection": "docs", "k": "4"}, files={"image": ("q.png", img.read_bytes())})
         assert r.status_code == 200, r.text
         served = [h["id"] for h in r.json()["hits"]]
-    assert cli == api == list(piped) == served and len(cli) == 4
+        r = c.post("/search", data={"pipeline": "p", "k": "9"}, files={"image": ("q.png", img.read_bytes())})
+        assert r.status_code == 200, r.text
+        served_pipeline = [h["id"] for h in r.json()["hits"]]
+        r = c.post("/search", data={"pipeline": "p", "collection": "docs"}, files={"image": ("q.png", b"x")})
+        assert r.status_code == 422 and "not both" in r.json()["detail"]
+        r = c.post("/search", data={"pipeline": "nope"}, files={"image": ("q.png", b"x")})
+        assert r.status_code == 404
+    assert cli == api == list(piped) == served == served_pipeline and len(cli) == 4
 
 
 def test_a_rerank_spec_is_parsed_once_per_command(run_cli, root, tmp_path, tiny_cross):

@@ -196,7 +196,7 @@ def test_mode_fusion_and_filter_controls_live_in_the_url(browser, served_root):
         wait(browser, lambda d: error.is_displayed() and "topc" in error.text)
 
 
-def test_pipeline_picker_runs_a_served_pipeline_and_lives_in_the_url(browser, served_root, tmp_path):
+def test_pipeline_picker_runs_a_served_pipeline_and_lives_in_the_url(browser, served_root, sample_photos, tmp_path):
     """With `--pipeline NAME=FILE`, a pipeline picker sits beside the collection picker: a link with
     `?pipeline=NAME` selects it and runs the search through it (image hits with their thumbnails), choosing
     one in the page puts it in the next URL, the filter applies to its first stage, and an unknown pipeline
@@ -214,7 +214,7 @@ def test_pipeline_picker_runs_a_served_pipeline_and_lives_in_the_url(browser, se
         assert browser.find_element("id", "pipeline-box").is_displayed()
         assert browser.find_element("id", "pipeline").get_attribute("value") == "photos"
         assert len(browser.find_elements("css selector", "#results .hit")) == 4  # the pipeline's own cut
-        assert not browser.find_element("id", "drop").is_displayed()
+        assert browser.find_element("id", "drop").is_displayed()  # its first stage's collection takes images
         assert "photos:" in browser.find_element("id", "status").text
         wait(browser, lambda d: d.execute_script(
             "const i = [...document.querySelectorAll('#results img')]; "
@@ -222,7 +222,11 @@ def test_pipeline_picker_runs_a_served_pipeline_and_lives_in_the_url(browser, se
         browser.save_screenshot(str(tmp_path / "pipeline.png"))
         assert ImageStat.Stat(Image.open(tmp_path / "pipeline.png").convert("L")).stddev[0] > 5
 
+        browser.find_element("id", "file").send_keys(str(sample_photos["rocket"]))  # an upload, through it
+        wait(browser, lambda d: first_hit(d) == "rocket" and "photos: image" in d.find_element("id", "status").text)
+
         Select(browser.find_element("id", "pipeline")).select_by_value("top-docs")
+        assert not browser.find_element("id", "drop").is_displayed()
         where = browser.find_element("id", "where")
         where.clear()
         where.send_keys('topic == "ml"')

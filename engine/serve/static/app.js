@@ -85,9 +85,9 @@ function pipeline() { return $("pipeline").value; }
 function takesImages(c) { return Boolean(c && (c.queries || []).includes("image")); }
 
 // the drop zone only for a collection whose encoder takes images
-// (a pipeline runs text and id queries: no drop zone, and no rerank switch, while one is chosen)
+// (for a pipeline: its first stage's collection; a pipeline carries its own rerankers: no rerank switch)
 function showDrop() {
-  $("drop").hidden = Boolean(pipeline()) || !takesImages(collections[$("collection").value]);
+  $("drop").hidden = !takesImages(collections[pipeline() ? homeOf(pipeline()) : $("collection").value]);
   $("rerank").disabled = Boolean(pipeline());
 }
 
@@ -234,12 +234,14 @@ async function searchImage(file) {
   const collection = $("collection").value;
   if (!collection) return showError("pick a collection first");
   const form = new FormData();
-  form.append("collection", collection);
+  if (pipeline()) form.append("pipeline", pipeline()); else form.append("collection", collection);
   form.append("k", $("k").value);
   form.append("image", file, file.name);
   $("status").textContent = "searching…";
   try {
-    render(await call("/search", { method: "POST", headers: headers(), body: form }), `image ${file.name}`);
+    render(await call("/search", { method: "POST", headers: headers(), body: form }),
+           pipeline() ? `${pipeline()}: image ${file.name}` : `image ${file.name}`,
+           pipeline() ? homeOf(pipeline()) : collection);
   } catch (e) {
     showError(e.message);
   }
