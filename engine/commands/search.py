@@ -42,20 +42,10 @@ def search(o) -> None:
 
 def reranker(o) -> "RerankerSpec | None":
     """`--rerank SPEC` and its options parsed once, here at the edge (`RerankerSpec`), and `--rerank-depth`
-    checked against -k; everything below takes the parsed spec."""
+    checked against -k (`SearchSettings.parsed`); everything below takes the parsed spec."""
+    from engine.core.ranking.search_settings import SearchSettings
     options = {"template": o.rerank_template, "instruction": o.rerank_instruction, "rounds": o.rerank_rounds}
-    given = [name for name, v in options.items() if v is not None]
-    if o.rerank is None:
-        if o.rerank_depth is not None:
-            raise EngineError(f"{opt('rerank_depth')} goes with {opt('rerank')} SPEC")
-        if given:
-            raise EngineError(f"{opt('rerank_' + given[0])} goes with {opt('rerank')} SPEC")
-        return None
-    from engine.core.ranking.rerankers.registry import check_depth
-    from engine.core.ranking.rerankers.spec import RerankerSpec
-    spec = RerankerSpec.parse(o.rerank, **options)
-    check_depth(o.rerank_depth, o.k)
-    return spec
+    return SearchSettings(k=o.k, rerank=o.rerank, rerank_depth=o.rerank_depth, rerank_options=options).parsed().rerank
 
 
 @dataclass(frozen=True)

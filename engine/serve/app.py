@@ -387,9 +387,11 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
         stage = pipelines[name]
         if how is not None:
             stage = shaped(stage, where=how.where, mode=how.mode, fusion=how.fusion)
-        ranking = run_pipeline(stage, [query], Context(root=opts.root, opened=Current()))["q"].cut(k)
         home = home_collection(stage)
         s = served(home) if home is not None and "/" not in home and home in catalog.names() else None
+        if query.item is not None and s is not None and query.item not in s.rows:
+            raise _refuse(404, f"no item {query.item!r} in collection {s.name!r}")
+        ranking = run_pipeline(stage, [query], Context(root=opts.root, opened=Current()))["q"].cut(k)
         rows = {d: s.rows[d] for d in ranking.ids if d in s.rows} if s is not None else {}
         items = dict(zip(rows, s.col.items_at(list(rows.values())))) if rows else {}
         return [hit_json(s, Hit(d, sc, r, {f: v for f, v in items[d].items() if f != "id"}))

@@ -106,6 +106,8 @@ def test_id_queries_through_the_collection_the_pipeline_and_the_service(root, tm
         piped = c.post("/search", json={"pipeline": "p", "id": "d7", "k": 4}).json()["hits"]
         filtered = c.post("/search", json={"collection": "docs", "id": "d7", "k": 4, "where": WHERE}).json()["hits"]
         piped_where = c.post("/search", json={"pipeline": "p", "id": "d7", "k": 4, "where": WHERE}).json()["hits"]
+        assert c.post("/search", json={"pipeline": "p", "id": "nope"}).status_code == 404
+        assert c.post("/search", json={"collection": "docs", "id": "nope"}).status_code == 404
     assert [h.id for h in raw] == list(api) == served == [h["id"] for h in piped]
     assert [h["id"] for h in filtered] == [h["id"] for h in piped_where]
     assert piped == whole and whole[0]["meta"]["topic"] == "cooking"  # metadata and scores alike

@@ -66,9 +66,10 @@ class SearchSettings:
             return first
         return first >> rerank_stage(spec, depth) % self.k
 
-    def _reranker(self, col: "SearchableCollection", text: bool) -> "tuple[RerankerSpec | None, int]":
-        """The reranker parsed (once: a `RerankerSpec` given is taken as it is) and the depth the first stage
-        fetches for it (k without one), checked against the collection's items."""
+    def parsed(self) -> "SearchSettings":
+        """These settings with the reranker spec parsed (once: a `RerankerSpec` is taken as it is) with its
+        options, and its depth checked against k; a depth or an option without a reranker is refused. No
+        collection is needed: what a command checks at its edge, before anything opens."""
         from engine.errors import EngineError, opt
         given = {n: v for n, v in (self.rerank_options or {}).items() if v is not None}
         if self.rerank is None:
@@ -76,10 +77,20 @@ class SearchSettings:
                 raise EngineError(f"{opt('rerank_depth')} goes with {opt('rerank')} SPEC")
             if given:
                 raise EngineError(f"{opt('rerank_' + next(iter(given)))} goes with {opt('rerank')} SPEC")
-            return None, self.k
+            return self
         from engine.core.ranking.rerankers.registry import check_depth
         from engine.core.ranking.rerankers.spec import RerankerSpec
-        spec = RerankerSpec.parse(self.rerank, **given)
+        check_depth(self.rerank_depth, self.k)
+        return replace(self, rerank=RerankerSpec.parse(self.rerank, **given), rerank_options=None)
+
+    def _reranker(self, col: "SearchableCollection", text: bool) -> "tuple[RerankerSpec | None, int]":
+        """The parsed reranker and the depth the first stage fetches for it (k without one), checked against
+        the collection's items."""
+        from engine.errors import EngineError, opt
+        spec = self.parsed().rerank
+        if spec is None:
+            return None, self.k
+        from engine.core.ranking.rerankers.registry import check_depth
         depth = check_depth(self.rerank_depth, self.k)
         if not text:
             raise EngineError(f"{opt('rerank')} reorders the hits of a text query; an image query takes none")

@@ -22,7 +22,8 @@ class RunFile(Stage):
         super().__init__()
         if not isinstance(path, str) or not path.strip():
             raise EngineError("run(…) needs a TREC run file first, e.g. run(\"bm25.run\", docs=\"docs.csv\")")
-        if fields is not None and (not isinstance(fields, (list, tuple)) or not all(isinstance(f, str) for f in fields)):
+        if fields is not None and (not isinstance(fields, (list, tuple))
+                                   or not all(isinstance(f, str) for f in fields)):
             raise EngineError("run(…): fields must be a list of the docs table's text columns")
         self.path, self.docs, self.id_column = path, docs, id_column
         self.fields = list(fields) if fields is not None else None
