@@ -1,5 +1,5 @@
 """`engine search` (cold, one text query) and `engine search --rerank` through the one pipeline path, against an
-older checkout of the engine: whole processes, alternated old/new, the ratio taken pair by pair.
+older checkout of the engine: whole processes, alternated old/new, the ratio taken pair by pair, of wall and of CPU (user + system) seconds.
 
     engine search docs "QUERY" --json -q                                       (cold: imports, model, index)
     engine search docs "QUERY" --json -q --rerank cross:DIR --rerank-depth 50  (+ a MiniLM-sized cross-encoder)
@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -27,15 +28,17 @@ WORDS = ("river flood storm town council bridge harbour festival museum school l
          "autumn spring bread oven market train station road castle forest mountain lake island garden").split()
 
 
-def run(tree: Path, args: list[str], env: dict) -> tuple[float, str]:
-    """(wall seconds, stdout) of `engine ARGS` with the engine of `tree`."""
+def run(tree: Path, args: list[str], env: dict) -> tuple[tuple[float, float], str]:
+    """((wall seconds, CPU seconds: user + system), stdout) of `engine ARGS` with the engine of `tree`."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     out = subprocess.run([sys.executable, "-m", "engine", *args], env={**env, "PYTHONPATH": str(tree)},
                          capture_output=True, text=True, check=False)
     wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode:
         raise SystemExit(f"{tree}: engine {' '.join(args)} failed:\n{out.stderr[-2000:]}")
-    return wall, out.stdout
+    return (wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime), out.stdout
 
 
 def paired(old: Path, new: Path, args: list[str], env: dict, runs: int) -> dict:
@@ -48,14 +51,18 @@ def paired(old: Path, new: Path, args: list[str], env: dict, runs: int) -> dict:
     for n in range(runs):
         order = (old, new) if n % 2 == 0 else (new, old)
         for tree in order:
-            wall, out = run(tree, args, env)
+            times, out = run(tree, args, env)
             if json.loads(out) != json.loads(want):
                 raise SystemExit(f"{tree} answered differently on run {n}")
-            (olds if tree == old else news).append(wall)
-    ratios = [b / a for a, b in zip(olds, news)]
-    return {"old_s": statistics.median(olds), "new_s": statistics.median(news),
-            "ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
-            "old_runs": olds, "new_runs": news}
+            (olds if tree == old else news).append(times)
+    out = {}
+    for i, what in enumerate(("wall", "cpu")):
+        a, b = [t[i] for t in olds], [t[i] for t in news]
+        ratios = [y / x for x, y in zip(a, b)]
+        out[what] = {"old_s": statistics.median(a), "new_s": statistics.median(b),
+                     "ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
+                     "old_runs": a, "new_runs": b}
+    return out
 
 
 def main() -> None:
@@ -85,10 +92,11 @@ def main() -> None:
         cases = {"engine search (cold)": base,
                  "engine search --rerank": [*base, "--rerank", f"cross:{ce}", "--rerank-depth", "50"]}
         results = {name: paired(args.old, new, cmd, env, args.runs) for name, cmd in cases.items()}
-    rows = [[name, f"{r['old_s']:.3f}", f"{r['new_s']:.3f}", f"{r['ratio_median']:.3f}",
-             f"{r['ratio_min']:.3f}–{r['ratio_max']:.3f}"] for name, r in results.items()]
-    print(format_table(["command", "old s (median)", "new s (median)", "new/old (median of pairs)",
-                        "new/old range"], rows, markdown=True))
+    rows = [[name, what, f"{r['old_s']:.3f}", f"{r['new_s']:.3f}", f"{r['ratio_median']:.3f}",
+             f"{r['ratio_min']:.3f}–{r['ratio_max']:.3f}"]
+            for name, both in results.items() for what, r in both.items()]
+    print(format_table(["command", "seconds", "old (median)", "new (median)", "new/old (median of pairs)",
+                        "new/old range"], rows, markdown=True, left=2))
     load = os.getloadavg()
     print(f"{args.runs} alternated pairs each, {args.docs} docs; load average {load[0]:.2f} {load[1]:.2f} "
           f"{load[2]:.2f}")
