@@ -71,7 +71,8 @@ class SearchRequest(Query, Lexical):
 
 class BatchRequest(Lexical):
     model_config = ConfigDict(extra="forbid")
-    collection: str
+    collection: str | None = Field(None, description="The collection to search (or give `pipeline`)")
+    pipeline: str | None = Field(None, description="A pipeline the server serves, run on every query")
     k: StrictInt = Field(10, description="Results wanted per query: 1 to the server's --max-k (1000 by default)")
     queries: list[Query] = Field(description="Each with one of text, id, vector")
     rerank: bool | str | None = Field(None, description="true: the server's reranker; or one it allows by spec "
@@ -379,8 +380,11 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
         return home
 
     def run_pipeline_query(name: str, query: Any, k: int, how: Lexical | None = None) -> list[dict]:
-        """The pipeline (its first stage shaped by the request's `where`, `mode`, `fusion`) on one query, cut
-        to k; each hit with the metadata and thumbnail of the collection it ranks."""
+        return run_pipeline_queries(name, [query], k, how)[0]
+
+    def run_pipeline_queries(name: str, queries: list, k: int, how: Lexical | None = None) -> list[list[dict]]:
+        """The pipeline (its first stage shaped by the request's `where`, `mode`, `fusion`) on the queries, each
+        ranking cut to k; each hit with the metadata and thumbnail of the collection it ranks."""
         from engine.core.ranking.pipeline import Context
         from engine.core.ranking.pipeline.run import run_pipeline
         from engine.serve.pipelines import home_collection, shaped
@@ -389,16 +393,19 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
             stage = shaped(stage, where=how.where, mode=how.mode, fusion=how.fusion)
         home = home_collection(stage)
         s = served(home) if home is not None and "/" not in home and home in catalog.names() else None
-        if query.item is not None and s is not None and query.item not in s.rows:
-            raise _refuse(404, f"no item {query.item!r} in collection {s.name!r}")
-        ranking = run_pipeline(stage, [query], Context(root=opts.root, opened=Current()))["q"].cut(k)
-        rows = {d: s.rows[d] for d in ranking.ids if d in s.rows} if s is not None else {}
+        for query in queries:
+            if query.item is not None and s is not None and query.item not in s.rows:
+                raise _refuse(404, f"no item {query.item!r} in collection {s.name!r}")
+        run = run_pipeline(stage, queries, Context(root=opts.root, opened=Current()))
+        rankings = [run[q.qid].cut(k) for q in queries]
+        rows = {d: s.rows[d] for r in rankings for d in r.ids if d in s.rows} if s is not None else {}
         items = dict(zip(rows, s.col.items_at(list(rows.values())))) if rows else {}
-        return [hit_json(s, Hit(d, sc, r, {f: v for f, v in items[d].items() if f != "id"}))
-                if d in items else {"rank": r, "id": d, "score": sc, "meta": {}, "thumb": None}
-                for r, (d, sc) in enumerate(ranking, 1)]
+        return [[hit_json(s, Hit(d, sc, r, {f: v for f, v in items[d].items() if f != "id"}))
+                 if d in items else {"rank": r, "id": d, "score": sc, "meta": {}, "thumb": None}
+                 for r, (d, sc) in enumerate(ranking, 1)] for ranking in rankings]
 
-    async def pipeline_search(req: "SearchRequest", t0: float, until: float) -> dict:
+    def pipeline_request(req: "SearchRequest | BatchRequest") -> None:
+        """What a pipeline request may not carry: a collection besides, or a reranker (it has its own)."""
         if req.collection is not None:
             raise _refuse(422, "give either collection or pipeline, not both")
         known_pipeline(req.pipeline)
@@ -406,12 +413,18 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
             if getattr(req, field) is not None:
                 raise _refuse(422, f"{field}: a pipeline carries its own rerankers; leave it out (or serve a "
                                    "pipeline that reranks)")
-        check_query(req)
-        k = check_k(req.k)
+
+    def pipeline_query(q: Query, qid: str) -> Any:
+        """A request's text, id or vector query as the pipeline's `Query`."""
         from engine.core.ranking.pipeline import Query as PipelineQuery
-        vector = check_vector(np.asarray(req.vector, dtype=np.float32)) if req.vector is not None else None
-        query = PipelineQuery("q", req.text or "", item=req.id,
-                              vector=tuple(vector.tolist()) if vector is not None else None)
+        check_query(q)
+        vector = check_vector(np.asarray(q.vector, dtype=np.float32)) if q.vector is not None else None
+        return PipelineQuery(qid, q.text or "", item=q.id, vector=tuple(vector.tolist()) if vector is not None else None)
+
+    async def pipeline_search(req: "SearchRequest", t0: float, until: float) -> dict:
+        pipeline_request(req)
+        query = pipeline_query(req, "q")
+        k = check_k(req.k)
         hits = await bounded(run_in_threadpool(run_pipeline_query, req.pipeline, query, k, req), until)
         return {"collection": req.pipeline, "hits": hits, "took_ms": round((time.perf_counter() - t0) * 1000, 3)}
 
@@ -467,6 +480,14 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
         k = check_k(req.k)
         if not 1 <= len(req.queries) <= opts.max_batch_queries:
             raise _refuse(422, f"queries: give 1 to {opts.max_batch_queries} (got {len(req.queries)})")
+        if req.pipeline is not None:
+            pipeline_request(req)
+            queries = [pipeline_query(q, str(n)) for n, q in enumerate(req.queries)]
+            results = await bounded(run_in_threadpool(run_pipeline_queries, req.pipeline, queries, k, req), until)
+            return {"collection": req.pipeline, "results": results,
+                    "took_ms": round((time.perf_counter() - t0) * 1000, 3)}
+        if req.collection is None:
+            raise _refuse(422, "collection: required (or give pipeline)")
         s = await run_in_threadpool(served, req.collection)
         chosen_spec(opts.rerank, req.rerank)
         results = await bounded(run_queries(s, req.queries, k) if plain(req, s.col)

@@ -91,3 +91,20 @@ def test_start_up_line_lists_the_pipelines(served_root, tmp_path, capsys):
     announce(ServeOptions(root=served_root, pipelines=served_pipelines([f"top3={tmp_path / 'p.toml'}"])))
     err = capsys.readouterr().err
     assert 'serving 1 pipeline(s)' in err and 'top3 = retrieve("docs", k=5) % 3' in err
+
+
+def test_a_batch_runs_a_pipeline_on_every_query_as_single_requests_do(pipes):
+    queries = [{"text": "deep learning"}, {"id": "d3"}, {"text": "castles"}]
+    where = 'topic != "travel"'
+    r = pipes.post("/search/batch", json={"pipeline": "docs", "k": 3, "where": where, "queries": queries})
+    assert r.status_code == 200, r.text
+    assert r.json()["collection"] == "docs" and len(r.json()["results"]) == 3
+    for q, got in zip(queries, r.json()["results"]):
+        one = pipes.post("/search", json={"pipeline": "docs", "k": 3, "where": where, **q}).json()["hits"]
+        assert got == one
+    for body, field in (({"rerank": True}, "rerank"), ({"collection": "docs"}, "not both"),
+                        ({"pipeline": "fused", "mode": "dense"}, "mode")):
+        r = pipes.post("/search/batch", json={"pipeline": "docs", "queries": queries, **body})
+        assert r.status_code == 422 and field in r.json()["detail"]
+    assert pipes.post("/search/batch", json={"pipeline": "nope", "queries": queries}).status_code == 404
+    assert pipes.post("/search/batch", json={"queries": queries}).status_code == 422
