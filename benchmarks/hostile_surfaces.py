@@ -144,7 +144,7 @@ def transport_cases(w: Path) -> list[tuple]:
 def trickle_results() -> list[dict]:
     """Servers that trickle the status line, the headers or the body: cut off at the (shortened) deadline."""
     from engine.core.ranking.rerankers import endpoint
-    from engine.core.ranking.rerankers.registry import load_reranker
+    from engine.core.ranking.rerankers.spec import load_reranker
     from engine.errors import EngineError
     out = []
     old = endpoint.DEADLINE

@@ -46,8 +46,7 @@ def main() -> None:
 
     from engine.core.collection import Collection
     from engine.core.encoders.device import set_device
-    from engine.core.ranking.rerankers.spec import load_reranker
-    from engine.core.ranking.rerankers.candidates import candidate_docs
+    from engine.core.ranking.rerankers.candidates import item_fields
     ap = argparse.ArgumentParser()
     ap.add_argument("--queries", type=int, default=20)
     ap.add_argument("--docs", type=int, default=1000)
@@ -63,18 +62,18 @@ def main() -> None:
     col = Collection.build("docs", texts=src, root=tmp / "idx")
     queries = [" ".join(rng.choice(WORDS, 6)) for _ in range(args.queries)]
     spec = f"cross:{model_dir}"
-    reranker = load_reranker(spec)
     raw = CrossEncoder(str(model_dir), device=args.device)
     for q in queries[:2]:  # warm both
-        col.search(text=q, k=10, rerank=reranker, rerank_depth=args.depth)
+        col.search(text=q, k=10, rerank=spec, rerank_depth=args.depth)
     staged, direct = [], []
     for n, q in enumerate(queries):
-        pairs = [(q, t) for t in candidate_docs(col, col.search(text=q, k=args.depth))]
+        hits = col.search(text=q, k=args.depth)
+        pairs = [(q, f.get("text", "")) for f in item_fields(col, [{"id": h.id, **h.meta} for h in hits])]
         order = ("staged", "raw") if n % 2 == 0 else ("raw", "staged")
         for which in order:
             t0 = time.perf_counter()
             if which == "staged":
-                col.search(text=q, k=10, rerank=reranker, rerank_depth=args.depth)
+                col.search(text=q, k=10, rerank=spec, rerank_depth=args.depth)
                 staged.append(time.perf_counter() - t0)
             else:
                 raw.predict(pairs, batch_size=32, show_progress_bar=False)

@@ -12,7 +12,7 @@ from engine.core.storage.builder.options import BuildOptions
 from engine.core.collection import DEFAULT_ROOT
 from engine.core.encoders.registry import model_help
 from engine.commands.flags import RerankInstruction, RerankRounds, RerankTemplate
-from engine.core.ranking.rerankers.options import reranker_help
+from engine.core.ranking.rerankers.registry import reranker_help
 from engine.errors import EngineError, opt
 from engine.core.ranking.rerankers.prompts import ROUNDS
 from engine.core.ranking.rerankers.registry import RERANK_DEPTH

@@ -65,12 +65,37 @@ class RerankRunOptions:
 def _run(o: RerankRunOptions) -> None:
     """Rerank a TREC run against a text source; scores written strictly decreasing."""
     from engine.core.encoders.device import set_device
-    from engine.core.ranking.rerankers.runs import rerank_run_file
     from engine.progress import info, set_quiet
     set_quiet(o.quiet)
     set_device(o.device)
     n, lines = rerank_run_file(o)
     info(f"reranked {n} queries with {o.model}: wrote {lines} lines to {o.out}")
+
+
+def rerank_run_file(o: RerankRunOptions) -> tuple[int, int]:
+    """`run(RUN, docs=…) >> rerank(SPEC, depth)`: the reranker parsed once, the run, its queries' texts and
+    its documents' texts read and checked before any model loads, the pipeline run and its rankings written
+    (atomically); returns (queries, lines written)."""
+    from engine.core.ranking.pipeline.run import run_pipeline, write_pipeline_run
+    from engine.core.ranking.pipeline.runfile import RunFile
+    from engine.core.ranking.pipeline.stage import Context
+    from engine.core.ranking.rerankers.registry import check_depth
+    from engine.core.ranking.rerankers.spec import RerankerSpec
+    from engine.core.ranking.rerankers.stage import check_candidates
+    from engine.core.ranking.search_settings import rerank_stage
+    from engine.io.options import split_list
+    from engine.io.tables import read_queries
+    spec = RerankerSpec.parse(o.model, **o.reranker_options())
+    check_candidates(spec, "text", str(o.docs))
+    check_depth(o.depth, 1, "depth")
+    first = RunFile(str(o.run), docs=str(o.docs), fields=split_list(o.fields) or None, id_column=o.id_column)
+    first.load()
+    texts = dict(read_queries(o.queries))
+    first.check_coverage(texts, str(o.queries), o.depth)
+    queries = first.queries(texts)
+    run = run_pipeline(first >> rerank_stage(spec, o.depth), queries, Context())
+    run_id = o.run_id or f"rerank-{Path(o.run).stem}".replace(" ", "_")
+    return len(queries), write_pipeline_run(run, o.out, run_id)
 
 
 rerank_run_cmd = rerank_app.command("run")(options_command(RerankRunOptions, _run))

@@ -4,13 +4,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from engine.core.ranking.rerankers.options import RerankOptions
 from engine.errors import EngineError, opt
 from engine.io.jsonio import print_json
 from engine.progress import set_quiet
 
 if TYPE_CHECKING:
     from engine.core.collection import Collection
+    from engine.core.ranking.rerankers.spec import RerankerSpec
     from engine.core.storage.index.faiss_index import SearchKnobs
 
 
@@ -29,9 +29,7 @@ def search(o) -> None:
         parse_where(o.where)
     set_device(o.device)
     batch = check_batch_size(o.batch_size)
-    rerank = RerankOptions.checked(o.rerank, o.rerank_depth, o.k, template=o.rerank_template,
-                                   instruction=o.rerank_instruction, rounds=o.rerank_rounds)
-    plan = Plan(o, SearchKnobs(nprobe=o.nprobe, ef=o.ef, k_factor=o.k_factor), rerank,
+    plan = Plan(o, SearchKnobs(nprobe=o.nprobe, ef=o.ef, k_factor=o.k_factor), reranker(o),
                 64 if batch == "auto" else int(batch))
     if o.ray is None:
         return _search(plan)
@@ -42,22 +40,43 @@ def search(o) -> None:
         _search(plan)
 
 
+def reranker(o) -> "RerankerSpec | None":
+    """`--rerank SPEC` and its options parsed once, here at the edge (`RerankerSpec`), and `--rerank-depth`
+    checked against -k (`SearchSettings.parsed`); everything below takes the parsed spec."""
+    from engine.core.ranking.search_settings import SearchSettings
+    options = {"template": o.rerank_template, "instruction": o.rerank_instruction, "rounds": o.rerank_rounds}
+    return SearchSettings(k=o.k, rerank=o.rerank, rerank_depth=o.rerank_depth, rerank_options=options).parsed().rerank
+
+
 @dataclass(frozen=True)
 class Plan:
     """A search's options with what checking them made: the index knobs, the reranker, the batch size."""
     options: Any  # engine.commands.collection.SearchOptions
     knobs: "SearchKnobs"
-    rerank: RerankOptions
+    rerank: "RerankerSpec | None"
     batch_size: int
 
     @property
-    def lexical(self) -> dict:
-        return {"mode": self.options.mode, "fusion": self.options.fusion, "where": self.options.where}
+    def settings(self) -> dict:
+        """The `SearchSettings` of the local search (`engine.core.ranking.search_settings`)."""
+        o = self.options
+        return {"k": o.k, "knobs": self.knobs, "mode": o.mode, "fusion": o.fusion, "where": o.where,
+                "rerank": self.rerank, "rerank_depth": o.rerank_depth if self.rerank else None}
+
+    def remote(self) -> dict:
+        """What the service client sends: a server reranks with a spec it allows, as it was started."""
+        o, spec = self.options, self.rerank
+        if spec is not None and spec.options:
+            raise EngineError(f"{opt('rerank_' + spec.options[0][0])} shapes a reranker loaded here; a "
+                              f"{opt('server')} reranks with the reranker it allows, as it was started")
+        lexical = {"mode": o.mode, "where": o.where, **({"fusion": o.fusion} if o.fusion != "weighted" else {})}
+        staged = {"rerank": o.rerank.strip(), "rerank_depth": o.rerank_depth} if spec is not None else {}
+        return {"k": o.k, **lexical, **staged}
 
 
 def _search(plan: Plan) -> None:
-    o, knobs, rr, lexical = plan.options, plan.knobs, plan.rerank, plan.lexical
-    name, text, image, k, queries, out, server, ray = o.name, o.text, o.image, o.k, o.queries, o.out, o.server, o.ray
+    o = plan.options
+    name, text, image, queries, out, server, ray = o.name, o.text, o.image, o.queries, o.out, o.server, o.ray
     from engine.core.collection import Collection
     from engine.progress import info
 
@@ -78,11 +97,7 @@ def _search(plan: Plan) -> None:
         qs = read_queries(queries)
         trec_safe_ids([q for q, _ in qs], "strict", queries, fixable=False)
         trec_safe_ids([o.run_id or name], "strict", opt("run_id"), fixable=False)
-        col = opened()
-        col.check_search(k, knobs)
-        col.check_rerank(rr.spec, rr.depth, k, True, dict(rr.options))
-        n = col.search_to_run(qs, out, k=k, run_id=o.run_id, batch_size=plan.batch_size, knobs=knobs, **lexical,
-                              **rr.kwargs())
+        n = opened().search_to_run(qs, out, run_id=o.run_id, batch_size=plan.batch_size, **plan.settings)
         info(f"wrote {n} lines for {len(qs)} queries to {out}")
         return
     if out is not None:
@@ -91,11 +106,9 @@ def _search(plan: Plan) -> None:
         raise EngineError(f"give a text query or {opt('image')} PATH (or {opt('queries')} FILE {opt('out')} RUN)")
     if server is not None:
         from engine.core.remote import remote_search
-        hits = remote_search(server, name, text=text, image=image, k=k, api_key=o.api_key, **rr.remote(),
-                             **{key: v for key, v in lexical.items() if key != "fusion" or v != "weighted"})
+        hits = remote_search(server, name, text=text, image=image, api_key=o.api_key, **plan.remote())
     else:
-        hits = opened().search(text=text, image=str(image) if image else None, k=k, knobs=knobs, **lexical,
-                               **rr.kwargs())
+        hits = opened().search(text=text, image=str(image) if image else None, **plan.settings)
     if o.as_json:
         print_json({"query": text if text is not None else str(image), "hits": [h.as_dict() for h in hits]})
     else:

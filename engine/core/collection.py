@@ -27,7 +27,7 @@ from engine.progress import make_progress
 
 if TYPE_CHECKING:
     from engine.core.storage.builder.options import BuildOptions, BuildReport
-    from engine.core.ranking.rerankers.base import Reranker
+    from engine.core.ranking.rerankers.spec import RerankerSpec
 
 __all__ = ["Collection", "Hit", "check_k", "check_query", "CORE_ROLES", "DEFAULT_ROOT", "IMAGE_FILES", "MANIFEST",
            "PARTIAL", "collection_path", "list_collections", "rebuild_hint"]
@@ -41,61 +41,36 @@ class Collection(SearchableCollection):
                **options: Any) -> list[Hit]:
         """Top-k for one text or one image query, encoded with the collection's own encoder. `options` (or
         `settings`) are `SearchSettings` fields: k, knobs, mode, fusion, where, rerank, rerank_depth,
-        rerank_options (`engine.core.ranking.hybrid`, `engine.core.ranking.filters`, `engine.core.ranking.rerankers`)."""
-        from engine.core.ranking.hybrid import check_search_mode, search_rows
+        rerank_options; the search runs as the pipeline `SearchSettings.stage` builds
+        (`engine.core.ranking.search_settings`)."""
+        from engine.core.ranking.pipeline.query import Query
+        from engine.core.ranking.search_settings import run_search
         s = SearchSettings.of(settings, options)
         if (text is None) == (image is None):
             raise EngineError("give either a text query or an image query")
         check_query(text, s.k)
-        self.check_search(s.k, s.knobs)
-        check_search_mode(self, s.mode, s.fusion, s.where, text is not None)
-        depth = self.check_rerank(s.rerank, s.rerank_depth, s.k, image is None, s.rerank_options)
-        q = self.encode_queries(images=[image]) if image is not None else None
-        hits = self.hits(*search_rows(self, depth, [text] if text is not None else None, q, s.mode, s.fusion,
-                                      s.where, s.knobs))[0]
-        return self.reranked([text], [hits], s.rerank, s.k, s.rerank_options)[0]
-
-    def check_rerank(self, rerank: "str | Reranker | None", depth: int | None, k: int, text: bool,
-                     options: Mapping[str, Any] | None = None) -> int:
-        """What the first stage fetches (k, or the reranker's depth), checked before any model loads."""
-        from engine.core.ranking.rerankers.stage import check_rerank
-        return check_rerank(self, rerank, depth, k, text, options)
-
-    def reranked(self, texts: Sequence[str], hits: list[list[Hit]], rerank: "str | Reranker | None",
-                 k: int, options: Mapping[str, Any] | None = None) -> list[list[Hit]]:
-        """Each query's hits reordered by `rerank` and cut to k (unchanged without one)."""
-        if rerank is None:
-            return hits
-        from engine.core.ranking.rerankers.stage import as_reranker, rerank_hits
-        reranker = as_reranker(rerank, **(options or {}))
-        return [rerank_hits(reranker, t, h, k, self) for t, h in zip(texts, hits)]
+        stage = s.stage(self, text is not None)
+        return run_search(self, stage, [Query("q", text or "", image=image)])[0]
 
     def search_many(self, texts: Sequence[str] | None = None, images: Sequence[str] | None = None,
                     settings: SearchSettings | None = None, **options: Any) -> list[list[Hit]]:
         """Batched search with a progress bar; one ranked list per query, in order (options: see `search`;
-        `batch_size` queries at a time)."""
-        from engine.core.ranking.hybrid import check_search_mode, search_rows
+        `batch_size` queries at a time through the same pipeline)."""
+        from engine.core.ranking.pipeline.query import Query
+        from engine.core.ranking.search_settings import run_search
         s = SearchSettings.of(settings, options)
         k, batch_size = s.k, s.batch_size
         queries = list(texts if texts is not None else images or [])
         for text in texts or [k]:
             check_query(text if texts is not None else None, k)
-        self.check_search(k, s.knobs)
-        check_search_mode(self, s.mode, s.fusion, s.where, texts is not None)
-        depth = self.check_rerank(s.rerank, s.rerank_depth, k, texts is not None, s.rerank_options)
-        rerank = s.rerank
-        if rerank is not None:
-            from engine.core.ranking.rerankers.stage import as_reranker
-            rerank = as_reranker(rerank, **(s.rerank_options or {}))
+        stage = s.stage(self, texts is not None)
         out: list[list[Hit]] = []
         with make_progress() as bar:
             task = bar.add_task("searching", total=len(queries))
             for start in range(0, len(queries), batch_size):
-                chunk = queries[start:start + batch_size]
-                q = None if texts is not None else self.encode_queries(images=chunk, batch_size=batch_size)
-                hits = self.hits(*search_rows(self, depth, chunk if texts is not None else None, q, s.mode,
-                                              s.fusion, s.where, s.knobs))
-                out.extend(self.reranked(chunk, hits, rerank, k))
+                chunk = [Query(str(n), q) if texts is not None else Query(str(n), image=q)
+                         for n, q in enumerate(queries[start:start + batch_size], start)]
+                out.extend(run_search(self, stage, chunk))
                 bar.advance(task, len(chunk))
         return out
 
@@ -109,7 +84,7 @@ class Collection(SearchableCollection):
         rankings = {qid: [(h.id, h.score) for h in hits] for (qid, _), hits in zip(queries, results)}
         return write_run(out, rankings, run_id or self.run_label(s.mode, s.rerank))
 
-    def run_label(self, mode: str | None = None, rerank: "str | Reranker | None" = None) -> str:
+    def run_label(self, mode: str | None = None, rerank: "str | RerankerSpec | None" = None) -> str:
         """The default run id of a search of this collection: what produced the run (collection, mode,
         reranker), so runs of one collection by different modes stay apart in a comparison: `docs-hybrid`,
         `docs-dense-cross-minilm-ce`."""
@@ -118,8 +93,7 @@ class Collection(SearchableCollection):
         from engine.core.ranking.hybrid import resolve_mode
         parts = [self.name, resolve_mode(self, mode, True) if self.kind == "text" else (mode or "dense")]
         if rerank is not None:
-            spec = rerank if isinstance(rerank, str) else getattr(rerank, "spec", "rerank")
-            kind, _, arg = spec.partition(":")
+            kind, _, arg = str(rerank).strip().partition(":")
             parts += [kind, Path(arg.rstrip("/")).name] if arg else [kind]
         return re.sub(r"[^\w.+=-]+", "_", "-".join(p for p in parts if p))
 

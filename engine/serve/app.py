@@ -32,7 +32,7 @@ from engine.serve.catalog import Catalog, Served, UnknownCollection
 from engine.serve.limits import BodyTooLarge, Guard, read_upload
 from engine.serve.metrics import Metrics
 from engine.serve.options import ServeOptions
-from engine.serve.rerank import chosen_spec, reranked_batch, reranked_search
+from engine.serve.rerank import chosen_spec
 from engine.serve.schema import openapi_schema
 from engine.serve.vectors import check_vector, finite_hits
 
@@ -71,7 +71,8 @@ class SearchRequest(Query, Lexical):
 
 class BatchRequest(Lexical):
     model_config = ConfigDict(extra="forbid")
-    collection: str
+    collection: str | None = Field(None, description="The collection to search (or give `pipeline`)")
+    pipeline: str | None = Field(None, description="A pipeline the server serves, run on every query")
     k: StrictInt = Field(10, description="Results wanted per query: 1 to the server's --max-k (1000 by default)")
     queries: list[Query] = Field(description="Each with one of text, id, vector")
     rerank: bool | str | None = Field(None, description="true: the server's reranker; or one it allows by spec "
@@ -255,15 +256,31 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
             results[n] = await asyncio.wrap_future(future)
         return [results[n] for n in range(len(queries))]
 
-    def lexical(s: Served, queries: list[Query], k: int, how: Lexical) -> list[list[Hit]]:
-        """Queries in a mode other than plain dense, or filtered (`engine.core.ranking.hybrid`): one by one, here."""
-        from engine.core.ranking.hybrid import search_rows
-        for q in queries:
+    def staged(s: Served, queries: list[Query], k: int, how: "SearchRequest | BatchRequest") -> list[list[Hit]]:
+        """Queries in a mode other than plain dense, filtered, or reranked: the pipeline every search door
+        builds (`SearchSettings.stage`: retrieve >> rerank % k), run on them all at once. An id query is
+        searched by its item's vector from this generation."""
+        from engine.core.ranking.pipeline.query import Query as PipelineQuery
+        from engine.core.ranking.search_settings import SearchSettings, run_search
+        for n, q in enumerate(queries):
             check_query(q)
-        return [s.col.search(text=q.text, k=k, mode=how.mode, fusion=how.fusion, where=how.where)
-                if q.text is not None else
-                s.col.hits(*search_rows(s.col, k, None, query_vector(s, q)[None], how.mode, how.fusion, how.where))[0]
-                for q in queries]
+            if q.text is None and how.rerank not in (None, False):
+                where = f"queries.{n}: " if isinstance(how, BatchRequest) else ""
+                raise EngineError(f"{where}rerank reorders the hits of a text query; an id or vector query "
+                                  "takes none")
+        if any(q.text is not None for q in queries):
+            require(s, "text")
+        spec = chosen_spec(opts.rerank, how.rerank)
+        settings = SearchSettings(k=k, mode=how.mode, fusion=how.fusion, where=how.where, rerank=spec,
+                                  rerank_depth=how.rerank_depth if spec is not None else None)
+        stage = settings.stage(s.col, all(q.text is not None for q in queries))
+        asked = [PipelineQuery(str(n), q.text) if q.text is not None else
+                 PipelineQuery(str(n), vector=tuple(query_vector(s, q).tolist())) for n, q in enumerate(queries)]
+        return run_search(s.col, stage, asked)
+
+    def plain(how: "SearchRequest | BatchRequest", col) -> bool:
+        """Whether the queries go the micro-batched dense way: no reranker, no mode, no filter, no BM25."""
+        return how.rerank in (None, False) and not how.given(col)
 
     async def image_search(request: Request, until: float) -> JSONResponse:
         t0 = time.perf_counter()
@@ -275,8 +292,12 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
 
     async def answer_form(form: Any, t0: float, until: float) -> JSONResponse:
         upload = form.get("image")
-        name = form.get("collection")
-        if not isinstance(name, str) or not name:
+        name, pipe = form.get("collection"), form.get("pipeline")
+        if isinstance(pipe, str) and pipe:  # a served pipeline, its first stage's collection encoding the image
+            if name:
+                raise _refuse(422, "give either collection or pipeline, not both")
+            name = home_of(pipe)
+        elif not isinstance(name, str) or not name:
             raise _refuse(422, "collection: a form field is required")
         if upload is None or isinstance(upload, str):
             raise _refuse(422, "image: upload a file in the form field 'image'")
@@ -288,17 +309,20 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
         require(s, "image")
         data = await upload.read(opts.max_upload_bytes + 1)
 
-        def encode_and_search() -> list[Hit]:
+        def encode_and_search() -> list[dict]:
             from engine.core.images import stack
             img = read_upload(data, upload.filename or "image", opts.max_upload_bytes, opts.max_image_pixels)
             t1 = time.perf_counter()
             enc = s.col.image_query_encoder  # the image side `engine search --image` uses: the same scores
             vec = enc.encode_image_batch(stack([enc.preprocess(img)]))
             metrics.encode.labels("image").observe(time.perf_counter() - t1)
-            return by_vectors(s, vec, k)[0]
+            if pipe:
+                from engine.core.ranking.pipeline import Query as PipelineQuery
+                return run_pipeline_query(pipe, PipelineQuery("q", vector=tuple(np.ravel(vec).tolist())), k)
+            return [hit_json(s, h) for h in by_vectors(s, vec, k)[0]]
 
         hits = await bounded(run_in_threadpool(encode_and_search), until)
-        return JSONResponse({"collection": s.name, "hits": [hit_json(s, h) for h in hits],
+        return JSONResponse({"collection": pipe or s.name, "hits": hits,
                              "took_ms": round((time.perf_counter() - t0) * 1000, 3)})
 
     # ------------------------------------------------------------------ endpoints
@@ -309,7 +333,7 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
     @app.get("/health", summary="200 while the server runs")
     async def health() -> dict:
         return {"status": "ok", "version": __version__, "loaded": catalog.loaded(), "auth": bool(opts.api_key),
-                "rerankers": list(opts.rerank)}
+                "rerankers": [spec.text for spec in opts.rerank]}
 
     def describe(s: Served) -> dict:
         col = s.col
@@ -334,31 +358,74 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
                     return False
             return super().__contains__(name)
 
-    @app.get("/pipelines", summary="The pipelines served: name and expression")
+    @app.get("/pipelines", summary="The pipelines served: name, expression, the collection its first stage reads")
     async def list_pipelines() -> list[dict]:
-        return [{"name": n, "pipeline": str(p)} for n, p in pipelines.items()]
+        from engine.serve.pipelines import home_collection
+        return [{"name": n, "pipeline": str(p), "collection": home_collection(p)} for n, p in pipelines.items()]
 
-    def run_pipeline_query(name: str, text: str, k: int) -> list[dict]:
-        from engine.core.ranking.pipeline import Context
-        from engine.core.ranking.pipeline import Query as PipelineQuery
-        from engine.core.ranking.pipeline.run import run_pipeline
-        ranking = run_pipeline(pipelines[name], [PipelineQuery("q", text)],
-                               Context(root=opts.root, opened=Current()))["q"].cut(k)
-        return [{"rank": r, "id": d, "score": sc, "meta": ranking.fields.get(d, {}), "thumb": None}
-                for r, (d, sc) in enumerate(ranking, 1)]
-
-    async def pipeline_search(req: "SearchRequest", t0: float, until: float) -> dict:
-        if req.collection is not None:
-            raise _refuse(422, "give either collection or pipeline, not both")
-        if req.pipeline not in pipelines:
-            raise _refuse(404, f"no pipeline {req.pipeline!r} is served"
+    def known_pipeline(name: str) -> None:
+        if name not in pipelines:
+            raise _refuse(404, f"no pipeline {name!r} is served"
                           + (f"; served: {', '.join(pipelines)}" if pipelines else
                              " (start the server with --pipeline NAME=FILE)"))
-        if req.text is None or req.id is not None or req.vector is not None:
-            raise _refuse(422, "a pipeline query is a text: give text")
-        check_query(req)
+
+    def home_of(name: str) -> str:
+        """The served collection a pipeline's first stage reads: what encodes an image query for it."""
+        from engine.serve.pipelines import home_collection
+        known_pipeline(name)
+        home = home_collection(pipelines[name])
+        if home is None or "/" in home or home not in catalog.names():
+            raise _refuse(422, f"image: pipeline {name!r} starts with no collection this server serves, so no "
+                               "encoder here can read an image for it; give text")
+        return home
+
+    def run_pipeline_query(name: str, query: Any, k: int, how: Lexical | None = None) -> list[dict]:
+        return run_pipeline_queries(name, [query], k, how)[0]
+
+    def run_pipeline_queries(name: str, queries: list, k: int, how: Lexical | None = None) -> list[list[dict]]:
+        """The pipeline (its first stage shaped by the request's `where`, `mode`, `fusion`) on the queries, each
+        ranking cut to k; each hit with the metadata and thumbnail of the collection it ranks."""
+        from engine.core.ranking.pipeline import Context
+        from engine.core.ranking.pipeline.run import run_pipeline
+        from engine.serve.pipelines import home_collection, shaped
+        stage = pipelines[name]
+        if how is not None:
+            stage = shaped(stage, where=how.where, mode=how.mode, fusion=how.fusion)
+        home = home_collection(stage)
+        s = served(home) if home is not None and "/" not in home and home in catalog.names() else None
+        for query in queries:
+            if query.item is not None and s is not None and query.item not in s.rows:
+                raise _refuse(404, f"no item {query.item!r} in collection {s.name!r}")
+        run = run_pipeline(stage, queries, Context(root=opts.root, opened=Current()))
+        rankings = [run[q.qid].cut(k) for q in queries]
+        rows = {d: s.rows[d] for r in rankings for d in r.ids if d in s.rows} if s is not None else {}
+        items = dict(zip(rows, s.col.items_at(list(rows.values())))) if rows else {}
+        return [[hit_json(s, Hit(d, sc, r, {f: v for f, v in items[d].items() if f != "id"}))
+                 if d in items else {"rank": r, "id": d, "score": sc, "meta": {}, "thumb": None}
+                 for r, (d, sc) in enumerate(ranking, 1)] for ranking in rankings]
+
+    def pipeline_request(req: "SearchRequest | BatchRequest") -> None:
+        """What a pipeline request may not carry: a collection besides, or a reranker (it has its own)."""
+        if req.collection is not None:
+            raise _refuse(422, "give either collection or pipeline, not both")
+        known_pipeline(req.pipeline)
+        for field in ("rerank", "rerank_depth"):
+            if getattr(req, field) is not None:
+                raise _refuse(422, f"{field}: a pipeline carries its own rerankers; leave it out (or serve a "
+                                   "pipeline that reranks)")
+
+    def pipeline_query(q: Query, qid: str) -> Any:
+        """A request's text, id or vector query as the pipeline's `Query`."""
+        from engine.core.ranking.pipeline import Query as PipelineQuery
+        check_query(q)
+        vector = check_vector(np.asarray(q.vector, dtype=np.float32)) if q.vector is not None else None
+        return PipelineQuery(qid, q.text or "", item=q.id, vector=tuple(vector.tolist()) if vector is not None else None)
+
+    async def pipeline_search(req: "SearchRequest", t0: float, until: float) -> dict:
+        pipeline_request(req)
+        query = pipeline_query(req, "q")
         k = check_k(req.k)
-        hits = await bounded(run_in_threadpool(run_pipeline_query, req.pipeline, req.text, k), until)
+        hits = await bounded(run_in_threadpool(run_pipeline_query, req.pipeline, query, k, req), until)
         return {"collection": req.pipeline, "hits": hits, "took_ms": round((time.perf_counter() - t0) * 1000, 3)}
 
     @app.get("/collections", summary="Every served collection: name, kind, count, encoder, manifest")
@@ -380,6 +447,9 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
                   "application/json": {"schema": SearchRequest.model_json_schema()},
                   "multipart/form-data": {"schema": {"type": "object", "required": ["collection", "image"],
                                                      "properties": {"collection": {"type": "string"},
+                                                                    "pipeline": {"type": "string", "description":
+                                                                                 "a served pipeline instead of "
+                                                                                 "collection"},
                                                                     "k": {"type": "integer", "default": 10},
                                                                     "image": {"type": "string",
                                                                               "format": "binary"}}}}}}})
@@ -395,14 +465,9 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
             raise _refuse(422, "collection: required (or give pipeline)")
         k = check_k(req.k)
         s = await run_in_threadpool(served, req.collection)
-        spec = chosen_spec(opts.rerank, req.rerank)
-        if spec is not None:
-            check_query(req)
-            hits = await bounded(run_in_threadpool(reranked_search, s.col, req.text, k, spec, req.rerank_depth,
-                                                   mode=req.mode, fusion=req.fusion, where=req.where), until)
-        else:
-            hits = (await bounded(run_in_threadpool(lexical, s, [req], k, req) if req.given(s.col)
-                                  else run_queries(s, [req], k), until))[0]
+        chosen_spec(opts.rerank, req.rerank)  # refused before anything runs
+        hits = (await bounded(run_queries(s, [req], k) if plain(req, s.col)
+                              else run_in_threadpool(staged, s, [req], k, req), until))[0]
         return {"collection": s.name, "hits": [hit_json(s, h) for h in hits],
                 "took_ms": round((time.perf_counter() - t0) * 1000, 3)}
 
@@ -415,17 +480,18 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
         k = check_k(req.k)
         if not 1 <= len(req.queries) <= opts.max_batch_queries:
             raise _refuse(422, f"queries: give 1 to {opts.max_batch_queries} (got {len(req.queries)})")
+        if req.pipeline is not None:
+            pipeline_request(req)
+            queries = [pipeline_query(q, str(n)) for n, q in enumerate(req.queries)]
+            results = await bounded(run_in_threadpool(run_pipeline_queries, req.pipeline, queries, k, req), until)
+            return {"collection": req.pipeline, "results": results,
+                    "took_ms": round((time.perf_counter() - t0) * 1000, 3)}
+        if req.collection is None:
+            raise _refuse(422, "collection: required (or give pipeline)")
         s = await run_in_threadpool(served, req.collection)
-        spec = chosen_spec(opts.rerank, req.rerank)
-        if spec is not None:
-            for q in req.queries:
-                check_query(q)
-            results = await bounded(run_in_threadpool(reranked_batch, s.col, [q.text for q in req.queries], k,
-                                                      spec, req.rerank_depth, mode=req.mode, fusion=req.fusion,
-                                                      where=req.where), until)
-        else:
-            results = await bounded(run_in_threadpool(lexical, s, req.queries, k, req) if req.given(s.col)
-                                    else run_queries(s, req.queries, k), until)
+        chosen_spec(opts.rerank, req.rerank)
+        results = await bounded(run_queries(s, req.queries, k) if plain(req, s.col)
+                                else run_in_threadpool(staged, s, req.queries, k, req), until)
         return {"collection": s.name, "results": [[hit_json(s, h) for h in hits] for hits in results],
                 "took_ms": round((time.perf_counter() - t0) * 1000, 3)}
 

@@ -29,7 +29,8 @@ class ServeOptions:
     max_batch: int = 32                         # texts encoded in one forward pass
     batch_workers: int = 2                      # batches encoded and searched at once (benchmarks/peers.py)
     thumb_size: int = 256                       # longest side of a thumbnail, pixels
-    rerank: tuple[str, ...] = ()                # reranker specs requests may ask for ("rerank": true: the first)
+    rerank: tuple = ()                          # reranker specs requests may ask for ("rerank": true: the first),
+                                                # parsed once by `checked` (RerankerSpec)
     pipelines: tuple = ()                        # (name, parsed pipeline) pairs served by POST /search {"pipeline"}
 
     def checked(self) -> ServeOptions:

@@ -55,6 +55,9 @@ def announce(options: ServeOptions) -> None:
             warn(f"no collection {', '.join(map(repr, missing))} in {options.root}/ yet (there: "
                  f"{', '.join(found) or 'none'}); it is served once it is built")
         found = [n for n in found if n in options.collections]
+    if options.pipelines:
+        info(f"serving {len(options.pipelines)} pipeline(s) at {url}: "
+             f"{', '.join(f'{name} = {stage}' for name, stage in options.pipelines)}")
     if found:
         info(f"serving {len(found)} collection(s) from {options.root}/ at {url}: {', '.join(found)}")
     else:

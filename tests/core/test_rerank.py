@@ -64,14 +64,14 @@ def test_every_reranker_writes_strictly_decreasing_scores():
     """Tied and inverted scores after the order is chosen come out strictly decreasing, order unchanged."""
     from engine.core.ranking.rerankers.base import Reranker
     from engine.core.ranking.rerankers.spec import RerankerSpec
-    from engine.core.ranking.rerankers.stage import distinct_scores, rerank_ranking
+    from engine.core.ranking.rerankers.stage import distinct_scores, reordered
 
     class Tied(Reranker):
         def _score(self, query, docs, kind):
             return np.array([1.0, 3.0, 1.0, 3.0, -np.inf])
 
     tied = Tied(RerankerSpec.parse("cross:x"))
-    got = rerank_ranking(tied, "q", [(f"d{i}", 10.0 - i) for i in range(6)], {f"d{i}": f"t{i}" for i in range(6)}, 5)
+    got = reordered([(f"d{i}", 10.0 - i) for i in range(6)], tied.score("q", [f"t{i}" for i in range(5)]), 5)
     assert list(got.ids) == ["d1", "d3", "d0", "d2", "d4", "d5"]  # ties keep the given order; d5 below the depth
     scores = list(got.scores)
     assert all(a > b for a, b in zip(scores, scores[1:])) and all(np.isfinite(scores))
@@ -94,12 +94,12 @@ def test_reranked_order_equals_cross_encoder_predict(tiny_cross, text_col):
 
 def test_ready_text_items_store_their_text_for_the_reranker(tmp_path):
     from engine.core.collection import Collection
-    from engine.core.ranking.rerankers.candidates import candidate_docs
+    from engine.core.ranking.rerankers.candidates import item_fields
     from engine.core.sources import Item
     col = Collection.build("items", items=[Item(f"i{n}", d) for n, d in enumerate(DOCS[:4])], kind="text",
                            root=tmp_path)
     hits = col.search(text="cats", k=4)
-    assert sorted(candidate_docs(col, hits)) == sorted(DOCS[:4])
+    assert sorted(f["text"] for f in item_fields(col, [{"id": h.id, **h.meta} for h in hits])) == sorted(DOCS[:4])
 
 
 def test_cli_run_is_reranked_and_strictly_decreasing(run_cli, tiny_cross, text_col, tmp_path, monkeypatch, capsys):

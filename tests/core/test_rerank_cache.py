@@ -301,9 +301,9 @@ def test_unreadable_served_answers_are_counted_said_and_never_kept(garbage_docs,
     kept = ScoreCache(tmp_path / "cache" / "scores", fingerprint(rr.spec))
     from engine.core.collection import Collection
     col = Collection.open("docs", garbage_docs)
-    from engine.core.ranking.rerankers.candidates import candidate_docs
+    from engine.core.ranking.rerankers.candidates import item_fields
     hits = col.search(text="river", k=12)
-    texts = dict(zip([h.id for h in hits], candidate_docs(col, hits)))
+    texts = {h.id: f["text"] for h, f in zip(hits, item_fields(col, [{**h.meta, "id": h.id} for h in hits]))}
     found = kept.pairs("river", [content_key(texts[d], "text") for d in sorted(texts)])
     assert len(found) == 7 and all(sorted(texts)[i].startswith("d") for i in found)
     # the next run (another stage text) asks the server again for the unreadable ones only

@@ -194,3 +194,58 @@ def test_mode_fusion_and_filter_controls_live_in_the_url(browser, served_root):
         browser.get(url + "/?collection=docs&q=food&where=topc+%3D%3D+1")
         error = browser.find_element("id", "error")
         wait(browser, lambda d: error.is_displayed() and "topc" in error.text)
+
+
+def test_pipeline_picker_runs_a_served_pipeline_and_lives_in_the_url(browser, served_root, sample_photos, tmp_path):
+    """With `--pipeline NAME=FILE`, a pipeline picker sits beside the collection picker: a link with
+    `?pipeline=NAME` selects it and runs the search through it (image hits with their thumbnails), choosing
+    one in the page puts it in the next URL, the filter applies to its first stage, and an unknown pipeline
+    is one red line. Without pipelines the picker stays hidden."""
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select
+
+    from engine.commands.serve import served_pipelines
+    (tmp_path / "photos.toml").write_text("pipeline = 'retrieve(\"demo\", k=16) % 4'\n")
+    (tmp_path / "top.toml").write_text("pipeline = 'retrieve(\"docs\", k=7) % 3'\n")
+    pipes = served_pipelines([f"photos={tmp_path / 'photos.toml'}", f"top-docs={tmp_path / 'top.toml'}"])
+    with running(ServeOptions(root=served_root, pipelines=pipes)) as url:
+        browser.get(url + "/?pipeline=photos&q=a+cat&k=5")
+        wait(browser, lambda d: first_hit(d) == "chelsea")
+        assert browser.find_element("id", "pipeline-box").is_displayed()
+        assert browser.find_element("id", "pipeline").get_attribute("value") == "photos"
+        assert len(browser.find_elements("css selector", "#results .hit")) == 4  # the pipeline's own cut
+        assert browser.find_element("id", "drop").is_displayed()  # its first stage's collection takes images
+        assert "photos:" in browser.find_element("id", "status").text
+        wait(browser, lambda d: d.execute_script(
+            "const i = [...document.querySelectorAll('#results img')]; "
+            "return i.length === 4 && i.every(x => x.complete && x.naturalWidth > 0)"))
+        browser.save_screenshot(str(tmp_path / "pipeline.png"))
+        assert ImageStat.Stat(Image.open(tmp_path / "pipeline.png").convert("L")).stddev[0] > 5
+
+        browser.find_element("id", "file").send_keys(str(sample_photos["rocket"]))  # an upload, through it
+        wait(browser, lambda d: first_hit(d) == "rocket" and "photos: image" in d.find_element("id", "status").text)
+
+        Select(browser.find_element("id", "pipeline")).select_by_value("top-docs")
+        assert not browser.find_element("id", "drop").is_displayed()
+        where = browser.find_element("id", "where")
+        where.clear()
+        where.send_keys('topic == "ml"')
+        query = browser.find_element("id", "query")
+        query.clear()
+        query.send_keys("deep learning backprop", Keys.ENTER)
+        wait(browser, lambda d: "pipeline=top-docs" in d.current_url and result_ids(d) == ["d6", "d2"])
+        assert "topic: ml" in browser.execute_script("return document.querySelector('#results .hit .meta').textContent")
+
+        Select(browser.find_element("id", "pipeline")).select_by_value("")
+        query = browser.find_element("id", "query")
+        query.clear()
+        query.send_keys("deep learning backprop", Keys.ENTER)
+        wait(browser, lambda d: "pipeline=" not in d.current_url and "q=deep" in d.current_url)
+
+        browser.get(url + "/?pipeline=nope&q=x")
+        error = browser.find_element("id", "error")
+        wait(browser, lambda d: error.is_displayed() and "nope" in error.text)
+    with running(ServeOptions(root=served_root)) as url:
+        browser.get(url + "/")
+        wait(browser, lambda d: len(d.find_elements("css selector", "#collection option")) == 2)
+        assert not browser.find_element("id", "pipeline-box").is_displayed()

@@ -20,13 +20,16 @@ def test_pipeline_search_equals_pipeline_run(run_cli, served_root, tmp_path, mon
     opts = ServeOptions(root=served_root, pipelines=served_pipelines([f"top3={pipe}"]))
     with TestClient(create_app(opts), raise_server_exceptions=False) as c:
         listed = c.get("/pipelines").json()
-        assert listed == [{"name": "top3", "pipeline": 'retrieve("docs", k=5) % 3'}]
+        assert listed == [{"name": "top3", "pipeline": 'retrieve("docs", k=5) % 3', "collection": "docs"}]
         r = c.post("/search", json={"pipeline": "top3", "text": "deep learning", "k": 10})
         assert r.status_code == 200, r.text
         got = [h["id"] for h in r.json()["hits"]]
         assert c.post("/search", json={"pipeline": "nope", "text": "x"}).status_code == 404
         assert c.post("/search", json={"pipeline": "top3", "collection": "docs", "text": "x"}).status_code == 422
-        assert c.post("/search", json={"pipeline": "top3", "id": "d1"}).status_code == 422
+        by_id = c.post("/search", json={"pipeline": "top3", "id": "d1"})
+        assert by_id.status_code == 200, by_id.text
+        assert [h["id"] for h in by_id.json()["hits"]] == [
+            h["id"] for h in c.post("/search", json={"collection": "docs", "id": "d1", "k": 3}).json()["hits"]]
         assert c.post("/search", json={"text": "x"}).status_code == 422
     (tmp_path / "q.tsv").write_text("q1\tdeep learning\n")
     code, _, err = run_cli("pipeline", "run", pipe, "--queries", tmp_path / "q.tsv", "--root",

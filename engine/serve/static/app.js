@@ -2,10 +2,13 @@
 // Clicking a result searches "more like this" (POST /search with its id). No build step, no dependencies.
 // A text or "more like this" search is in the URL (/?collection=NAME&q=TEXT&k=10, or &id=ITEM instead of q),
 // with the search options when set (&mode=hybrid&fusion=rrf&where=year>=2020&rerank=1): a result can be linked
-// and bookmarked, and the back button returns to the previous search.
+// and bookmarked, and the back button returns to the previous search. When the server serves pipelines, a
+// pipeline picker beside the collection picker runs text and "more like this" searches through the one chosen
+// (&pipeline=NAME in the URL); its options apply to the pipeline's first stage.
 "use strict";
 const $ = (id) => document.getElementById(id);
 let collections = {};
+let pipelines = {};
 
 function key() { return $("apikey").value || localStorage.getItem("engine-api-key") || ""; }
 function headers(extra) { const h = Object.assign({}, extra || {}); if (key()) h["X-API-Key"] = key(); return h; }
@@ -36,6 +39,7 @@ async function loadCollections() {
     const health = await call("/health", { headers: headers() });
     $("apikey").hidden = !health.auth;
     $("rerank-box").hidden = !(health.rerankers || []).length;
+    await loadPipelines();
     const list = await call("/collections", { headers: headers() });
     const select = $("collection");
     select.innerHTML = "";
@@ -59,10 +63,33 @@ async function loadCollections() {
   }
 }
 
+// the pipelines the server serves (GET /pipelines), offered beside the collections when there are any
+async function loadPipelines() {
+  const list = await call("/pipelines", { headers: headers() });
+  const select = $("pipeline");
+  select.innerHTML = '<option value="">none</option>';
+  pipelines = {};
+  for (const p of list) {
+    pipelines[p.name] = p;
+    const option = document.createElement("option");
+    option.value = p.name;
+    option.textContent = p.name;
+    option.title = p.pipeline;
+    select.appendChild(option);
+  }
+  $("pipeline-box").hidden = !list.length;
+}
+
+function pipeline() { return $("pipeline").value; }
+
 function takesImages(c) { return Boolean(c && (c.queries || []).includes("image")); }
 
 // the drop zone only for a collection whose encoder takes images
-function showDrop() { $("drop").hidden = !takesImages(collections[$("collection").value]); }
+// (for a pipeline: its first stage's collection; a pipeline carries its own rerankers: no rerank switch)
+function showDrop() {
+  $("drop").hidden = !takesImages(collections[pipeline() ? homeOf(pipeline()) : $("collection").value]);
+  $("rerank").disabled = Boolean(pipeline());
+}
 
 // the search options the controls hold, only those set (what the request and the URL carry)
 function optionsOf() {
@@ -70,7 +97,7 @@ function optionsOf() {
   if ($("mode").value) out.mode = $("mode").value;
   if ($("fusion").value !== "weighted") out.fusion = $("fusion").value;
   if ($("where").value.trim()) out.where = $("where").value.trim();
-  if ($("rerank").checked && !$("rerank-box").hidden) out.rerank = true;
+  if ($("rerank").checked && !$("rerank-box").hidden && !pipeline()) out.rerank = true;
   return out;
 }
 
@@ -84,16 +111,18 @@ function setOptions(options) {
 // the search a URL names: {collection, k, options, query: {text} or {id}} (query null when it names none)
 function stateOf(params) {
   const collection = params.get("collection"), text = params.get("q"), id = params.get("id");
+  const pipe = params.get("pipeline") || "";
   const k = Number(params.get("k") || $("k").value);
   const options = {};
   for (const name of ["mode", "fusion", "where"]) if (params.get(name)) options[name] = params.get(name);
   if (params.get("rerank") === "1") options.rerank = true;
-  if (!collection || !(text || id)) return { collection, k, options, query: null };
-  return { collection, k, options, query: text ? { text } : { id } };
+  if (!(collection || pipe) || !(text || id)) return { collection, pipeline: pipe, k, options, query: null };
+  return { collection, pipeline: pipe, k, options, query: text ? { text } : { id } };
 }
 
 function urlOf(collection, k, query, options) {
   const params = new URLSearchParams({ collection });
+  if (pipeline()) params.set("pipeline", pipeline());
   if (query.text !== undefined) params.set("q", query.text); else params.set("id", query.id);
   params.set("k", String(k));
   for (const name of ["mode", "fusion", "where"]) if (options[name]) params.set(name, options[name]);
@@ -124,6 +153,9 @@ function setK(k) {
 // show (and run) the search in the address bar: on load and when the back/forward buttons are used
 function fromUrl() {
   const state = stateOf(new URLSearchParams(location.search));
+  if (state.pipeline && !pipelines[state.pipeline]) return showError(`no pipeline ${JSON.stringify(state.pipeline)} on this server`);
+  $("pipeline").value = state.pipeline;
+  showDrop();
   if (state.collection) {
     if (!collections[state.collection]) return showError(`no collection ${JSON.stringify(state.collection)} on this server`);
     $("collection").value = state.collection;
@@ -141,9 +173,9 @@ function fromUrl() {
   search(state.query, labelOf(state.query), false);
 }
 
-function render(result, label) {
+function render(result, label, from) {
   $("error").hidden = true;
-  const c = collections[result.collection] || {};
+  const c = collections[from || result.collection] || {};
   const images = c.kind === "image";
   const box = $("results");
   box.innerHTML = "";
@@ -185,24 +217,31 @@ async function search(query, label, remember) {
   if (remember && url !== location.pathname + location.search) history.pushState(null, "", url);
   $("status").textContent = "searching…";
   try {
-    const body = Object.assign({ collection, k }, query, requestOptions(query, options));
+    const target = pipeline() ? { pipeline: pipeline() } : { collection };
+    const body = Object.assign(target, { k }, query, requestOptions(query, options));
     render(await call("/search", { method: "POST", headers: headers({ "Content-Type": "application/json" }),
-                                   body: JSON.stringify(body) }), label);
+                                   body: JSON.stringify(body) }),
+           pipeline() ? `${pipeline()}: ${label}` : label, pipeline() ? homeOf(pipeline()) : collection);
   } catch (e) {
     showError(e.message);
   }
 }
 
+// the collection whose items a pipeline ranks (its first stage's), for showing its hits
+function homeOf(name) { return (pipelines[name] || {}).collection || $("collection").value; }
+
 async function searchImage(file) {
   const collection = $("collection").value;
   if (!collection) return showError("pick a collection first");
   const form = new FormData();
-  form.append("collection", collection);
+  if (pipeline()) form.append("pipeline", pipeline()); else form.append("collection", collection);
   form.append("k", $("k").value);
   form.append("image", file, file.name);
   $("status").textContent = "searching…";
   try {
-    render(await call("/search", { method: "POST", headers: headers(), body: form }), `image ${file.name}`);
+    render(await call("/search", { method: "POST", headers: headers(), body: form }),
+           pipeline() ? `${pipeline()}: image ${file.name}` : `image ${file.name}`,
+           pipeline() ? homeOf(pipeline()) : collection);
   } catch (e) {
     showError(e.message);
   }
@@ -214,6 +253,7 @@ $("search-form").addEventListener("submit", (event) => {
   if (text) search({ text }, `"${text}"`, true);
 });
 $("collection").addEventListener("change", showDrop);
+$("pipeline").addEventListener("change", showDrop);
 window.addEventListener("popstate", fromUrl);
 $("file").addEventListener("change", () => { if ($("file").files.length) searchImage($("file").files[0]); $("file").value = ""; });
 $("apikey").addEventListener("change", () => { localStorage.setItem("engine-api-key", $("apikey").value); loadCollections(); });

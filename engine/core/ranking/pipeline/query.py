@@ -1,4 +1,6 @@
-"""What a pipeline ranks for: a query id, its text, and (for search by example) the ids of example items."""
+"""What a pipeline ranks for: a query id, its text, (for search by example) the ids of example items, and for
+a first stage that searches by a vector instead of a text: an image file, an item of the collection ("more like
+this") or a vector as given."""
 from __future__ import annotations
 
 import hashlib
@@ -16,13 +18,27 @@ class Query:
     qid: str
     text: str = ""
     examples: tuple[str, ...] = field(default_factory=tuple)
+    image: str | None = None
+    """An image file searched by the collection's image encoder (`retrieve` only)."""
+    item: str | None = None
+    """An item id of the collection searched by its stored vector (`retrieve` only)."""
+    vector: tuple[float, ...] | None = None
+    """A vector searched as given (`retrieve` only)."""
+
+    @property
+    def by_vector(self) -> bool:
+        """Whether a first stage searches it by a vector (an image, an item, a vector) rather than by text."""
+        return self.image is not None or self.item is not None or self.vector is not None
 
 
 def queries_digest(queries: Sequence[Query]) -> str:
     """A key of the query set: what every cached stage output is computed for."""
     h = hashlib.sha256()
     for q in queries:
-        h.update(json.dumps([q.qid, q.text, list(q.examples)], ensure_ascii=False).encode("utf-8"))
+        row: list = [q.qid, q.text, list(q.examples)]
+        if q.by_vector:  # a text query's key is what it always was
+            row += [q.image, q.item, list(q.vector) if q.vector is not None else None]
+        h.update(json.dumps(row, ensure_ascii=False).encode("utf-8"))
     return h.hexdigest()[:16]
 
 

@@ -22,6 +22,8 @@ STAGES: tuple[StageEntry, ...] = (
                "top k of a collection's index: dense, bm25 or hybrid, filtered, pooled or grouped (first stage)"),
     StageEntry("score", "engine.core.ranking.pipeline.retrieve:Score",
                "every item scored by the query's text or its example items, top k (first stage)"),
+    StageEntry("run", "engine.core.ranking.pipeline.runfile:RunFile",
+               "a TREC run read from a file, each document's text from a table (first stage)"),
     StageEntry("rerank", "engine.core.ranking.pipeline.rerank:Rerank",
                "the top depth reordered by a reranker spec (cross:, embed:, …)"),
     StageEntry("fuse", "engine.core.ranking.pipeline.stage:Fuse",

@@ -32,12 +32,19 @@ class Retrieve(Stage):
     collection stores BM25 of its items, else dense), `where` a metadata filter, `fusion` the hybrid's.
     `pooling` (mean, max, full) encodes long queries sentence by sentence as the tasks do; `group` ranks the
     values of a metadata field instead of items (each by its best item among the top `fetch` rows: MaxP,
-    e.g. articles from their passages), with the text of each group's first item."""
+    e.g. articles from their passages), with the text of each group's first item. `options`: `fetch` (the
+    rows a group search reads); `texts=False` leaves out each hit's text (or image file), which only a later
+    stage reads; `nprobe`, `ef`, `k_factor` override the index's stored operating point for this search
+    (`engine search --nprobe …`).
+
+    Queries that carry an image file, an item id or a vector (`Query.by_vector`) are searched by that vector
+    (dense, filtered by `where`); every hit carries what a later stage reads (its text or image file) and
+    the item's metadata (`meta`), which the search doors answer with."""
     name = "retrieve"
 
     def __init__(self, collection: str, mode: str | None = None, k: int = 100, where: str | None = None,
                  fusion: str = "weighted", pooling: str | None = None, group: str | None = None,
-                 fetch: int | None = None) -> None:
+                 **options: int | float | None) -> None:
         super().__init__()
         if not isinstance(collection, str) or not collection.strip():
             raise EngineError("retrieve(…) needs a collection name first, e.g. retrieve(\"docs\")")
@@ -47,6 +54,9 @@ class Retrieve(Stage):
         check_choice("retrieve", "fusion", fusion, FUSIONS)
         if pooling is not None:
             check_choice("retrieve", "pooling", pooling, POOLINGS)
+        fetch, texts, knobs = options.pop("fetch", None), options.pop("texts", True), options
+        if not isinstance(texts, bool):
+            raise EngineError(f"retrieve(…): texts must be true or false, not {texts!r}")
         if fetch is not None:
             check_range("retrieve", "fetch", fetch, K)
         if where is not None:
@@ -57,9 +67,11 @@ class Retrieve(Stage):
                               "BM25 index of the groups (mode \"bm25\")")
         self.collection, self.mode, self.k, self.where, self.fusion = collection, mode, int(k), where, fusion
         self.pooling, self.group, self.fetch = pooling, group, fetch
+        self.knobs, self.texts = _knobs(knobs), texts
         keep_args(self, [collection], {"mode": (mode, None), "k": (k, 100), "where": (where, None),
                                        "fusion": (fusion, "weighted"), "pooling": (pooling, None),
-                                       "group": (group, None), "fetch": (fetch, None)})
+                                       "group": (group, None), "fetch": (fetch, None), "texts": (texts, True),
+                                       **{name: (v, None) for name, v in knobs.items()}})
 
     def collections(self) -> list[str]:
         return [self.collection]
@@ -73,11 +85,15 @@ class Retrieve(Stage):
         if self.pooling is None and self.group is None and self.mode != "bm25" or self.mode == "hybrid":
             from engine.core.ranking.hybrid import check_search_mode
             check_search_mode(col, self.mode, self.fusion, self.where, True)
+        col.check_search(self.k, self.knobs)
 
     def transform(self, queries: Sequence[Query], run: Run | None, ctx: Context) -> Run:
         col = ctx.collection(self.collection)
-        asked = [q for q in queries if q.text.strip()]
+        asked = [q for q in queries if not q.by_vector and q.text.strip()]
         out: Run = {q.qid: Ranking() for q in queries}
+        by_vector = [q for q in queries if q.by_vector]
+        if by_vector:
+            out.update(zip([q.qid for q in by_vector], self._by_vectors(ctx, col, by_vector)))
         if not asked:
             return out
         texts = [q.text for q in asked]
@@ -92,12 +108,35 @@ class Retrieve(Stage):
                 out[q.qid] = ranking
             return out
         from engine.core.ranking.hybrid import search_rows
-        scores, rows = search_rows(col, self.k, texts, None, self.mode, self.fusion, self.where)
-        for q, hits in zip(asked, col.hits(scores, rows)):
-            items = [{"id": h.id, **h.meta} for h in hits]
-            out[q.qid] = Ranking([h.id for h in hits], [h.score for h in hits],
-                                 dict(zip([h.id for h in hits], item_fields(col, items))))
+        found = search_rows(col, self.k, texts, None, self.mode, self.fusion, self.where, self.knobs)
+        out.update(zip([q.qid for q in asked], _rankings(col, *found, texts=self.texts)))
         return out
+
+    def _by_vectors(self, ctx: Context, col, queries: Sequence[Query]) -> list[Ranking]:
+        """Image, item and vector queries: one dense (or filtered) search over their vectors."""
+        if self.pooling is not None or self.group is not None:
+            raise EngineError(f"{self}: pooling and group rank text queries; an image, id or vector query "
+                              "searches the items themselves")
+        from engine.core.ranking.hybrid import search_rows
+        vectors = np.zeros((len(queries), col.dim), dtype=np.float32)
+        images = [n for n, q in enumerate(queries) if q.image is not None]
+        if images:
+            vectors[images] = col.encode_queries(images=[queries[n].image for n in images],
+                                                 batch_size=max(1, len(images)))
+        live = col.live_mask()
+        for n, q in enumerate(queries):
+            if q.item is not None:
+                row = ctx.positions(self.collection).get(q.item)
+                if row is None or (live is not None and not live[row]):
+                    raise EngineError(f"no item {q.item!r} in collection {self.collection!r}")
+                vectors[n] = np.asarray(col.embeddings[row], dtype=np.float32)
+            elif q.vector is not None:
+                if len(q.vector) != col.dim:
+                    raise EngineError(f"query vectors are {len(q.vector)}-d, collection {self.collection!r} is "
+                                      f"{col.dim}-d")
+                vectors[n] = np.asarray(q.vector, dtype=np.float32)
+        found = search_rows(col, self.k, None, vectors, self.mode, self.fusion, self.where, self.knobs)
+        return _rankings(col, *found, texts=self.texts)
 
     def _pooled(self, ctx: Context, col, texts: Sequence[str]) -> list[Ranking]:
         """Dense MaxP: each query's sentence vectors (or their mean) searched, rows mapped to their key
@@ -138,6 +177,32 @@ class Retrieve(Stage):
                 firsts.setdefault(str(it.get(self.group, "")), f)
             ctx.state.group_fields[key] = firsts
         return ctx.state.group_fields[key]
+
+
+def _knobs(knobs: dict):
+    """`nprobe`, `ef`, `k_factor` as the index's query-time knobs (None: none given)."""
+    unknown = [name for name in knobs if name not in ("nprobe", "ef", "k_factor")]
+    if unknown:
+        raise EngineError(f"retrieve(): no argument {unknown[0]!r}; it takes collection, mode, k, where, fusion, "
+                          "pooling, group, fetch, texts, nprobe, ef, k_factor")
+    given = {name: v for name, v in knobs.items() if v is not None}
+    for name, v in given.items():
+        check_range("retrieve", name, v, 1, None, integer=name != "k_factor")
+    if not given:
+        return None
+    from engine.core.storage.index.faiss_index import SearchKnobs
+    return SearchKnobs(**given)
+
+
+def _rankings(col, scores: np.ndarray, rows: np.ndarray, texts: bool = True) -> list[Ranking]:
+    """FAISS's (scores, rows) as rankings whose items carry their metadata and (with `texts`) what later
+    stages read."""
+    out = []
+    for hits in col.hits(scores, rows):
+        fields = item_fields(col, [{"id": h.id, **h.meta} for h in hits]) if texts else [{} for _ in hits]
+        out.append(Ranking([h.id for h in hits], [h.score for h in hits],
+                           {h.id: {**f, "meta": h.meta} for h, f in zip(hits, fields)}))
+    return out
 
 
 def _own_bm25(col) -> bool:

@@ -1,12 +1,11 @@
 """What a ranking's items are to a reader of their content (a reranker, a pipeline stage): each item's stored
 text (or the text fields named, joined), or its image file. The one reader of item content, used by the
-pipeline's first stages and by the reranking of a collection's hits."""
+pipeline's first stages and by the rerank stage."""
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 from engine.core.ranking.rerankers.base import IMAGE, TEXT
-from engine.errors import EngineError
 
 
 def item_fields(col: Any, items: Sequence[dict], text_fields: Sequence[str] | None = None) -> list[dict[str, Any]]:
@@ -19,12 +18,3 @@ def item_fields(col: Any, items: Sequence[dict], text_fields: Sequence[str] | No
     fields = text_fields or col.manifest.get("text_fields")
     return [{TEXT: t} if (t := stored_text(it, fields)) else {} for it in items]
 
-
-def candidate_docs(col: Any, hits: Sequence[Any]) -> list[str]:
-    """What the reranker reads for each hit: its stored text, or its image file ("" where it has none)."""
-    if col.kind == IMAGE:
-        from engine.core.storage.store.stored import IMAGE_FILES
-        if IMAGE_FILES not in col.stored:
-            raise EngineError(f"collection {col.name!r} records no image files; rebuild it to rerank its images")
-    kind = IMAGE if col.kind == IMAGE else TEXT
-    return [f.get(kind, "") for f in item_fields(col, [{**h.meta, "id": h.id} for h in hits])]

@@ -1,31 +1,21 @@
-"""The reranking stage: the first stage's top `depth` hits reordered by a reranker's scores, cut to k.
-
-Candidates are read from the collection itself (`engine.core.ranking.rerankers.candidates`): a text
-collection's stored text, an image collection's recorded files. Ties in the reranker's scores keep the first stage's order,
-and the scores written are strictly decreasing (`distinct_scores`), whatever the reranker kind: a reader that
-re-sorts by score (trec_eval, a client) sees the order chosen here.
+"""What the reranking stage (`engine.core.ranking.pipeline.rerank`) does to one ranking: its top `depth`
+reordered by a reranker's scores, the rest kept below, and what is refused before a model loads. Ties in
+the reranker's scores keep the first stage's order, and the scores written are strictly decreasing
+(`distinct_scores`), whatever the reranker kind: a reader that re-sorts by score (trec_eval, a client) sees
+the order chosen here.
 """
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.core.ranking.rerankers.base import IMAGE, TEXT, Reranker
+from engine.core.ranking.rerankers.base import IMAGE, TEXT
 from engine.errors import EngineError
 
 if TYPE_CHECKING:
     from engine.core.ranking.rerankers.spec import RerankerSpec
     from engine.io.ranking import Ranking, RankingLike
-
-
-def as_reranker(rerank: "str | RerankerSpec | Reranker", **options: Any) -> Reranker:
-    """A spec (parsed once, with its options, and loaded once per process) or a ready reranker."""
-    if isinstance(rerank, Reranker):
-        return rerank
-    from engine.core.ranking.rerankers.spec import RerankerSpec
-    return RerankerSpec.parse(rerank, **options).load()
 
 
 def check_candidates(spec: "RerankerSpec", kind: str, where: str) -> None:
@@ -77,20 +67,6 @@ def distinct_scores(scores: np.ndarray) -> list[float]:
     return strictly_below(np.where(finite, scores, floor))
 
 
-def rerank_hits(reranker: Reranker, query: str, hits: Sequence[Any], k: int, col: Any) -> list[Any]:
-    """The hits reordered by the reranker's scores (which replace theirs), ranks renumbered, the top k kept."""
-    from engine.core.ranking.rerankers.candidates import candidate_docs
-    if not hits:
-        return []
-    if col.kind not in reranker.candidates:
-        check_candidates(reranker.spec, col.kind, f"collection {col.name!r}")
-    scores = reranker.score(query, candidate_docs(col, hits), IMAGE if col.kind == IMAGE else TEXT)
-    check_readable(reranker.spec, query, scores)
-    best = order(scores)[:k]
-    return [replace(hits[int(i)], score=s, rank=r)
-            for r, (i, s) in enumerate(zip(best, distinct_scores(scores[best])), 1)]
-
-
 def reordered(ranking: "RankingLike", scores: np.ndarray, depth: int) -> "Ranking":
     """One query's ranking: its top `depth` by `scores` (one per item of the top, in order), ties in the
     given order, then the rest in their order below them."""
@@ -100,33 +76,3 @@ def reordered(ranking: "RankingLike", scores: np.ndarray, depth: int) -> "Rankin
     pos = order(scores)
     return head.rescored(pos, distinct_scores(scores[pos])).then(Ranking(ranked.ids[depth:], ranked.scores[depth:],
                                                                          ranked.fields))
-
-
-def rerank_ranking(reranker: Reranker, query: str, ranking: "RankingLike", docs: Mapping[str, str],
-                   depth: int, kind: str = TEXT) -> "Ranking":
-    """`reordered` by the reranker's scores (`docs`: id → text, or image file for kind "image"; a missing one
-    reads as "")."""
-    from engine.io.ranking import Ranking
-    head = Ranking.of(ranking).cut(depth)
-    scores = reranker.score(query, [docs.get(d, "") for d in head.ids], kind)
-    check_readable(reranker.spec, query, scores)
-    return reordered(ranking, scores, depth)
-
-
-def check_rerank(col: Any, rerank: "str | RerankerSpec | Reranker | None", depth: int | None, k: int, text: bool,
-                 options: Mapping[str, Any] | None = None) -> int:
-    """Candidates the first stage fetches: k without a reranker, else the checked depth (text queries only,
-    a reranker that can read this collection's items, options its kind takes)."""
-    from engine.core.ranking.rerankers.options import RerankOptions
-    from engine.core.ranking.rerankers.registry import check_depth
-    from engine.errors import opt
-    spec = rerank.spec if isinstance(rerank, Reranker) else rerank
-    given = {} if isinstance(rerank, Reranker) else dict(options or {})  # a loaded one was shaped already
-    checked = RerankOptions.checked(spec, depth, k, **given)
-    if checked.spec is None:
-        return k
-    if not text:
-        raise EngineError(f"{opt('rerank')} reorders the hits of a text query; an image query takes none")
-    if not isinstance(rerank, Reranker):
-        check_candidates(checked.spec, col.kind, f"collection {col.name!r}")
-    return check_depth(depth, k)
