@@ -34,7 +34,7 @@ from engine.serve.metrics import Metrics
 from engine.serve.options import ServeOptions
 from engine.serve.rerank import chosen_spec
 from engine.serve.schema import openapi_schema
-from engine.serve.vectors import check_vector, finite_hits
+from engine.serve.vectors import check_vector, vector_search
 
 STATIC = Path(__file__).parent / "static"
 log = logging.getLogger("engine.serve")
@@ -121,8 +121,8 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
     state: dict[str, Any] = {}
 
     async def lifespan(app: FastAPI):
-        state["batcher"] = MicroBatcher(opts.batch_window_ms / 1000, opts.max_batch, metrics,
-                                        opts.batch_workers)
+        state["batcher"] = MicroBatcher(opts.batch_window_ms / 1000, opts.max_batch, metrics, opts.batch_workers,
+                                        search=vector_search)
         for name in catalog.names():  # warm: the first query should not pay for loading
             try:
                 await run_in_threadpool(catalog.get, name)
@@ -207,7 +207,7 @@ def create_app(options: ServeOptions | None = None) -> FastAPI:
 
     def by_vectors(s: Served, vectors: np.ndarray, k: int) -> list[list[Hit]]:
         t0 = time.perf_counter()
-        out = s.col.hits(*finite_hits(s.name, *s.col.search_vectors(vectors, k)))
+        out = vector_search(s.col, vectors, k)
         metrics.search.observe(time.perf_counter() - t0)
         return out
 

@@ -1,7 +1,7 @@
 """Micro-batching of concurrent text queries: one thread takes what has queued (waiting at most a short window
 for more, up to a maximum batch, only when others are already queued), encodes the texts in one forward pass
-per collection and searches them in one FAISS call per k, so throughput grows with the number of clients while
-a lone query is answered at once.
+per collection and searches them together per k through `search` (the service's: the search pipeline over
+the batch's vectors), so throughput grows with the number of clients while a lone query is answered at once.
 """
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
 
 from engine.core.collection import Collection, Hit
 from engine.serve.metrics import Metrics
@@ -27,8 +30,10 @@ class MicroBatcher:
     """`workers` threads take batches from one queue: while one searches its batch (one FAISS thread), the next
     is encoded, and each batch runs start to end on its own thread (no hand-off between stages)."""
 
-    def __init__(self, window_s: float, max_batch: int, metrics: Metrics, workers: int = 1):
+    def __init__(self, window_s: float, max_batch: int, metrics: Metrics, workers: int = 1,
+                 search: "Callable[[Collection, np.ndarray, int], list[list[Hit]]] | None" = None):
         self.window_s, self.max_batch, self.metrics = window_s, max_batch, metrics
+        self.search = search or (lambda col, vectors, k: col.hits(*col.search_vectors(vectors, k)))
         self._queue: queue.Queue[TextJob | None] = queue.Queue()
         self._threads = [threading.Thread(target=self._run, name=f"engine-text-batcher-{n}", daemon=True)
                          for n in range(workers)]
@@ -99,7 +104,7 @@ class MicroBatcher:
             by_k.setdefault(job.k, []).append(n)
         for k, positions in by_k.items():
             t0 = time.perf_counter()
-            hits: list[list[Hit]] = col.hits(*col.search_vectors(vectors[positions], k))
+            hits: list[list[Hit]] = self.search(col, vectors[positions], k)
             self.metrics.search.observe(time.perf_counter() - t0)
             for n, found in zip(positions, hits):
                 jobs[n].future.set_result(found)

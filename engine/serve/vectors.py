@@ -1,7 +1,10 @@
-"""Query vectors and scores checked finite: a `vector` query is searched as given, so its values must keep
-every inner product inside float32, and a score that still comes out NaN or infinite (a damaged collection)
-is a one-line 422, never `"score": null` or an empty hit list answered 200."""
+"""Query vectors checked finite and searched: a `vector` query is searched as given, so its values must keep
+every inner product inside float32 (a score that still comes out NaN or infinite, a damaged collection, is
+refused by the collection's search: a one-line 422, never `"score": null` or an empty hit list answered 200);
+every vector search of the service goes through the search pipeline."""
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -22,9 +25,11 @@ def check_vector(vec: np.ndarray) -> np.ndarray:
     return vec
 
 
-def finite_hits(name: str, scores: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """FAISS's (scores, rows), refused when a found row's score is not a finite number."""
-    if not np.isfinite(scores[rows >= 0]).all():
-        raise EngineError(f"collection {name!r} gave a NaN or infinite score: it holds a non-finite vector; "
-                          f"run `engine verify {name}` and rebuild it")
-    return scores, rows
+def vector_search(col: Any, vectors: np.ndarray, k: int) -> list:
+    """Query vectors (a text batch's, an id's, a client's, an uploaded image's) searched by the search pipeline
+    every door runs (`retrieve(NAME, mode="dense", k)`, `engine.core.ranking.search_settings`): the hits, in
+    order, one list per vector."""
+    from engine.core.ranking.pipeline.query import Query
+    from engine.core.ranking.search_settings import SearchSettings, run_search
+    stage = SearchSettings(k=k, mode="dense").stage(col, False)
+    return run_search(col, stage, [Query(str(n), vector=tuple(v)) for n, v in enumerate(np.asarray(vectors).tolist())])

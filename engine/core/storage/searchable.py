@@ -146,10 +146,20 @@ class SearchableCollection(StoredCollection):
             raise EngineError(f"query vectors are {queries.shape[1]}-d, collection {self.name!r} is {self.dim}-d")
         live = self.live_mask()
         if live is None:
-            return search_index(self.index, queries, max(1, min(k, len(self))), self.search_params, params)
-        from engine.core.storage.index.filtered import search_live
-        return search_live(lambda: self.index, self.embeddings, queries, max(1, min(k, self.live_count)), live,
-                           self.search_params, params, self.exact_index)
+            found = search_index(self.index, queries, max(1, min(k, len(self))), self.search_params, params)
+        else:
+            from engine.core.storage.index.filtered import search_live
+            found = search_live(lambda: self.index, self.embeddings, queries, max(1, min(k, self.live_count)), live,
+                                self.search_params, params, self.exact_index)
+        return self.finite(*found)
+
+    def finite(self, scores: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """FAISS's (scores, rows), refused when a found row's score is not a finite number: the collection holds
+        a non-finite vector (query vectors are checked before), which no ranking can order."""
+        if not np.isfinite(scores[rows >= 0]).all():
+            raise EngineError(f"collection {self.name!r} gave a NaN or infinite score: it holds a non-finite vector; "
+                              f"run `engine verify {self.name}` and rebuild it")
+        return scores, rows
 
     @property
     def exact_index(self) -> bool:
