@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Sequence
 
 from engine.core.ranking.pipeline.query import Query
-from engine.core.ranking.pipeline.ops import prefixes
+from engine.core.ranking.pipeline.prefixes import prefixes
 from engine.core.ranking.pipeline.context import StageRecord
 from engine.core.ranking.pipeline.run import Context, run_pipeline, write_pipeline_run
 from engine.core.ranking.pipeline.stage import Run as StageRun

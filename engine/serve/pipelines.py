@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from engine.core.ranking.pipeline.ops import Cutoff, Then
+from engine.core.ranking.pipeline.stage import Cutoff, Then
 from engine.core.ranking.pipeline.stage import Stage
 from engine.errors import EngineError
 

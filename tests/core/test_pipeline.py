@@ -12,7 +12,7 @@ from scipy import stats
 from engine.core.ranking.pipeline import Context, Query
 from engine.core.ranking.pipeline.cache import StageCache
 from engine.core.ranking.pipeline.parse import parse_pipeline, read_pipeline_file
-from engine.core.ranking.pipeline.ops import prefixes
+from engine.core.ranking.pipeline.prefixes import prefixes
 from engine.core.ranking.pipeline.run import run_pipeline
 from engine.io.ranking import Ranking
 from engine.errors import EngineError
