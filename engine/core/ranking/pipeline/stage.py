@@ -26,7 +26,9 @@ Run = dict[str, Ranking]
 
 def literal(value: Any) -> str:
     """A constructor argument as pipeline-file text (strings quoted, lists bracketed)."""
-    if isinstance(value, str):  # a JSON string is a Python string literal of the same value, in double quotes
+    if isinstance(value, str):  # double quotes, single where the text holds only double ones; a JSON string
+        if '"' in value and "'" not in value:  # (both kinds) is a Python literal of the same value
+            return repr(value)
         import json
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, (list, tuple)):
