@@ -102,6 +102,7 @@ def main() -> None:
             results[name] = [study(name, s, args.folds, args.repeats, Path(tmp))
                              for s in range(args.first_seed, args.first_seed + args.seeds)]
             print(f"{name}: done", file=sys.stderr, flush=True)
+            print(table({name: results[name]}), file=sys.stderr, flush=True)
     wall = time.perf_counter() - start
     print(f"seeds {args.first_seed}..{args.first_seed + args.seeds - 1}, {args.repeats} × {args.folds}-fold CV each; "
           f"mean ± std over seeds; load average {os.getloadavg()[0]:.1f}; {wall:.0f} s")

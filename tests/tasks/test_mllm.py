@@ -572,3 +572,23 @@ def test_a_huge_finite_logprob_is_clipped_and_said_not_read_as_no_answer(tmp_pat
 def _as_tsv(tmp_path: Path, rows) -> Path:
     from fixtures.discovery import write_tsv
     return write_tsv(tmp_path / "rows.tsv", rows)
+
+
+def test_discovery_questions_are_embedded_once_by_content(tmp_path: Path, monkeypatch):
+    """Each distinct discovery question is embedded once; a new dev side (another grade map) over the same
+    questions reuses the embeddings, while another model embeds again."""
+    files, emb, _, _ = planted_discovery(tmp_path, disc_per_topic=2)
+    calls: list[int] = []
+
+    def fake(texts, model):
+        calls.append(len(texts))
+        return np.stack([np.frombuffer(t.encode().ljust(8, b"_")[:8], np.uint8).astype(np.float32) for t in texts])
+    monkeypatch.setattr(mllm, "embed", fake)
+    sides = [mllm.dev_side(files["dev"], files["qrels"], files["ids"],
+                           MllmOptions(root=tmp_path / "idx", discovery=files["discovery"], targets=targets),
+                           embeddings=emb) for targets in ("0:0,1:1.0,2:0.7", "0:0,1:1.0,2:0.5")]
+    questions = len(sides[0].arrays[mllm.DISCOVERY_EMB])
+    assert calls == [questions] and questions > 1  # each answered by 30 LLMs: embedded once, for both sides
+    assert np.array_equal(sides[0].arrays[mllm.DISCOVERY_EMB], sides[1].arrays[mllm.DISCOVERY_EMB])
+    texts = mllm.embed_cached(["b", "a", "b"], "other-model", tmp_path / "cache")
+    assert calls == [questions, 2] and np.array_equal(texts[0], texts[2])
