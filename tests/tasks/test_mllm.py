@@ -592,3 +592,16 @@ def test_discovery_questions_are_embedded_once_by_content(tmp_path: Path, monkey
     assert np.array_equal(sides[0].arrays[mllm.DISCOVERY_EMB], sides[1].arrays[mllm.DISCOVERY_EMB])
     texts = mllm.embed_cached(["b", "a", "b"], "other-model", tmp_path / "cache")
     assert calls == [questions, 2] and np.array_equal(texts[0], texts[2])
+
+
+def test_discovery_batches_take_integer_then_decimal_logprobs(tmp_path: Path, monkeypatch):
+    """A first block of whole-number log-probabilities does not make later decimals irregular (no fallback)."""
+    from fixtures.discovery import write_jsonl
+    from engine.tasks.model_ranking import discovery
+    rows = [{"query_id": f"q{i}", "query_text": "t", "llm_id": "llm_000", "answer": "x", "logprobs": [-1, -2]}
+            for i in range(3)] + [{"query_id": "q9", "query_text": "t", "llm_id": "llm_000", "answer": "x",
+                                   "logprobs": [-0.5, -0.25]}]
+    monkeypatch.setattr(discovery, "_read_rows", lambda *a: pytest.fail("the row reader ran"))
+    got = discovery.read_discovery(write_jsonl(tmp_path / "d.jsonl", rows), ["llm_000"])
+    assert got.query_ids == ["q0", "q1", "q2", "q9"]
+    assert got.llm_stats[0, discovery.STATS.index("mean_logprob")] == pytest.approx((3 * -1.5 - 0.375) / 4)

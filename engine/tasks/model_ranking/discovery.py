@@ -257,9 +257,9 @@ def _absorb(batch: Any, names: Mapping[str, str], answers: _Answers, candidates:
     if not np.isfinite(values).all() or (values > 1e-6).any():
         raise _Irregular
     lengths = pc.list_value_length(lp).to_numpy(zero_copy_only=False).astype(np.int64)
-    values = answers.clip(values, base + 1 + int(rows[np.searchsorted(np.cumsum(lengths),
-                                                                       np.argmax(values < LOGPROB_FLOOR), "right")])
-                          if (values < LOGPROB_FLOOR).any() else 0)
+    low = np.flatnonzero(values < LOGPROB_FLOOR)
+    if len(low):  # the row of the first clipped token: the one whose tokens end after it
+        values = answers.clip(values, base + 1 + int(rows[np.searchsorted(np.cumsum(lengths), low[0], "right")]))
     sums = np.zeros(len(lengths))
     has = lengths > 0
     if has.any():
@@ -282,8 +282,10 @@ def _absorb(batch: Any, names: Mapping[str, str], answers: _Answers, candidates:
     answers.tokens += np.bincount(j, weights=lengths, minlength=answers.m)
 
 
-def _batches(path: Path) -> Iterator[tuple[Any, int, int]]:
-    """(record batch, bytes or rows read so far, their total) of a JSONL or parquet file."""
+def _batches(path: Path, logprobs: str) -> Iterator[tuple[Any, int, int]]:
+    """(record batch, bytes or rows read so far, their total) of a JSONL or parquet file (JSONL's `logprobs`
+    column read as lists of doubles whatever the first block holds: `[-1, -2]` would otherwise make it integers
+    and a later `-0.5` irregular)."""
     if path.suffix.lower() == ".parquet":
         done = 0
         batches = _parquet_batches(path)
@@ -293,12 +295,15 @@ def _batches(path: Path) -> Iterator[tuple[Any, int, int]]:
             done += batch.num_rows
             yield batch, done, total
         return
+    import pyarrow as pa
     import pyarrow.json as pj
 
     total = path.stat().st_size
+    schema = pa.schema([(logprobs, pa.list_(pa.float64()))])
     with open(path, "rb") as fh:
         try:
-            reader = pj.open_json(fh, read_options=pj.ReadOptions(block_size=16 << 20))
+            reader = pj.open_json(fh, read_options=pj.ReadOptions(block_size=16 << 20),
+                                  parse_options=pj.ParseOptions(explicit_schema=schema))
             for batch in reader:
                 yield batch, fh.tell(), total
         except Exception as exc:  # pyarrow's JSON errors (bad line, mixed types) carry no line number
@@ -316,7 +321,7 @@ def _read_batches(path: Path, names: Mapping[str, str], answers: _Answers) -> No
     start = time.perf_counter()
     with make_progress() as bar:
         task = bar.add_task("discovery", total=None)
-        for batch, done, total in _batches(path):
+        for batch, done, total in _batches(path, names["logprobs"]):
             _absorb(batch, names, answers, candidates)
             rate = answers.rows / max(time.perf_counter() - start, 1e-9)
             bar.update(task, completed=done, total=total,
