@@ -158,7 +158,8 @@ def test_among_methods_each_band_takes_the_one_whose_gain_is_shown():
     train, test = rows[::2], rows[1::2]
     pred = baseline_blend.guarded_positions([_noise(1), good], base, values, ["hit", "hit"], (1, M), M, chosen,
                                             picked)(train, test)
-    assert picked == [(1, 1)] and all(w > 0 for w in chosen[0])
+    # the second band cannot move the first place `hit` reads: no gain of its own, so it keeps the baseline
+    assert picked[0][0] == 1 and chosen[0][0] > 0 and chosen[0][1] == 0.0
     assert values(pred, test)["hit"].mean() > values(base(train, test), test)["hit"].mean() + 0.2
 
 
@@ -170,3 +171,58 @@ def test_compose_takes_one_prediction_per_band():
     assert list(np.argsort(-got[0], kind="stable")) == [1, 3, 2, 0]
     assert np.array_equal(baseline_blend.compose([first, first], baseline, (1.0, 1.0), (1, 4)),
                           baseline_blend.compose(first, baseline, (1.0, 1.0), (1, 4)))
+
+
+# ---------------------------------------------------------------- no band may cost another reported metric
+
+
+def _trap(seed: int = 0, n: int = 120, m: int = 8):
+    """The baseline's first place (candidate 0) is right for half the questions and its second (candidate 1)
+    whenever the first is wrong; a question's own candidate (2 + q % 6) is relevant for half the questions. A
+    method that knows it puts it second: `top3` (relevant ones in the first three) gains, but where the first place
+    is wrong and the own candidate is not relevant the right answer drops to third (reciprocal rank 1/2 → 1/3)."""
+    rng = np.random.default_rng(seed)
+    first_right = rng.random(n) < 0.5
+    own = 2 + np.arange(n) % (m - 2)
+    relevant = np.zeros((n, m), bool)
+    relevant[first_right, 0] = True
+    relevant[~first_right, 1] = True
+    relevant[np.arange(n), own] = rng.random(n) < 0.5
+    prior = np.tile(np.linspace(1.0, 0.0, m), (n, 1))
+    method = np.zeros((n, m))
+    method[:, 0], method[np.arange(n), own], method[:, 1] = 3.0, 2.0, 1.0
+
+    def values(pred: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
+        order = np.argsort(-pred, axis=1, kind="stable")
+        hits = np.take_along_axis(relevant[rows], order, axis=1)
+        return {"rr": 1.0 / (hits.argmax(axis=1) + 1), "top3": hits[:, :3].sum(axis=1).astype(float)}
+    noise = rng.random((n, m)) * 1e-3
+    return (lambda tr, te: method[te] + noise[te]), (lambda tr, te: prior[te]), values, n, m
+
+
+def test_a_band_that_costs_the_first_band_s_metric_is_not_taken():
+    """Decided alone, the rest band follows the method (its own metric gains) and the composed ranking loses
+    MRR; decided on the composed ranking with the no-loss bound, the ranking keeps the baseline's MRR (a weight
+    that gains `top3` without moving the second place may still be taken)."""
+    method, base, values, n, m = _trap()
+    rows = np.arange(n)
+
+    def composed_values(fits):
+        parts = [method(rows, rows) if f.weight > 0 else base(rows, rows) for f in fits]
+        return values(baseline_blend.compose(parts, base(rows, rows), [f.weight for f in fits], (1, m)), rows)
+    prior = values(base(rows, rows), rows)
+    alone = baseline_blend.fit_positions(method, base, rows, values, ["rr", "top3"], m,
+                                         baseline_blend.InnerCV(keep=None), cuts=(1, m))
+    assert alone[0].weight == 0.0 and alone[1].weight > 0
+    assert composed_values(alone)["rr"].mean() < prior["rr"].mean()
+    composed = baseline_blend.fit_positions(method, base, rows, values, ["rr", "top3"], m, cuts=(1, m))
+    assert composed[0].weight == 0.0 and composed[1].weight < alone[1].weight
+    got = composed_values(composed)
+    assert got["rr"].mean() >= prior["rr"].mean() and got["top3"].mean() >= prior["top3"].mean()
+
+
+def test_no_loss_bound_is_the_mean_at_one_half_and_no_change_is_no_loss():
+    d = np.random.default_rng(1).normal(-0.01, 0.05, 15)
+    assert baseline_blend.no_loss_bound(d, 0.2, 0.5) == pytest.approx(d.mean())
+    assert baseline_blend.no_loss_bound(d, 0.2, 0.05) < d.mean()
+    assert baseline_blend.no_loss_bound(np.zeros(15), 0.2, 0.05) == 0.0

@@ -515,3 +515,93 @@ def test_discovery_confidences_join_the_ensemble_and_raise_it(tmp_path: Path):
     for better, worse in (("with", "ltr only"), ("ltr only", "without")):
         assert means[better]["ndcg@10"] > means[worse]["ndcg@10"] + 0.03, means
         assert means[better]["mrr"] > means[worse]["mrr"], means
+
+
+def test_discovery_batches_read_as_the_row_reader_does(tmp_path: Path, monkeypatch):
+    """JSONL and parquet go through pyarrow's batches (no row reader at all); forcing the row reader gives the
+    same questions, texts, soft labels and statistics."""
+    from fixtures.discovery import write_parquet
+    from engine.tasks.model_ranking import discovery
+    files, _, _, rows = planted_discovery(tmp_path, disc_per_topic=3)
+    llms = [f"llm_{i:03d}" for i in range(25)]  # some LLMs unknown: counted and skipped alike
+    parquet = write_parquet(tmp_path / "d.parquet", rows)
+    with monkeypatch.context() as patch:
+        patch.setattr(discovery, "_read_rows", lambda *a: pytest.fail("the row reader ran"))
+        fast = [discovery.read_discovery(f, llms) for f in (files["discovery"], parquet)]
+    monkeypatch.setattr(discovery, "_pyarrow_json", lambda: False)
+    for got, f in zip(fast, (files["discovery"], parquet)):
+        ref = discovery.read_discovery(f, llms)
+        assert got.query_ids == ref.query_ids and got.texts == ref.texts
+        assert (got.rows, got.unknown_llms) == (ref.rows, ref.unknown_llms) == (len(rows), 18 * 5)
+        np.testing.assert_allclose(got.soft, ref.soft, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(got.llm_stats, ref.llm_stats, rtol=1e-6)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".tsv"])
+def test_a_question_answered_twice_by_one_llm_is_refused_naming_both_lines(tmp_path: Path, suffix):
+    """Counted twice, the LLM's tokens would double; which answer to keep would be a guess: one line instead."""
+    from fixtures.discovery import write_jsonl, write_tsv
+    from engine.tasks.model_ranking.discovery import read_discovery
+    row = {"query_id": "a", "query_text": "t", "llm_id": "llm_001", "answer": "x", "logprobs": [-1.0, -2.0]}
+    rows = [row, {**row, "llm_id": "llm_000"}, {**row, "query_id": "b"}, {**row, "logprobs": [-0.5]}]
+    path = (write_jsonl if suffix == ".jsonl" else write_tsv)(tmp_path / f"d{suffix}", rows)
+    line = 4 if suffix == ".jsonl" else 5  # the TSV's header is line 1
+    with pytest.raises(EngineError, match=rf"d{suffix}:{line}: question 'a' answered twice by LLM 'llm_001' "
+                                          rf"\(first on line {line - 3}\)"):
+        read_discovery(path, ["llm_000", "llm_001"])
+
+
+def test_a_huge_finite_logprob_is_clipped_and_said_not_read_as_no_answer(tmp_path: Path, capsys):
+    """−1e300 is finite but overflows float32: the answer must still count as given (its confidence the lowest of
+    its question), and the clipping is said in one warning line naming the file and line."""
+    from fixtures.discovery import write_jsonl
+    from engine.tasks.model_ranking.discovery import LOGPROB_FLOOR, STATS, read_discovery
+    rows = [{"query_id": q, "query_text": "t", "llm_id": llm, "answer": "x", "logprobs": [-1.0, -2.0]}
+            for q in ("a", "b") for llm in ("llm_000", "llm_001", "llm_002")]
+    rows[4]["logprobs"] = [-1e300, -1.0]
+    for reader in ("batches", "rows"):
+        got = read_discovery(write_jsonl(tmp_path / f"{reader}.jsonl", rows) if reader == "batches" else
+                             _as_tsv(tmp_path, rows), ["llm_000", "llm_001", "llm_002"])
+        assert np.isfinite(got.soft).all() and got.soft[1].argmin() == 1
+        assert got.llm_stats[1, STATS.index("answered")] == 1.0
+        assert got.llm_stats[1, STATS.index("mean_logprob")] == pytest.approx((-1.5 + (LOGPROB_FLOOR - 1) / 2) / 2)
+        err = "".join(capsys.readouterr().err.split())
+        assert "1tokenlog-probabilitybelow-10000" in err and (":5:" in err if reader == "batches" else ":6:" in err)
+
+
+def _as_tsv(tmp_path: Path, rows) -> Path:
+    from fixtures.discovery import write_tsv
+    return write_tsv(tmp_path / "rows.tsv", rows)
+
+
+def test_discovery_questions_are_embedded_once_by_content(tmp_path: Path, monkeypatch):
+    """Each distinct discovery question is embedded once; a new dev side (another grade map) over the same
+    questions reuses the embeddings, while another model embeds again."""
+    files, emb, _, _ = planted_discovery(tmp_path, disc_per_topic=2)
+    calls: list[int] = []
+
+    def fake(texts, model):
+        calls.append(len(texts))
+        return np.stack([np.frombuffer(t.encode().ljust(8, b"_")[:8], np.uint8).astype(np.float32) for t in texts])
+    monkeypatch.setattr(mllm, "embed", fake)
+    sides = [mllm.dev_side(files["dev"], files["qrels"], files["ids"],
+                           MllmOptions(root=tmp_path / "idx", discovery=files["discovery"], targets=targets),
+                           embeddings=emb) for targets in ("0:0,1:1.0,2:0.7", "0:0,1:1.0,2:0.5")]
+    questions = len(sides[0].arrays[mllm.DISCOVERY_EMB])
+    assert calls == [questions] and questions > 1  # each answered by 30 LLMs: embedded once, for both sides
+    assert np.array_equal(sides[0].arrays[mllm.DISCOVERY_EMB], sides[1].arrays[mllm.DISCOVERY_EMB])
+    texts = mllm.embed_cached(["b", "a", "b"], "other-model", tmp_path / "cache")
+    assert calls == [questions, 2] and np.array_equal(texts[0], texts[2])
+
+
+def test_discovery_batches_take_integer_then_decimal_logprobs(tmp_path: Path, monkeypatch):
+    """A first block of whole-number log-probabilities does not make later decimals irregular (no fallback)."""
+    from fixtures.discovery import write_jsonl
+    from engine.tasks.model_ranking import discovery
+    rows = [{"query_id": f"q{i}", "query_text": "t", "llm_id": "llm_000", "answer": "x", "logprobs": [-1, -2]}
+            for i in range(3)] + [{"query_id": "q9", "query_text": "t", "llm_id": "llm_000", "answer": "x",
+                                   "logprobs": [-0.5, -0.25]}]
+    monkeypatch.setattr(discovery, "_read_rows", lambda *a: pytest.fail("the row reader ran"))
+    got = discovery.read_discovery(write_jsonl(tmp_path / "d.jsonl", rows), ["llm_000"])
+    assert got.query_ids == ["q0", "q1", "q2", "q9"]
+    assert got.llm_stats[0, discovery.STATS.index("mean_logprob")] == pytest.approx((3 * -1.5 - 0.375) / 4)

@@ -279,3 +279,76 @@ def test_ntcir_a_ground_truth_and_criticality_groups(shared, tmp_path):
     # reversed ranking: worst model first scores below the ideal everywhere
     worst = {t: {m: -s for m, s in models.items()} for t, models in ideal.items()}
     assert evaluate(worst, qrels, "ndcg_exp@1").means["ndcg_exp@1"] < 0.5
+
+
+# ---------------------------------------------------------------- the average-rank baseline: the published ranks
+
+
+def _published_baseline(release: Path) -> list[str]:
+    """The baseline recomputed from the files alone: models by their mean model_rank over the training tasks,
+    equal means in models.csv's order (the NTCIR scorer keeps line order on ties)."""
+    import csv
+    with open(release / "models.csv", encoding="utf-8-sig") as fh:
+        models = [row["model_id"] for row in csv.DictReader(fh)]
+    ranks: dict[str, list[float]] = {m: [] for m in models}
+    with open(release / "ground-truth.csv", encoding="utf-8") as fh:
+        for row in csv.DictReader(fh):
+            ranks[row["model_id"]].append(float(row["model_rank"]))
+    return sorted(models, key=lambda m: (sum(ranks[m]) / len(ranks[m]), models.index(m)))
+
+
+def test_mean_rank_order_breaks_ties_by_column_order():
+    from engine.tasks.model_ranking.transfer import mean_rank_order
+    ranks = np.array([[2, 1, 2, np.nan], [1, 2, 1, np.nan], [3, 3, 3, np.nan]], dtype=float)
+    scores = mean_rank_order(ranks)
+    # means 2, 2, 2, never ranked: column order, the unranked candidate last, all scores distinct
+    assert list(np.argsort(-scores, kind="stable")) == [0, 1, 2, 3] and len(set(scores)) == 4
+    assert list(np.argsort(-mean_rank_order(np.array([[3.0, 1.0, 2.0]])))) == [1, 2, 0]
+
+
+def test_ground_truth_rank_is_the_file_s_or_the_organizers_rule(tmp_path: Path):
+    gt = tmp_path / "ground-truth.csv"
+    gt.write_text("task_id,model_id,f1,model_rank\n1,a,0.9,2\n1,b,0.8,1\n2,a,0.7,\n2,b,0.7,\n2,c,0.6,\n")
+    _, _, _, ranks = data.read_ground_truth(gt, ["a", "b", "c"])
+    assert ranks[0, :2].tolist() == [2.0, 1.0] and np.isnan(ranks[0, 2])  # the file's rank wins over F1
+    assert ranks[1].tolist() == [1.0, 1.0, 3.0]  # absent: tied models share the better rank
+    gt.write_text("task_id,model_id,f1,model_rank\n1,a,0.9,0\n")
+    with pytest.raises(EngineError, match=r"ground-truth.csv:2: model_rank 0 is below 1"):
+        data.read_ground_truth(gt, ["a"])
+
+
+@pytest.fixture(scope="module")
+def unplanted(tmp_path_factory) -> Path:
+    return make_release(tmp_path_factory.mktemp("ntcir-noise") / "release", planted=False, seed=4)
+
+
+def test_default_falls_back_on_exactly_the_published_mean_rank(unplanted: Path, tmp_path: Path, encoder):
+    """Scores that carry no signal: the guarded default keeps the baseline, and its run is exactly the models by
+    mean model_rank (models 3 and 6 tie on every task: 3 first, as models.csv lists them)."""
+    expected = _published_baseline(unplanted)
+    assert expected.index("3") < expected.index("6")  # tied: trec_eval's docid order would put 6 first
+    queries = make_queries(tmp_path / "queries")
+    out = tmp_path / "run.txt"
+    summary = modelret_a.rank_tasks(unplanted, queries, out, options=ModelretAOptions(sample=8, root=tmp_path / "i"))
+    assert "weights 0 / 0 / 0" in summary
+    run = read_run(out)
+    for qid, scores in run.items():
+        assert sorted(scores, key=scores.get, reverse=True) == expected, qid
+
+
+def test_default_cv_equals_or_beats_the_published_mean_rank(unplanted: Path, release: Path, tmp_path: Path,
+                                                            encoder):
+    """In CV the default never scores below the baseline at nDCG@3 and @5: equal where it falls back, above
+    where the planted experts are found."""
+    for folder, planted in ((unplanted, False), (release, True)):
+        study = modelret_a.cross_validate_tasks(folder, options=ModelretAOptions(
+            sample=8, root=tmp_path / f"i{planted}", transfer=TransferOptions(folds=5)), repeats=2)
+        by = {v.name: v for v in study.variants}
+        base = by[modelret_a.BASELINE]
+        default = next(v for name, v in by.items() if name.endswith("(default)"))
+        for metric in ("ndcg_exp@3", "ndcg_exp@5"):
+            got, want = default.values[metric], base.values[metric]
+            if planted:
+                assert got.mean() > want.mean() + 0.1, metric
+            else:
+                np.testing.assert_array_equal(got, want)

@@ -27,6 +27,13 @@ ModelRetrieval A: position 1 on nDCG@1, 2–3 on nDCG@3, 4–5 on nDCG@5), and t
 (`compose`). A gain on one metric is no longer thrown away to protect another: where the method finds the
 second-best answers but not the best, the baseline keeps the first place and the method fills the rest.
 
+No band may cost another reported metric (`InnerCV.keep`): the bands are decided in order, each candidate
+(method, weight) scored on the ranking it would compose with the bands already decided (the later bands from the
+same candidate), and it qualifies only if its own metric gains significantly (as above) AND no other metric the
+bands report is shown to lose: the one-sided lower confidence bound of each other metric's gain over the baseline,
+at level `KEEP`, is ≥ 0 (at 0.5 the bound is the mean gain itself). Without it a band chosen on nDCG@10 could push
+the baseline's often-right second and third places down where its first place is wrong, and lose MRR.
+
 Among several methods (a sequence instead of one): every (method, weight) pair is a candidate of the same rule,
 Bonferroni over all the pairs (ALPHA / (methods × non-zero weights)), and each band takes the qualifying pair
 with the largest lower confidence bound. Which method suits a collection (a ranker that learns from the labels,
@@ -50,6 +57,9 @@ INNER_REPEATS = 3
 """Inner CV repeats (seeds 0..R−1): the fold gains of all repeats enter the corrected t-test."""
 ALPHA = 0.05
 """Family-wise level of the one-sided tests (Bonferroni over the non-zero weights)."""
+KEEP = 0.5
+"""Level of the no-loss bound on a band's other reported metrics: 0.5 (the mean gain must be ≥ 0), chosen among
+0.5, 0.25 and ALPHA on planted seeds other than the reported ones (docs/model-ranking.md)."""
 TIE = 1e-6
 
 
@@ -65,10 +75,13 @@ RULE = rule()
 
 @dataclass(frozen=True)
 class InnerCV:
-    """The rule's inner cross-validation: `repeats` × `folds`-fold, tests at family-wise level `alpha`."""
+    """The rule's inner cross-validation: `repeats` × `folds`-fold, tests at family-wise level `alpha`; `keep`:
+    the level of the per-band no-loss bound on the other reported metrics (None: each band alone, on its own
+    metric, as the rule's first per-position version did)."""
     folds: int = INNER_FOLDS
     repeats: int = INNER_REPEATS
     alpha: float = ALPHA
+    keep: float | None = KEEP
 
 
 RowValues = Callable[[np.ndarray, np.ndarray], Mapping[str, np.ndarray]]
@@ -113,6 +126,15 @@ def corrected_lower_bound(fold_gains: np.ndarray, test_fraction: float, alpha: f
         return float(d.mean()) if d.mean() > 1e-12 else -np.inf
     se = spread * np.sqrt(1 / j + test_fraction / (1 - test_fraction))
     return float(d.mean() - student.ppf(1 - alpha, j - 1) * se)
+
+
+def no_loss_bound(fold_gains: np.ndarray, test_fraction: float, level: float) -> float:
+    """The corrected resampled one-sided lower bound at `level` (0.5: the mean gain), where gains that never vary
+    are their mean (no change at all is no loss)."""
+    d = np.asarray(fold_gains, np.float64)
+    if len(d) < 2 or d.std(ddof=1) < 1e-12:
+        return float(d.mean()) if len(d) else -np.inf
+    return corrected_lower_bound(d, test_fraction, level)
 
 
 def fit_weight(method: FoldPredictor, baseline: FoldPredictor, rows: np.ndarray, values: RowValues,
@@ -169,16 +191,67 @@ def compose(method: np.ndarray | Sequence[np.ndarray], baseline: np.ndarray, wei
 
 
 def fit_positions(method: Methods, baseline: FoldPredictor, rows: np.ndarray, values: RowValues,
-                  bands: Sequence[str], m: int, cv: InnerCV = InnerCV()) -> list[BlendFit]:
+                  bands: Sequence[str], m: int, cv: InnerCV = InnerCV(), cuts: Sequence[int] | None = None
+                  ) -> list[BlendFit]:
     """One weight per band of rank positions, each by the module's rule with its own metric as objective and
     guard (`bands`: the metric deciding each band, best positions first); among several methods, each band's
-    (method, weight) pair by the rule over all pairs (`BlendFit.method`)."""
+    (method, weight) pair by the rule over all pairs (`BlendFit.method`). With `cuts` (the bands' last positions,
+    as `compose` takes them) and `cv.keep`, the bands are decided in order on the composed ranking and none may
+    lose another band's metric (`_fit_composed`)."""
     rows = np.asarray(rows)
     if len(rows) < 2 * cv.folds:
         return [BlendFit(0.0) for _ in bands]
     methods = _as_list(method)
     preds = [_inner_predictions(one, baseline, rows, m, cv.folds, cv.repeats) for one in methods]
+    if cuts is not None and cv.keep is not None:
+        return _fit_composed(preds, rows, values, bands, cuts, cv)
     return [_fit_among(preds, rows, values, [metric], [metric], cv.folds, cv.alpha) for metric in bands]
+
+
+def _fit_composed(preds: Sequence, rows: np.ndarray, values: RowValues, bands: Sequence[str], cuts: Sequence[int],
+                  cv: InnerCV) -> list[BlendFit]:
+    """The bands in order: each (method, weight) candidate scored on `compose` of the bands already decided and
+    itself for the rest; it qualifies when the lower bound (Bonferroni over all candidates) of its band metric's
+    gain over the decided bands with the baseline for the rest is > 0, and every other band metric's no-loss bound
+    (`cv.keep`) of the gain over the baseline is ≥ 0; the qualifying one with the largest lower bound wins, none →
+    the baseline for that band."""
+    metrics = list(dict.fromkeys(bands))
+    level = cv.alpha / ((len(WEIGHTS) - 1) * len(preds))
+    base = [values(mix(pb, pb, 0.0), rows) for _, _, pb in preds[0]]
+    decided: list[BlendFit] = []
+    for metric in bands:
+        best, top = BlendFit(0.0), -np.inf
+        reference = np.asarray(_composed_gains(preds, decided, (0, 0.0), rows, values, (bands, cuts, base))[metric])
+        for i in range(len(preds)):
+            for w in WEIGHTS[1:]:
+                gains = _composed_gains(preds, decided, (i, w), rows, values, (bands, cuts, base))
+                own = corrected_lower_bound(np.asarray(gains[metric]) - reference, 1 / cv.folds, level)
+                kept = all(no_loss_bound(gains[k], 1 / cv.folds, cv.keep) >= 0 for k in metrics if k != metric)
+                if own > 0 and kept and own > top:  # ties: the first method, the smaller weight
+                    top = own
+                    best = BlendFit(w, {w: {k: float(np.mean(g)) for k, g in gains.items()}},
+                                    {w: {metric: own}}, i)
+        decided.append(best)
+    return decided
+
+
+def _composed_gains(preds: Sequence, decided: Sequence[BlendFit], candidate: tuple[int, float], rows: np.ndarray,
+                    values: RowValues, layout: tuple) -> dict[str, list[float]]:
+    """Per metric, the fold gains over the baseline of the ranking composed from the `decided` bands and the
+    `candidate` (method index, weight) for the rest (`layout`: the bands' metrics, their cuts, the baseline's
+    values per repeat)."""
+    bands, cuts, base = layout
+    i, w = candidate
+    gains: dict[str, list[float]] = {k: [] for k in dict.fromkeys(bands)}
+    for r, (fold_of, _, pb) in enumerate(preds[0]):
+        parts = [preds[f.method][r][1] if f.weight > 0 else pb for f in decided]
+        parts += [preds[i][r][1]] * (len(bands) - len(decided))
+        weights = [f.weight for f in decided] + [w] * (len(bands) - len(decided))
+        now = values(compose(parts, pb, weights, cuts), rows)
+        for k in gains:
+            d = np.asarray(now[k], np.float64) - np.asarray(base[r][k], np.float64)
+            gains[k] += [float(d[fold_of == f].mean()) for f in np.unique(fold_of)]
+    return gains
 
 
 def _fit_among(preds: Sequence, rows: np.ndarray, values: RowValues, objective: Sequence[str],
@@ -238,7 +311,7 @@ def guarded_positions(method: Methods, baseline: FoldPredictor, values: RowValue
     methods = _as_list(method)
 
     def predict(train: np.ndarray, test: np.ndarray) -> np.ndarray:
-        fits = fit_positions(methods, baseline, train, values, bands, m)
+        fits = fit_positions(methods, baseline, train, values, bands, m, cuts=cuts)
         weights = tuple(f.weight for f in fits)
         if chosen is not None:
             chosen.append(weights)

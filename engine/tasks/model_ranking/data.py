@@ -74,6 +74,8 @@ class TrainingSet:
     normalized_f1: np.ndarray
     grades: np.ndarray
     model_names: dict[str, str] = field(default_factory=dict)
+    published_ranks: np.ndarray | None = None
+    """ground-truth.csv's model_rank (1 best; NaN: not scored): what the average-rank baseline averages."""
 
     @property
     def task_ids(self) -> list[str]:
@@ -141,10 +143,13 @@ def _rows_by_id(path: Path, rows: Sequence[Row], column: str, empty: str, noun: 
 
 
 def read_ground_truth(path: str | Path, model_ids: Sequence[str]
-                      ) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """(task ids, normalized F1 matrix, grade matrix) from ground-truth.csv; missing pairs are NaN / -1.
+                      ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """(task ids, normalized F1 matrix, grade matrix, published rank matrix) from ground-truth.csv; missing pairs
+    are NaN / -1 / NaN.
 
-    normalized F1 and the grade are computed from `f1` when their columns are absent.
+    normalized F1 and the grade are computed from `f1` when their columns are absent; the rank is the file's
+    `model_rank` where it gives one, else the organizers' rule as the file shows it (1 + the models of the task
+    with a strictly higher score: tied models share the better rank).
     """
     path = Path(path)
     rows = read_rows(_require(path, "the training scores, ground-truth.csv"))
@@ -158,7 +163,7 @@ def read_ground_truth(path: str | Path, model_ids: Sequence[str]
         raise EngineError(f"{path}: needs a column 'normalized_f1' or 'f1' (columns: {', '.join(cols)})")
     col_of = {m: j for j, m in enumerate(model_ids)}
     task_ids: list[str] = []
-    raw: dict[str, dict[int, tuple[float, float | None, int | None]]] = {}
+    raw: dict[str, dict[int, tuple[float, float | None, int | None, float | None]]] = {}
     seen: dict[tuple[str, str], int] = {}
     for row in rows:
         d = row.data
@@ -176,24 +181,32 @@ def read_ground_truth(path: str | Path, model_ids: Sequence[str]
         nf1 = _number(path, row.line, d, "normalized_f1") if "normalized_f1" in cols else None
         grade = d.get("relevance_score")
         grade_v = int(_number(path, row.line, d, "relevance_score")) if grade not in (None, "") else None
+        rank_v = _number(path, row.line, d, "model_rank") if d.get("model_rank") not in (None, "") else None
+        if rank_v is not None and rank_v < 1:
+            raise EngineError(f"{where(path, row.line)}: model_rank {rank_v:g} is below 1 (1 is the best model)")
         if tid not in raw:
             raw[tid] = {}
             task_ids.append(tid)
-        raw[tid][col_of[mid]] = (f1, nf1, grade_v)
+        raw[tid][col_of[mid]] = (f1, nf1, grade_v, rank_v)
     n, m = len(task_ids), len(model_ids)
     nf1_m = np.full((n, m), np.nan)
     grades = np.full((n, m), -1, dtype=int)
+    ranks = np.full((n, m), np.nan)
     for i, tid in enumerate(task_ids):
         best = max((v[0] for v in raw[tid].values() if not math.isnan(v[0])), default=math.nan)
-        for j, (f1, nf1, grade) in raw[tid].items():
+        for j, (f1, nf1, grade, _) in raw[tid].items():
             value = nf1 if nf1 is not None else (f1 / best if best > 0 else math.nan)
             nf1_m[i, j] = value
             grades[i, j] = grade if grade is not None else relevance_grade(value)
+        known = nf1_m[i][~np.isnan(nf1_m[i])]
+        for j, (_, _, _, rank) in raw[tid].items():
+            ranks[i, j] = rank if rank is not None else (
+                math.nan if math.isnan(nf1_m[i, j]) else 1.0 + float((known > nf1_m[i, j]).sum()))
         missing = [model_ids[j] for j in range(m) if j not in raw[tid]]
         if missing:
             warn(f"{path}: task {tid} has no score for model(s) {', '.join(missing)}; "
                  "they are left out of that task's transfer and judged non-relevant")
-    return task_ids, nf1_m, grades
+    return task_ids, nf1_m, grades, ranks
 
 
 def _number(path: Path, line: int, data: dict, column: str) -> float:
@@ -289,14 +302,15 @@ def read_training(train_dir: str | Path, tasks_csv: str | Path | None = None) ->
     meta = read_task_table(tasks_csv or train_dir / "tasks.csv")
     models = read_models(train_dir / "models.csv")
     model_ids = list(models)
-    task_ids, nf1, grades = read_ground_truth(train_dir / "ground-truth.csv", model_ids)
+    task_ids, nf1, grades, ranks = read_ground_truth(train_dir / "ground-truth.csv", model_ids)
     folder = train_dir / "task-data" / "train-tasks"
     tasks = []
     for tid in task_ids:
         if tid not in meta:
             warn(f"task {tid} of ground-truth.csv is not in tasks.csv: no instruction or criticality for it")
         tasks.append(read_task(folder / tid, meta.get(tid), tid))
-    return TrainingSet(tasks=tasks, model_ids=model_ids, normalized_f1=nf1, grades=grades, model_names=models)
+    return TrainingSet(tasks=tasks, model_ids=model_ids, normalized_f1=nf1, grades=grades, model_names=models,
+                       published_ranks=ranks)
 
 
 def read_query_tasks(queries_dir: str | Path, tasks_csv: str | Path | None) -> list[Task]:

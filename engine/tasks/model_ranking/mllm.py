@@ -144,6 +144,36 @@ def embed(texts: Sequence[str], model: str) -> np.ndarray:
     return encoder.encode_texts(list(texts))
 
 
+def embed_cached(texts: Sequence[str], model: str, folder: Path) -> np.ndarray:
+    """`embed`, each distinct text once, remembered under `folder` by the model spec and the texts' content: the
+    discovery set's ~15,000 questions are embedded once, not again when the dev files, the grade map or the
+    answers change."""
+    import hashlib
+    import json
+
+    from engine.io.atomic import write_npy
+
+    unique = list(dict.fromkeys(texts))
+    key = hashlib.sha256(json.dumps([model, unique], ensure_ascii=False).encode()).hexdigest()
+    path = folder / f"{key}.npy"
+    emb = None
+    if path.is_file():
+        try:
+            emb = np.load(path)
+        except (OSError, ValueError):
+            emb = None
+        if emb is not None and emb.shape[0] != len(unique):
+            emb = None
+        if emb is not None:
+            info(f"reusing the embeddings of {len(unique)} questions in {path}")
+    if emb is None:
+        emb = np.asarray(embed(unique, model), np.float32)
+        folder.mkdir(parents=True, exist_ok=True)
+        write_npy(path, emb)
+    at = {t: i for i, t in enumerate(unique)}
+    return emb[[at[t] for t in texts]]
+
+
 def _dev_key(dev_queries: str | Path, qrels: str | Path, llm_ids: str | Path | None, options: MllmOptions,
              given: np.ndarray | None, discovery_given: np.ndarray | None = None) -> tuple[str, dict]:
     """The signature of the dev side (files, model or given embeddings, grade map) and its settings."""
@@ -172,7 +202,8 @@ def store_dev(dev: DevSet, options: MllmOptions, key: str, settings: dict, given
             raise EngineError(f"{len(discovery_given)} discovery embeddings for {len(found.query_ids)} discovery "
                               "questions")
         arrays = {DISCOVERY_EMB: discovery_given if discovery_given is not None else
-                  embed(found.texts, options.model), DISCOVERY_SOFT: found.soft, LLM_STATS: found.llm_stats}
+                  embed_cached(found.texts, options.model, Path(options.root) / f"{options.name}-question-embeddings"),
+                  DISCOVERY_SOFT: found.soft, LLM_STATS: found.llm_stats}
     emb = given if given is not None else embed(dev.texts, options.model)
     side = TrainingSide(dev.query_ids, dev.llm_ids, {EMBEDDING: emb}, dev.targets, dev.grades,
                         meta=[{"text": t} for t in dev.texts], arrays=arrays)

@@ -34,8 +34,8 @@ from engine.tasks.model_ranking.data import (Task, TrainingSet, grade_qrels, rea
 from engine.tasks.model_ranking.study import Study, memoized, run_variant
 from engine.tasks.model_ranking.training_store import TrainingSide
 from engine.tasks.model_ranking.transfer import (DEFAULT_RUN_ID, run_tag, QueryCollection, TransferOptions, TransferParams,
-                                                 blend_views, column_prior, ensemble, rank_targets, rankings, select,
-                                                 transfer, tune)
+                                                 blend_views, column_prior, ensemble, mean_rank_order, rank_targets,
+                                                 rankings, select, transfer, tune)
 
 TASK = "modelret-a"
 VIEWS = ("text", "instruction", "labels", "stats")
@@ -51,6 +51,8 @@ FIXED = TransferParams(k=5, temperature=0.1, prior_weight=0.5)
 the middle of the old grid, half the weight on the prior; never re-tuned per run."""
 REPEATS = 5
 BASELINE = "average rank (baseline)"
+"""The mean of ground-truth.csv's model_rank over the training tasks (`transfer.mean_rank_order`): the baseline the
+organizers' leaderboard names, and what every guarded default falls back on."""
 
 
 @dataclass(frozen=True)
@@ -156,7 +158,7 @@ def training_inputs(train_dir: str | Path, tasks_csv: str | Path | None) -> dict
 
 
 def _settings(options: ModelretAOptions) -> dict:
-    return {"model": options.model, "sample": options.sample}
+    return {"model": options.model, "sample": options.sample, "baseline": "model_rank"}
 
 
 def store_training(training: TrainingSet, options: ModelretAOptions, key: str) -> TrainingSide:
@@ -164,7 +166,7 @@ def store_training(training: TrainingSet, options: ModelretAOptions, key: str) -
     views, (mean, std) = embed_views(training.tasks, options.model, options.sample)
     side = TrainingSide(training.task_ids, training.model_ids, views, training.normalized_f1, training.grades,
                         meta=[{"criticality": t.criticality} for t in training.tasks],
-                        arrays={"stats_mean": mean, "stats_std": std})
+                        arrays={"stats_mean": mean, "stats_std": std, "model_rank": training.published_ranks})
     training_store.save(side, TASK, options.name, options.root, key, options.model, _settings(options))
     return side
 
@@ -277,13 +279,16 @@ class Rows:
     nf1: np.ndarray
     grades: np.ndarray
     descriptors: np.ndarray
+    ranks: np.ndarray
+    """the published model_rank of the training rows: what the baseline averages."""
     extra: np.ndarray | None = None
 
     def sub(self, rows: np.ndarray, only: Sequence[str] = VIEWS) -> dict[str, np.ndarray]:
         return {v: self.views[v][rows] for v in only}
 
     def baseline(self, tr: np.ndarray, te: np.ndarray) -> np.ndarray:
-        return np.tile(column_prior(rank_targets(self.nf1[tr])), (len(te), 1))
+        """The average-rank baseline: the mean published rank over the training rows `tr` (ties: column order)."""
+        return np.tile(mean_rank_order(self.ranks[tr]), (len(te), 1))
 
     def ensemble(self, names: Sequence[str], params: TransferParams):
         return lambda tr, te: ensemble_predict(self.sub(tr, names), self.sub(te, names), self.nf1[tr], params)
@@ -338,7 +343,7 @@ def cross_validate_tasks(train_dir: str | Path, tasks_csv: str | Path | None = N
     mats = None
     if models is not None:
         mats = score_matrices(read_training(train_dir, tasks_csv).tasks, models, options, side.candidate_ids)
-    data = Rows(views, nf1, grades, model_descriptors(train_dir, side.candidate_ids),
+    data = Rows(views, nf1, grades, model_descriptors(train_dir, side.candidate_ids), side.arrays["model_rank"],
                 feature_block(mats) if mats is not None else None)
     objective = objective_for(grades)
     grid = options.transfer.grid(n)
@@ -372,7 +377,8 @@ def cross_validate_tasks(train_dir: str | Path, tasks_csv: str | Path | None = N
     chosen: list[float] = []
     inner = "LTR over the candidate features" if mats is not None else f"view ensemble {label}"
     variants: list[tuple[str, Callable, str]] = [
-        (BASELINE, prior_of(ranks), ""), ("mean normalized F1 (prior)", prior_of(nf1), "")]
+        (BASELINE, data.baseline, "mean of ground-truth.csv's model_rank over the training folds; ties by column order"),
+        ("mean rank position of normalized F1", prior_of(ranks), ""), ("mean normalized F1 (prior)", prior_of(nf1), "")]
     variants += [(f"transfer: {v}", data.ensemble([v], params), str(params)) for v in VIEWS]
     variants += [
         (mark(f"view ensemble: {label}", "ensemble"), data.ensemble(names, params),
@@ -443,7 +449,7 @@ def rank_tasks(train_dir: str | Path, queries_dir: str | Path, out: str | Path,
     n, q = len(side.query_ids), len(queries)
     train, new = unit_views(side.embeddings), unit_views(query_views)
     data = Rows({v: np.concatenate([train[v], new[v]]) for v in VIEWS}, side.scores, side.grades,
-                model_descriptors(train_dir, side.candidate_ids))
+                model_descriptors(train_dir, side.candidate_ids), side.arrays["model_rank"])
     tr, te = np.arange(n), np.arange(n, n + q)
     if options.method in FEATURE_METHODS:
         mats = score_matrices(queries, models, options, side.candidate_ids)

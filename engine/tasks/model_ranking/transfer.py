@@ -138,6 +138,22 @@ def column_prior(scores: np.ndarray) -> np.ndarray:
     return np.divide(total, count, out=np.zeros(scores.shape[1]), where=count > 0)
 
 
+def mean_rank_order(ranks: np.ndarray) -> np.ndarray:
+    """The average-rank baseline as scores (higher first): candidates by their mean published rank (1 best) over
+    the rows that rank them; equal means keep the candidates' column order (a run lists tied candidates in that
+    order, and the NTCIR scorer breaks ties in Score by line order), a candidate never ranked comes last. The
+    scores are distinct (m … 1), so every scorer reads the same ranking."""
+    ranks = np.asarray(ranks, np.float64)
+    known = ~np.isnan(ranks)
+    count = known.sum(axis=0)
+    total = np.where(known, ranks, 0.0).sum(axis=0)
+    mean = np.divide(total, count, out=np.full(ranks.shape[1], np.inf), where=count > 0)
+    order = np.lexsort((np.arange(ranks.shape[1]), mean))
+    scores = np.empty(ranks.shape[1])
+    scores[order] = np.arange(ranks.shape[1], 0, -1, dtype=np.float64)
+    return scores
+
+
 def neighbour_order(sim: np.ndarray) -> np.ndarray:
     """Training queries by decreasing similarity, per row, ties by position (computed once, reused for every k)."""
     return top_k_rows(sim, np.shape(sim)[1])

@@ -1,0 +1,92 @@
+"""`engine mllm --discovery` at the Million LLMs discovery set's size: a generated JSONL of `--questions` questions
+each answered by every one of `--llms` LLMs (the real set: 14,950 × 1,131 = 16.9M answers), each answer with
+`--tokens` token log-probabilities (a random length around it), read by `discovery.read_discovery` (pyarrow
+batches). Reports rows/s and wall time of the read, checks the run is valid (every question lists every LLM)
+and, run under /usr/bin/time -v, the peak RSS is the process's. `--fraction 0.1` reads a tenth of the questions
+(every LLM still answers each one). Prints a table, writes benchmarks/results/discovery_scale.json.
+
+    /usr/bin/time -v nice python benchmarks/discovery_scale.py [--fraction 0.1] [--tokens 32] [--keep FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from engine.io.atomic import write_json  # noqa: E402
+from engine.tasks.model_ranking.discovery import read_discovery  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results" / "discovery_scale.json"
+QUESTIONS, LLMS = 14_950, 1_131
+
+
+def generate(path: Path, questions: int, llms: int, tokens: int, seed: int = 0) -> int:
+    """Write the JSONL (one row per question and LLM, LLMs in a shuffled order per question); returns its bytes."""
+    import orjson
+
+    rng = np.random.default_rng(seed)
+    ids = [f"llm_{i:04d}" for i in range(llms)]
+    with open(path, "wb") as fh:
+        for q in range(questions):
+            text = f"discovery question {q}: how does topic {q % 97} relate to item {q % 13}?"
+            lengths = rng.integers(max(1, tokens // 2), tokens * 3 // 2 + 1, llms)
+            values = np.minimum(rng.normal(-1.5, 0.8, int(lengths.sum())), 0.0).round(4)
+            start = 0
+            lines = []
+            for j in rng.permutation(llms):
+                n = int(lengths[j])
+                lines.append(orjson.dumps({"query_id": f"d{q:05d}", "query_text": text, "llm_id": ids[j],
+                                           "answer": "an answer", "logprobs": values[start:start + n].tolist()}))
+                start += n
+            fh.write(b"\n".join(lines) + b"\n")
+    return path.stat().st_size
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--fraction", type=float, default=0.1, help="share of the 14,950 questions (0 < f ≤ 1)")
+    ap.add_argument("--tokens", type=int, default=32, help="mean tokens per answer (1..4096)")
+    ap.add_argument("--keep", type=Path, help="write (or reuse) the generated file here instead of a temporary one")
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    args = ap.parse_args()
+    if not 0 < args.fraction <= 1 or not 1 <= args.tokens <= 4096:
+        ap.error("--fraction must be in (0, 1] and --tokens in 1..4096")
+    questions = max(1, round(QUESTIONS * args.fraction))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = args.keep or Path(tmp) / "discovery.jsonl"
+        start = time.perf_counter()
+        size = path.stat().st_size if path.exists() else generate(path, questions, LLMS, args.tokens)
+        made = time.perf_counter() - start
+        ids = [f"llm_{i:04d}" for i in range(LLMS)]
+        start, cpu = time.perf_counter(), time.process_time()
+        found = read_discovery(path, ids)
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    valid = len(found.query_ids) == questions and bool(np.isfinite(found.soft).all())
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rate = found.rows / wall
+    full = QUESTIONS * LLMS / rate
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print("| questions × LLMs | rows | file | read (wall) | CPU | rows/s (wall) | peak RSS | valid | "
+          "full size at this rate |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    print(f"| {questions:,} × {LLMS:,} | {found.rows:,} | {size / 2**20:,.0f} MiB | {wall:.0f} s | {cpu:.0f} s | "
+          f"{rate:,.0f} | {peak:,.0f} MiB | {valid} | {full / 60:.1f} min |")
+    write_json(args.out, {"questions": questions, "llms": LLMS, "rows": found.rows, "tokens": args.tokens,
+                          "file_bytes": size, "generate_s": made, "read_s": wall, "read_cpu_s": cpu, "rows_per_s": rate,
+                          "peak_rss_mib": peak, "valid": valid, "full_size_extrapolated_s": full,
+                          "load_average": os.getloadavg()[0], "cpus": os.cpu_count(),
+                          "machine": platform.platform()})
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
