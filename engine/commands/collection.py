@@ -46,6 +46,9 @@ class BuildCommandOptions:
     texts: Annotated[Optional[Path], cli(typer.Option("--texts", help="CSV/JSONL/TSV with an id column and text "
                      "fields."))] = None
     model: Annotated[Optional[str], cli(ModelSpec)] = BUILD.model
+    dim: Annotated[Optional[int], cli(typer.Option("--dim", help="Keep the first D dimensions of a Matryoshka "
+                   "model's embeddings, renormalized (only for a model whose card says it was trained for it)."))] \
+        = BUILD.dim
     index: Annotated[str, cli(typer.Option("--index", help="FAISS factory string: Flat (exact, default), HNSW32, "
                      "IVF1024,Flat, IVF1024,PQ32, … (trained on the collection), or auto: the fastest index "
                      "reaching --recall within --memory-budget, measured on queries of the kind users send "

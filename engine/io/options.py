@@ -105,6 +105,7 @@ RANGES: dict[str, Range] = {
     "threads": Int(0, 1024),                 # 0: torch's default (the help says so)
     "chunk_size": Int(1, 10_000_000),
     "shards": Int(1, 1024),
+    "dim": Int(1, 65_536),                   # build --dim: a Matryoshka model's embeddings truncated
     "compact_at": Float(0, 1),
     "seconds": Float(0, 86_400, open_lo=True),
     "wait": Float(0, 86_400),                # 0: fail at once (the help says so)

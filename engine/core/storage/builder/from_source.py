@@ -109,7 +109,10 @@ def _build_collection(name: str, source: BuildSource, root: str | Path | None, o
             raise EngineError(f"collection {name!r} was built with {old.manifest['encoder']}; items added to it "
                               f"must use the same model (leave {opt('model')} out)")
         model, index = old.manifest["encoder"], old.manifest["index_factory"]
-        o = replace(o, shards=int(old.manifest.get("shards", 1)))
+        if o.dim is not None and o.dim != old.manifest.get("dim"):
+            raise EngineError(f"collection {name!r} holds {old.manifest.get('dim')}-d vectors; items added to it "
+                              f"keep them (leave {opt('dim')} out)")
+        o = replace(o, shards=int(old.manifest.get("shards", 1)), dim=None)
         if o.update or o.sync:
             from engine.core.storage.builder.update import replace_rows
             old, items = replace_rows(old, items, o, report)
@@ -133,7 +136,9 @@ def _build_collection(name: str, source: BuildSource, root: str | Path | None, o
 
     from engine.core.encoders.device import set_device
     set_device(o.device)
-    encoder = build_encoder(model or (DEFAULT_IMAGE_SPEC if kind == "image" else DEFAULT_TEXT_SPEC), kind, o)
+    from engine.core.encoders.registry import with_dim
+    spec = model or (DEFAULT_IMAGE_SPEC if kind == "image" else DEFAULT_TEXT_SPEC)
+    encoder = build_encoder(with_dim(spec, o.dim), kind, o)
     if kind not in encoder.modalities:
         raise EngineError(f"model {encoder.spec} cannot embed {kind}s; pick one of {', '.join(specs_for(kind))}")
     prompts = _prompts(encoder, old, kind, *prompt_args)

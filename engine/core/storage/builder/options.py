@@ -38,6 +38,7 @@ class BuildOptions:
     id_policy: str = "strict"          # ids TREC files cannot hold (white space, empty): strict refuses, replace fixes
     ray: str | None = None             # encode on Ray: "local" (started for the build), "auto", "ray://…"
     shards: int = 1                    # index shards searched side by side (engine.core.storage.index.shards)
+    dim: int | None = None             # a Matryoshka model's embeddings truncated to dim (renormalized)
 
     def check(self) -> "BuildOptions":
         from engine.core.storage.index.auto import parse_bytes  # a build's modules: not on a query's start-up
@@ -69,6 +70,9 @@ class BuildOptions:
             raise EngineError(f"{opt('index')} auto measures one index; leave out {opt('shards')} or name the index")
         if not self.add and factory != "auto":
             check_factory(factory)  # before a model loads or an item is encoded
+        if self.dim is not None and self.model is not None:
+            from engine.core.encoders.registry import with_dim
+            with_dim(self.model, self.dim)  # refused in one line unless the model was trained for it
         return self
 
     def factory(self) -> str:

