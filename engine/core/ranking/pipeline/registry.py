@@ -20,6 +20,9 @@ class StageEntry:
 STAGES: tuple[StageEntry, ...] = (
     StageEntry("retrieve", "engine.core.ranking.pipeline.retrieve:Retrieve",
                "top k of a collection's index: dense, bm25 or hybrid, filtered, pooled or grouped (first stage)"),
+    StageEntry("sparse", "engine.core.ranking.pipeline.sparse:Sparse",
+               "top k of a collection's learned sparse index (build --sparse sparse:NAME_OR_DIR): SPLADE-style "
+               "weights, dot product (first stage)"),
     StageEntry("score", "engine.core.ranking.pipeline.retrieve:Score",
                "every item scored by the query's text or its example items, top k (first stage)"),
     StageEntry("rerank", "engine.core.ranking.pipeline.rerank:Rerank",
