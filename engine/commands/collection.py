@@ -72,6 +72,13 @@ class BuildCommandOptions:
                       "an inverted index of a learned sparse model's (SPLADE, a SparseEncoder) weights of the texts: "
                       "the pipeline stage sparse(NAME) ranks by it; --add and --update keep it in step."))] \
         = BUILD.sparse
+    multivector: Annotated[Optional[str], cli(typer.Option("--multivector", metavar="multivector:NAME_OR_DIR",
+                           help="Also store a late-interaction model's (ColBERT, a MultiVectorEncoder) token vectors "
+                           "of the texts and their fixed-dimensional encodings: the pipeline stage "
+                           "multivector(NAME) ranks by exact MaxSim over their candidates."))] = BUILD.multivector
+    multivector_store: Annotated[str, cli(typer.Option("--multivector-store", help="How --multivector keeps token "
+                                 "vectors: float16, or int8 with one scale a vector (half the disk)."))] \
+        = BUILD.multivector_store
     bm25_analyzer: Annotated[Optional[str], cli(typer.Option("--bm25-analyzer", help="How --bm25 analyses texts: "
                              "english (stop words dropped, Snowball stemming: 'floods' finds 'flooding') or none "
                              "(lower-cased words as written). Stored in the collection; --add keeps its own. "

@@ -174,15 +174,17 @@ def tiny_splade(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def sparse_collection(tmp_path_factory, tiny_splade, install_fake):
-    """A text collection (fake dense encoder) with a sparse index of the tiny SPLADE model."""
+def sparse_collection(tmp_path_factory, tiny_splade, tiny_colbert, install_fake):
+    """A text collection (fake dense encoder) with a sparse index of the tiny SPLADE model and a multi-vector
+    index of the tiny ColBERT."""
     import pytest as _pytest
     folder = tmp_path_factory.mktemp("sparse-col")
     (folder / "docs.csv").write_text("id,text\n" + "".join(f"d{i:02d},{t}\n" for i, t in enumerate(DOCS)))
     with _pytest.MonkeyPatch.context() as mp:
         install_fake(mp)
         from engine.core.collection import Collection
-        Collection.build("docs", texts=folder / "docs.csv", root=folder / "idx", sparse=f"sparse:{tiny_splade}")
+        Collection.build("docs", texts=folder / "docs.csv", root=folder / "idx", sparse=f"sparse:{tiny_splade}",
+                         multivector=f"multivector:{tiny_colbert}")
     return folder
 
 
@@ -290,3 +292,45 @@ def test_maxsim_reranker_orders_candidates_as_the_model_does(run_cli, sparse_col
         assert code == 0, err
         assert [h["id"] for h in json.loads(out)["hits"]] == [f"d{j:02d}" for j in
                                                             np.argsort(-ref[i], kind="stable")[:10]]
+
+
+def run_pipeline_file(run_cli, folder: Path, expression: str, queries) -> dict[str, list[str]]:
+    (folder / "q.tsv").write_text("".join(f"q{i}\t{q}\n" for i, q in enumerate(queries)))
+    (folder / "p.toml").write_text(f"pipeline = '{expression}'\n")
+    code, _, err = run_cli("pipeline", "run", folder / "p.toml", "--queries", folder / "q.tsv", "--out",
+                           folder / "p.run", "--root", folder / "idx", "--no-cache", "-q")
+    assert code == 0, err
+    got: dict[str, list[str]] = {}
+    for line in (folder / "p.run").read_text().splitlines():
+        qid, _, doc, *_ = line.split()
+        got.setdefault(qid, []).append(doc)
+    return got
+
+
+def test_multivector_stage_ranks_by_exact_maxsim(run_cli, sparse_collection, tiny_colbert, fake_encoder):
+    ref = colbert_reference(tiny_colbert, QUERIES, DOCS)
+    want = {f"q{i}": [f"d{j:02d}" for j in np.argsort(-row, kind="stable")[:10]] for i, row in enumerate(ref)}
+    assert run_pipeline_file(run_cli, sparse_collection, 'multivector("docs", k=10, candidates=15)', QUERIES) == want
+    few = run_pipeline_file(run_cli, sparse_collection, 'multivector("docs", k=3, candidates=5)', QUERIES)
+    for qid, ranked in few.items():  # the candidates' exact MaxSim order, whichever 5 the encodings proposed
+        exact = [ref[int(qid[1:])][int(d[1:])] for d in ranked]
+        assert len(ranked) == 3 and exact == sorted(exact, reverse=True)
+    from engine.core.storage.index.multivector import MultiVectorIndex
+    index = MultiVectorIndex.load(next((sparse_collection / "idx" / "docs").glob("multivector*")))
+    assert index.tokens.dtype == np.float16 and index.meta["count"] == len(DOCS)
+
+
+def test_multivector_int8_store_and_fde_recall(tiny_colbert):
+    """int8 token vectors (one scale each) keep MaxSim within 1% of float; the encodings' candidates hold the
+    exact top 3 of every query among the first half of a small corpus."""
+    from engine.core.encoders.multivector import encode_tokens, maxsim
+    from engine.core.storage.index.multivector import MultiVectorIndex
+    docs = encode_tokens(str(tiny_colbert), DOCS, query=False)
+    ids = [f"d{i:02d}" for i in range(len(DOCS))]
+    index = MultiVectorIndex.build(docs, ids, f"multivector:{tiny_colbert}", store="int8")
+    assert index.tokens.dtype == np.int8
+    for q in encode_tokens(str(tiny_colbert), QUERIES, query=True):
+        exact = maxsim(q, docs)
+        np.testing.assert_allclose(index.maxsim(q, range(len(DOCS))), exact, rtol=1e-2)
+        rows, _ = index.search(q, 3, len(DOCS) // 2)
+        assert set(rows.tolist()) == set(np.argsort(-exact, kind="stable")[:3].tolist())

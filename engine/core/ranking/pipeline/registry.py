@@ -23,6 +23,9 @@ STAGES: tuple[StageEntry, ...] = (
     StageEntry("sparse", "engine.core.ranking.pipeline.sparse:Sparse",
                "top k of a collection's learned sparse index (build --sparse sparse:NAME_OR_DIR): SPLADE-style "
                "weights, dot product (first stage)"),
+    StageEntry("multivector", "engine.core.ranking.pipeline.multivector:MultiVector",
+               "top k of a collection's multi-vector index (build --multivector multivector:NAME_OR_DIR): "
+               "candidates by fixed-dimensional encodings, then exact MaxSim (first stage)"),
     StageEntry("score", "engine.core.ranking.pipeline.retrieve:Score",
                "every item scored by the query's text or its example items, top k (first stage)"),
     StageEntry("rerank", "engine.core.ranking.pipeline.rerank:Rerank",

@@ -16,6 +16,17 @@ from engine.errors import EngineError
 from engine.io.ranking import Ranking
 
 
+def model_stamp(spec: str) -> str:
+    """A model spec with its local folder's files (relative path, size, modification time), or the spec alone
+    for a hub name."""
+    folder = Path(spec.partition(":")[2]).expanduser()
+    if not folder.is_dir():
+        return spec
+    stamps = sorted(f"{p.relative_to(folder)}:{p.stat().st_size}:{p.stat().st_mtime_ns}"
+                    for p in folder.rglob("*") if p.is_file())
+    return spec + "|" + ";".join(stamps)
+
+
 class Sparse(Stage):
     """Top k of a collection's sparse index for each query's text (a first stage)."""
     name = "sparse"
@@ -48,15 +59,9 @@ class Sparse(Stage):
         self._index(ctx)
 
     def fingerprint(self, ctx: Context) -> str:
-        """The query model's files (a local folder's sizes and times): a replaced model is never served from
-        the cache (the documents' side is the collection's generation)."""
-        spec = str(self._index(ctx).meta.get("spec", ""))
-        folder = Path(spec.partition(":")[2]).expanduser()
-        if not folder.is_dir():
-            return spec
-        stamps = sorted(f"{p.relative_to(folder)}:{p.stat().st_size}:{p.stat().st_mtime_ns}"
-                        for p in folder.rglob("*") if p.is_file())
-        return spec + "|" + ";".join(stamps)
+        """The query model's files: a replaced model is never served from the cache (the documents' side is
+        the collection's generation)."""
+        return model_stamp(str(self._index(ctx).meta.get("spec", "")))
 
     def transform(self, queries: Sequence[Query], run: Run | None, ctx: Context) -> Run:
         from engine.core.encoders.sparse import encode_sparse, sparse_model_name

@@ -12,7 +12,7 @@ import numpy as np
 from engine.core.storage.builder.chunks import encode_chunked, encode_local
 from engine.core.storage.builder.commit import commit_collection, new_manifest
 from engine.core.storage.builder.lexical import ROLE as BM25, bm25_files, check_lexical, lexical_analyzer, stored_texts
-from engine.core.storage.builder.sparse_role import check_sparse, sparse_files, sparse_spec
+from engine.core.storage.builder.learned_roles import check_learned, learned_files, learned_specs
 from engine.core.storage.builder.options import BuildOptions, BuildReport, build_options
 from engine.core.encoders.prompts import prompted
 from engine.core.storage.builder.item_source import Items, ItemSource, kept_items, read_source, take
@@ -89,7 +89,7 @@ def _build_collection(name: str, source: BuildSource, root: str | Path | None, o
     else:  # streamed: read again on each pass, never all in a list (engine.core.storage.builder.item_source)
         kind, items, fields_used = read_source(images, texts, o)
     check_lexical(o.bm25, kind, o.bm25_analyzer, o.add or o.sync)
-    check_sparse(o.sparse, kind)
+    check_learned(o.sparse, o.multivector, o.multivector_store, kind)
     if o.sync:
         from engine.core.storage.builder.update import check_sync
         check_sync(images, path)
@@ -107,7 +107,7 @@ def _build_collection(name: str, source: BuildSource, root: str | Path | None, o
         if old.kind != kind:
             raise EngineError(f"collection {name!r} holds {old.kind}s; adding {kind}s needs a collection of {kind}s")
         lexical_analyzer(old, o.bm25_analyzer)  # a different analyzer than the stored one: refused before a model loads
-        sparse_spec(old, o.sparse)  # likewise another sparse model
+        learned_specs(old, o.sparse, o.multivector)  # likewise another sparse or multi-vector model
         if model and load_encoder(model).spec != old.manifest["encoder"]:
             raise EngineError(f"collection {name!r} was built with {old.manifest['encoder']}; items added to it "
                               f"must use the same model (leave {opt('model')} out)")
@@ -197,12 +197,11 @@ def _build_collection(name: str, source: BuildSource, root: str | Path | None, o
     if o.bm25 or (old is not None and BM25 in old.stored):
         rows = list(rows)
         files = _bm25(old, rows, [it.source for _, it in kept_items(items, kept)], o.bm25_analyzer)
-    if (learned := sparse_spec(old, o.sparse)) is not None:
+    if any(spec is not None for spec in learned_specs(old, o.sparse, o.multivector)):
         rows = list(rows)
         new_texts = [it.source for _, it in kept_items(items, kept)]
         before = stored_texts(rows[:len(rows) - len(new_texts)], old.manifest.get("text_fields")) if old else []
-        files.update(sparse_files(learned, [r["id"] for r in rows], before + new_texts,
-                                  o.batch_size if isinstance(o.batch_size, int) else 32))
+        files.update(learned_files(old, o, [r["id"] for r in rows], before + new_texts))
     commit_collection(path, manifest, emb, rows, faiss_index, Extras(
         files=files, documents=_image_files(old, items, kept) if kind == "image" else None,
         extra={**(old.extra if old is not None else {}), **(extra or {})}), count=count)
