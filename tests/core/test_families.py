@@ -231,14 +231,28 @@ def run_pipeline_file(run_cli, folder: Path, expression: str, queries) -> dict[s
 def test_multivector_stage_ranks_by_exact_maxsim(run_cli, sparse_collection, tiny_colbert, fake_encoder):
     ref = colbert_reference(tiny_colbert, QUERIES, DOCS)
     want = {f"q{i}": [f"d{j:02d}" for j in np.argsort(-row, kind="stable")[:10]] for i, row in enumerate(ref)}
-    assert run_pipeline_file(run_cli, sparse_collection, 'multivector("docs", k=10, candidates=15)', QUERIES) == want
-    few = run_pipeline_file(run_cli, sparse_collection, 'multivector("docs", k=3, candidates=5)', QUERIES)
+    for expression in ('multivector("docs", k=10, via="fde", candidates=15)', 'multivector("docs", k=10)'):
+        assert run_pipeline_file(run_cli, sparse_collection, expression, QUERIES) == want  # every row a candidate
+    few = run_pipeline_file(run_cli, sparse_collection, 'multivector("docs", k=3, via="fde", candidates=5)', QUERIES)
     for qid, ranked in few.items():  # the candidates' exact MaxSim order, whichever 5 the encodings proposed
         exact = [ref[int(qid[1:])][int(d[1:])] for d in ranked]
         assert len(ranked) == 3 and exact == sorted(exact, reverse=True)
     from engine.core.storage.index.multivector import MultiVectorIndex
     index = MultiVectorIndex.load(next((sparse_collection / "idx" / "docs").glob("multivector*")))
     assert index.tokens.dtype == np.float16 and index.meta["count"] == len(DOCS)
+
+
+def test_token_candidates_are_the_rows_of_each_query_tokens_nearest_tokens(tiny_colbert):
+    from engine.core.encoders.multivector import encode_tokens
+    from engine.core.storage.index.multivector import MultiVectorIndex
+    docs = encode_tokens(str(tiny_colbert), DOCS, query=False)
+    index = MultiVectorIndex.build(docs, [f"d{i}" for i in range(len(DOCS))], "multivector:x")
+    flat = np.concatenate(docs).astype(np.float16).astype(np.float32)
+    owner = np.repeat(np.arange(len(docs)), [len(d) for d in docs])
+    for q in encode_tokens(str(tiny_colbert), QUERIES, query=True):
+        sims = q @ flat.T
+        want = {int(owner[t]) for row in sims for t in np.argsort(-row, kind="stable")[:4]}
+        assert set(index.token_candidates(q, 4, block=7).tolist()) == want  # blocks smaller than the probe too
 
 
 def test_multivector_int8_store_and_fde_recall(tiny_colbert):

@@ -1,34 +1,45 @@
-"""`multivector(collection, k, candidates)`: late interaction as a first stage that scales. A query's token
-vectors (the MultiVectorEncoder's query side) become one fixed-dimensional encoding; its inner products with
-the rows' encodings (one matrix product) propose `candidates` rows, which are then scored by exact MaxSim
-over their stored token vectors. The encodings' recall of the exact top 10 is measured in
-benchmarks/multivector.py; `candidates` trades it against time. Fuses like any stage."""
+"""`multivector(collection, k, via, candidates)`: late interaction as a first stage. Candidates come from the
+query's token vectors (the MultiVectorEncoder's query side), then are ranked by exact MaxSim over their
+stored token vectors:
+- `via="tokens"` (default): the rows owning the `candidates` (default 64) stored tokens nearest each query
+  token, ColBERT's own candidate generation (an exact scan of the token vectors);
+- `via="fde"`: the `candidates` (default 1000) rows whose fixed-dimensional encodings (MUVERA) score highest
+  against the query's, one matrix–vector product over one vector a row.
+Their recall of the exact top 10 is measured in benchmarks/multivector.py (docs/models.md). Fuses like any
+stage."""
 from __future__ import annotations
 
 from typing import Sequence
 
 from engine.core.ranking.pipeline.query import Query
 from engine.core.ranking.pipeline.retrieve import MAX_K, item_fields
-from engine.core.ranking.pipeline.stage import Context, Run, Stage, check_range, keep_args
+from engine.core.ranking.pipeline.stage import Context, Run, Stage, check_choice, check_range, keep_args
 from engine.core.storage.index.multivector import ROLE, MultiVectorIndex
 from engine.errors import EngineError
 from engine.io.ranking import Ranking
 
 DEFAULT_CANDIDATES = 1000
+VIAS = ("tokens", "fde")
+DEFAULT_PROBE = 64
 
 
 class MultiVector(Stage):
-    """Top k of a collection's multi-vector index by exact MaxSim over the candidates its encodings propose."""
+    """Top k of a collection's multi-vector index by exact MaxSim over the candidates its tokens or its
+    encodings propose."""
     name = "multivector"
 
-    def __init__(self, collection: str, k: int = 100, candidates: int = DEFAULT_CANDIDATES) -> None:
+    def __init__(self, collection: str, k: int = 100, via: str = "tokens", candidates: int | None = None) -> None:
         super().__init__()
         if not isinstance(collection, str) or not collection.strip():
             raise EngineError("multivector(…) needs a collection name first, e.g. multivector(\"docs\")")
         check_range("multivector", "k", k, 1, MAX_K, integer=True)
-        check_range("multivector", "candidates", candidates, 1, MAX_K, integer=True)
-        self.collection, self.k, self.candidates = collection, int(k), int(candidates)
-        keep_args(self, [collection], {"k": (k, 100), "candidates": (candidates, DEFAULT_CANDIDATES)})
+        check_choice("multivector", "via", via, VIAS)
+        if candidates is not None:
+            check_range("multivector", "candidates", candidates, 1, MAX_K, integer=True)
+        self.collection, self.k, self.via = collection, int(k), via
+        self.candidates = int(candidates) if candidates is not None else \
+            (DEFAULT_PROBE if via == "tokens" else DEFAULT_CANDIDATES)
+        keep_args(self, [collection], {"k": (k, 100), "via": (via, "tokens"), "candidates": (candidates, None)})
 
     def collections(self) -> list[str]:
         return [self.collection]
@@ -65,7 +76,7 @@ class MultiVector(Stage):
         tokens = encode_tokens(model_name(index.meta["spec"]), [q.text for q in asked], query=True)
         live = col.live_mask()
         for q, vectors in zip(asked, tokens):
-            rows, scores = index.search(vectors, self.k, self.candidates, live)
+            rows, scores = index.search(vectors, self.k, self.candidates, live, self.via)
             hits = col.hits(scores[None, :], rows[None, :])[0]
             items = [{"id": h.id, **h.meta} for h in hits]
             out[q.qid] = Ranking([h.id for h in hits], [h.score for h in hits],

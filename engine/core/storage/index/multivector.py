@@ -184,6 +184,28 @@ class MultiVectorIndex:
             scores = np.where(live, scores, -np.inf)
         return top_k(scores, n)
 
+    def token_candidates(self, query: np.ndarray, probe: int, live: np.ndarray | None = None,
+                         block: int = 1 << 18) -> np.ndarray:
+        """The rows owning the `probe` stored tokens nearest each query token (exact inner products over every
+        stored token, a block at a time): the candidates of ColBERT's own first stage, without its
+        clustering."""
+        q = np.asarray(query, dtype=np.float32)
+        best_scores = np.full((len(q), 0), -np.inf, dtype=np.float32)
+        best_tokens = np.zeros((len(q), 0), dtype=np.int64)
+        for lo in range(0, len(self.tokens), block):
+            part = np.asarray(self.tokens[lo:lo + block], dtype=np.float32)
+            if self.scales is not None:
+                part *= np.asarray(self.scales[lo:lo + block], dtype=np.float32)[:, None]
+            scores = np.concatenate([best_scores, q @ part.T], axis=1)
+            tokens = np.concatenate([best_tokens, np.broadcast_to(np.arange(lo, lo + len(part)), (len(q), len(part)))],
+                                    axis=1)
+            if scores.shape[1] > probe:
+                keep = np.argpartition(-scores, probe - 1, axis=1)[:, :probe]
+                scores, tokens = np.take_along_axis(scores, keep, 1), np.take_along_axis(tokens, keep, 1)
+            best_scores, best_tokens = scores, tokens
+        rows = np.unique(np.searchsorted(np.asarray(self.offsets), np.unique(best_tokens), side="right") - 1)
+        return rows[live[rows]] if live is not None else rows
+
     def maxsim(self, query: np.ndarray, rows: Sequence[int]) -> np.ndarray:
         """Exact MaxSim of the query against the stored token vectors of `rows`: their tokens gathered, one
         product, a maximum per row segment."""
@@ -203,10 +225,14 @@ class MultiVectorIndex:
         out[has] = np.maximum.reduceat(sims, starts[has], axis=1).sum(axis=0)
         return out
 
-    def search(self, query: np.ndarray, k: int, candidates: int, live: np.ndarray | None = None
-               ) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, MaxSim) of the k best of the `candidates` rows the encodings propose, best first."""
-        rows = self.candidates(query, max(k, candidates), live)
+    def search(self, query: np.ndarray, k: int, candidates: int, live: np.ndarray | None = None,
+               via: str = "fde") -> tuple[np.ndarray, np.ndarray]:
+        """(rows, MaxSim) of the k best candidates, best first: the `candidates` rows the encodings propose
+        (`via` "fde"), or the rows owning the `candidates` tokens nearest each query token ("tokens")."""
+        if via == "tokens":
+            rows = self.token_candidates(query, candidates, live)
+        else:
+            rows = self.candidates(query, max(k, candidates), live)
         exact = self.maxsim(query, rows)
         order = top_k(exact, k)
         return rows[order], exact[order]
