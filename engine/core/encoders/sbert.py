@@ -173,7 +173,7 @@ def sentence_encoder(arg: str = DEFAULT_TEXT_MODEL) -> Encoder:
     return Encoder(spec=f"sbert:{arg}", dim=truncate or full, modalities=frozenset(modalities), text_fn=encode,
                    info={"max_seq_length": int(getattr(model, "max_seq_length", 0) or 0), "device": device,
                          "prompts": dict(getattr(model, "prompts", None) or {}), "prompt_fn": encode,
-                         "family": family(modalities)}, **images)
+                         "family": family(modalities), "images_as_pil": bool(images)}, **images)
 
 
 def keep_image(img):

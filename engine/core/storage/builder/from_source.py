@@ -144,6 +144,9 @@ def _build_collection(name: str, source: BuildSource, root: str | Path | None, o
     encoder = build_encoder(with_dim(spec, o.dim), kind, o)
     if kind not in encoder.modalities:
         raise EngineError(f"model {encoder.spec} cannot embed {kind}s; pick one of {', '.join(specs_for(kind))}")
+    if kind == "image" and o.ray is not None and encoder.info.get("images_as_pil"):
+        raise EngineError(f"model {encoder.spec} sizes images with its own processor, which Ray's decode tasks do "
+                          f"not run; build it without {opt('ray')}")
     prompts = _prompts(encoder, old, kind, *prompt_args)
     if kind == "text":
         _warn_truncation(encoder, items)
