@@ -306,3 +306,30 @@ def test_image_text_model_on_ray_refused_in_one_line(run_cli, tiny_clip, photos,
     code, _, err = run_cli("build", "p", "--images", photos, "--model", f"sbert:{tiny_clip}", "--ray", "local",
                            "--root", tmp_path / "idx")
     assert code != 0 and "sizes images with its own processor" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_add_rebuilds_the_learned_indexes_over_every_row(run_cli, tiny_splade, tiny_colbert, fake_encoder, tmp_path):
+    from engine.core.storage.index.multivector import MultiVectorIndex
+    from engine.core.storage.index.sparse import SparseIndex
+    (tmp_path / "a.csv").write_text("id,text\n" + "".join(f"d{i:02d},{t}\n" for i, t in enumerate(DOCS[:3])))
+    (tmp_path / "b.csv").write_text(f"id,text\nd99,{DOCS[5]}\n")
+    root = tmp_path / "idx"
+    code, _, err = run_cli("build", "docs", "--texts", tmp_path / "a.csv", "--sparse", f"sparse:{tiny_splade}",
+                           "--multivector", f"multivector:{tiny_colbert}", "--multivector-store", "int8",
+                           "--root", root, "-q")
+    assert code == 0, err
+    code, _, err = run_cli("build", "docs", "--texts", tmp_path / "b.csv", "--add", "--root", root, "-q")
+    assert code == 0, err
+    folder = root / "docs"
+    sparse = SparseIndex.load(next(folder.glob("sparse*")))
+    late = MultiVectorIndex.load(next(folder.glob("multivector*")))
+    assert sparse.meta["count"] == late.meta["count"] == 4 and late.meta["store"] == "int8"
+    for stage in ('sparse("docs", k=1)', 'multivector("docs", k=1)'):
+        (tmp_path / "p.toml").write_text(f"pipeline = '{stage}'\n")
+        (tmp_path / "q.tsv").write_text(f"q\t{DOCS[5]}\n")
+        code, _, err = run_cli("pipeline", "run", tmp_path / "p.toml", "--queries", tmp_path / "q.tsv", "--out",
+                               tmp_path / "p.run", "--root", root, "--no-cache", "-q")
+        assert code == 0, err
+    code, _, err = run_cli("build", "docs", "--texts", tmp_path / "b.csv", "--add", "--sparse", "sparse:other",
+                           "--root", root)
+    assert code != 0 and "keeps a sparse index of" in err
