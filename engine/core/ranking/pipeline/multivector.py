@@ -1,7 +1,7 @@
 """`multivector(collection, k, via, candidates)`: late interaction as a first stage. Candidates come from the
 query's token vectors (the MultiVectorEncoder's query side), then are ranked by exact MaxSim over their
 stored token vectors:
-- `via="tokens"` (default): the rows owning the `candidates` (default 64) stored tokens nearest each query
+- `via="tokens"` (default): the rows owning the `candidates` (default 512) stored tokens nearest each query
   token, ColBERT's own candidate generation (an exact scan of the token vectors);
 - `via="fde"`: the `candidates` (default 1000) rows whose fixed-dimensional encodings (MUVERA) score highest
   against the query's, one matrix–vector product over one vector a row.
@@ -20,7 +20,7 @@ from engine.io.ranking import Ranking
 
 DEFAULT_CANDIDATES = 1000
 VIAS = ("tokens", "fde")
-DEFAULT_PROBE = 64
+DEFAULT_PROBE = 512  # the probe benchmarks/multivector.py measured above 0.9 recall@10 (docs/models.md)
 
 
 class MultiVector(Stage):

@@ -196,9 +196,14 @@ class MultiVectorIndex:
             part = np.asarray(self.tokens[lo:lo + block], dtype=np.float32)
             if self.scales is not None:
                 part *= np.asarray(self.scales[lo:lo + block], dtype=np.float32)[:, None]
-            scores = np.concatenate([best_scores, q @ part.T], axis=1)
-            tokens = np.concatenate([best_tokens, np.broadcast_to(np.arange(lo, lo + len(part)), (len(q), len(part)))],
-                                    axis=1)
+            scores = q @ part.T
+            if scores.shape[1] > probe:  # this block's best first, then merged with the best so far
+                keep = np.argpartition(-scores, probe - 1, axis=1)[:, :probe]
+                scores, tokens = np.take_along_axis(scores, keep, 1), keep + lo
+            else:
+                tokens = np.broadcast_to(np.arange(lo, lo + scores.shape[1]), scores.shape)
+            scores = np.concatenate([best_scores, scores], axis=1)
+            tokens = np.concatenate([best_tokens, tokens], axis=1)
             if scores.shape[1] > probe:
                 keep = np.argpartition(-scores, probe - 1, axis=1)[:, :probe]
                 scores, tokens = np.take_along_axis(scores, keep, 1), np.take_along_axis(tokens, keep, 1)
