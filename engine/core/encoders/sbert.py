@@ -162,12 +162,16 @@ def sentence_encoder(arg: str = DEFAULT_TEXT_MODEL) -> Encoder:
     modalities = set(getattr(model, "modalities", None) or [TEXT]) & {TEXT, IMAGE}
     images = {}
     if IMAGE in modalities:
+        document = (getattr(model, "prompts", None) or {}).get("document") or None
+
         def encode_images(batch) -> np.ndarray:
             """A list of PIL images (the decode pipeline keeps them as images: the model's processor sizes
-            them) through the model's own `encode`."""
+            them) through the model's own `encode`, with its document prompt where it has one (a VLM
+            embedder's instruction)."""
             with autocast(device):
                 out = model.encode(list(batch), batch_size=max(1, len(batch)), convert_to_numpy=True,
-                                   normalize_embeddings=True, show_progress_bar=False, truncate_dim=truncate)
+                                   normalize_embeddings=True, show_progress_bar=False, truncate_dim=truncate,
+                                   prompt=document)
             return np.asarray(out, dtype=np.float32)
         images = {"preprocess": keep_image, "image_batch_fn": encode_images}
     return Encoder(spec=f"sbert:{arg}", dim=truncate or full, modalities=frozenset(modalities), text_fn=encode,
