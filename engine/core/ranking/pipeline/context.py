@@ -51,6 +51,8 @@ class Shared:
     """collection → the ids of its live rows."""
     vectors: dict[str, "np.ndarray"] = field(default_factory=dict)
     """collection → its embeddings as float32."""
+    indexes: dict[tuple[str, str], Any] = field(default_factory=dict)
+    """(kind, collection) → a stored index loaded once (a learned sparse index, a multi-vector store)."""
 
 
 @dataclass

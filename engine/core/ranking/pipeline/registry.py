@@ -20,6 +20,13 @@ class StageEntry:
 STAGES: tuple[StageEntry, ...] = (
     StageEntry("retrieve", "engine.core.ranking.pipeline.retrieve:Retrieve",
                "top k of a collection's index: dense, bm25 or hybrid, filtered, pooled or grouped (first stage)"),
+    StageEntry("sparse", "engine.core.ranking.pipeline.sparse:Sparse",
+               "top k of a collection's learned sparse index (build --sparse sparse:NAME_OR_DIR): SPLADE-style "
+               "weights, dot product (first stage)"),
+    StageEntry("multivector", "engine.core.ranking.pipeline.multivector:MultiVector",
+               "top k of a collection's multi-vector index (build --multivector multivector:NAME_OR_DIR): "
+               "candidates by each query token's nearest tokens or by MUVERA encodings, then exact MaxSim "
+               "(first stage)"),
     StageEntry("score", "engine.core.ranking.pipeline.retrieve:Score",
                "every item scored by the query's text or its example items, top k (first stage)"),
     StageEntry("run", "engine.core.ranking.pipeline.runfile:RunFile",

@@ -12,6 +12,7 @@ import numpy as np
 from engine.core.storage.builder.chunks import encode_chunked, encode_local
 from engine.core.storage.builder.commit import commit_collection, new_manifest
 from engine.core.storage.builder.lexical import ROLE as BM25, bm25_files, check_lexical, lexical_analyzer, stored_texts
+from engine.core.storage.builder.learned_roles import check_learned, learned_files, learned_specs
 from engine.core.storage.builder.options import BuildOptions, BuildReport, build_options
 from engine.core.encoders.prompts import prompted
 from engine.core.storage.builder.item_source import Items, ItemSource, kept_items, read_source, take
@@ -88,6 +89,7 @@ def _build_collection(name: str, source: BuildSource, root: str | Path | None, o
     else:  # streamed: read again on each pass, never all in a list (engine.core.storage.builder.item_source)
         kind, items, fields_used = read_source(images, texts, o)
     check_lexical(o.bm25, kind, o.bm25_analyzer, o.add or o.sync)
+    check_learned(o.sparse, o.multivector, o.multivector_store, kind)
     if o.sync:
         from engine.core.storage.builder.update import check_sync
         check_sync(images, path)
@@ -105,11 +107,15 @@ def _build_collection(name: str, source: BuildSource, root: str | Path | None, o
         if old.kind != kind:
             raise EngineError(f"collection {name!r} holds {old.kind}s; adding {kind}s needs a collection of {kind}s")
         lexical_analyzer(old, o.bm25_analyzer)  # a different analyzer than the stored one: refused before a model loads
+        learned_specs(old, o.sparse, o.multivector)  # likewise another sparse or multi-vector model
         if model and load_encoder(model).spec != old.manifest["encoder"]:
             raise EngineError(f"collection {name!r} was built with {old.manifest['encoder']}; items added to it "
                               f"must use the same model (leave {opt('model')} out)")
         model, index = old.manifest["encoder"], old.manifest["index_factory"]
-        o = replace(o, shards=int(old.manifest.get("shards", 1)))
+        if o.dim is not None and o.dim != old.manifest.get("dim"):
+            raise EngineError(f"collection {name!r} holds {old.manifest.get('dim')}-d vectors; items added to it "
+                              f"keep them (leave {opt('dim')} out)")
+        o = replace(o, shards=int(old.manifest.get("shards", 1)), dim=None)
         if o.update or o.sync:
             from engine.core.storage.builder.update import replace_rows
             old, items = replace_rows(old, items, o, report)
@@ -133,9 +139,14 @@ def _build_collection(name: str, source: BuildSource, root: str | Path | None, o
 
     from engine.core.encoders.device import set_device
     set_device(o.device)
-    encoder = build_encoder(model or (DEFAULT_IMAGE_SPEC if kind == "image" else DEFAULT_TEXT_SPEC), kind, o)
+    from engine.core.encoders.registry import with_dim
+    spec = model or (DEFAULT_IMAGE_SPEC if kind == "image" else DEFAULT_TEXT_SPEC)
+    encoder = build_encoder(with_dim(spec, o.dim), kind, o)
     if kind not in encoder.modalities:
         raise EngineError(f"model {encoder.spec} cannot embed {kind}s; pick one of {', '.join(specs_for(kind))}")
+    if kind == "image" and o.ray is not None and encoder.info.get("images_as_pil"):
+        raise EngineError(f"model {encoder.spec} sizes images with its own processor, which Ray's decode tasks do "
+                          f"not run; build it without {opt('ray')}")
     prompts = _prompts(encoder, old, kind, *prompt_args)
     if kind == "text":
         _warn_truncation(encoder, items)
@@ -189,6 +200,11 @@ def _build_collection(name: str, source: BuildSource, root: str | Path | None, o
     if o.bm25 or (old is not None and BM25 in old.stored):
         rows = list(rows)
         files = _bm25(old, rows, [it.source for _, it in kept_items(items, kept)], o.bm25_analyzer)
+    if any(spec is not None for spec in learned_specs(old, o.sparse, o.multivector)):
+        rows = list(rows)
+        new_texts = [it.source for _, it in kept_items(items, kept)]
+        before = stored_texts(rows[:len(rows) - len(new_texts)], old.manifest.get("text_fields")) if old else []
+        files.update(learned_files(old, o, [r["id"] for r in rows], before + new_texts))
     commit_collection(path, manifest, emb, rows, faiss_index, Extras(
         files=files, documents=_image_files(old, items, kept) if kind == "image" else None,
         extra={**(old.extra if old is not None else {}), **(extra or {})}), count=count)

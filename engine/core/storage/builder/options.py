@@ -38,6 +38,10 @@ class BuildOptions:
     id_policy: str = "strict"          # ids TREC files cannot hold (white space, empty): strict refuses, replace fixes
     ray: str | None = None             # encode on Ray: "local" (started for the build), "auto", "ray://…"
     shards: int = 1                    # index shards searched side by side (engine.core.storage.index.shards)
+    dim: int | None = None             # a Matryoshka model's embeddings truncated to dim (renormalized)
+    sparse: str | None = None          # sparse:NAME_OR_DIR: also an inverted index of learned sparse vectors
+    multivector: str | None = None     # multivector:NAME_OR_DIR: also token vectors for late interaction
+    multivector_store: str = "float16"  # how those token vectors are kept: float16, or int8 with a scale each
 
     def check(self) -> "BuildOptions":
         from engine.core.storage.index.auto import parse_bytes  # a build's modules: not on a query's start-up
@@ -69,6 +73,11 @@ class BuildOptions:
             raise EngineError(f"{opt('index')} auto measures one index; leave out {opt('shards')} or name the index")
         if not self.add and factory != "auto":
             check_factory(factory)  # before a model loads or an item is encoded
+        from engine.core.storage.builder.learned_roles import check_learned
+        check_learned(self.sparse, self.multivector, self.multivector_store, None)
+        if self.dim is not None and self.model is not None:
+            from engine.core.encoders.registry import with_dim
+            with_dim(self.model, self.dim)  # refused in one line unless the model was trained for it
         return self
 
     def factory(self) -> str:

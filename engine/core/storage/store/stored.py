@@ -281,6 +281,10 @@ class StoredCollection:
         m = self.manifest
         out = {k: m[k] for k in ("name", "kind", "encoder", "dim", "metric", "count", "index_factory",
                                  "search_params", "engine_version", "created", "updated") if k in m}
+        if m.get("encoder"):  # the model family beside its spec (the registry's, read from the model's files)
+            from engine.core.encoders.registry import family_of
+            at = list(out).index("encoder") + 1
+            out = dict([*list(out.items())[:at], ("family", family_of(m["encoder"])), *list(out.items())[at:]])
         if m.get("deleted"):
             out["count"], out["deleted"] = self.live_count, int(m["deleted"])  # rows a compaction would drop
         if m.get("index_choice"):

@@ -1,0 +1,85 @@
+"""`multivector(collection, k, via, candidates)`: late interaction as a first stage. Candidates come from the
+query's token vectors (the MultiVectorEncoder's query side), then are ranked by exact MaxSim over their
+stored token vectors:
+- `via="tokens"` (default): the rows owning the `candidates` (default 512) stored tokens nearest each query
+  token, ColBERT's own candidate generation (an exact scan of the token vectors);
+- `via="fde"`: the `candidates` (default 1000) rows whose fixed-dimensional encodings (MUVERA) score highest
+  against the query's, one matrix–vector product over one vector a row.
+Their recall of the exact top 10 is measured in benchmarks/multivector.py (docs/models.md). Fuses like any
+stage."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from engine.core.ranking.pipeline.query import Query
+from engine.core.ranking.rerankers.candidates import item_fields
+from engine.io.options import K
+from engine.core.ranking.pipeline.stage import Context, Run, Stage, check_choice, check_range, keep_args
+from engine.core.storage.index.multivector import ROLE, MultiVectorIndex
+from engine.errors import EngineError
+from engine.io.ranking import Ranking
+
+DEFAULT_CANDIDATES = 1000
+VIAS = ("tokens", "fde")
+DEFAULT_PROBE = 512  # the probe benchmarks/multivector.py measured above 0.9 recall@10 (docs/models.md)
+
+
+class MultiVector(Stage):
+    """Top k of a collection's multi-vector index by exact MaxSim over the candidates its tokens or its
+    encodings propose."""
+    name = "multivector"
+
+    def __init__(self, collection: str, k: int = 100, via: str = "tokens", candidates: int | None = None) -> None:
+        super().__init__()
+        if not isinstance(collection, str) or not collection.strip():
+            raise EngineError("multivector(…) needs a collection name first, e.g. multivector(\"docs\")")
+        check_range("multivector", "k", k, K)
+        check_choice("multivector", "via", via, VIAS)
+        if candidates is not None:
+            check_range("multivector", "candidates", candidates, K)
+        self.collection, self.k, self.via = collection, int(k), via
+        self.candidates = int(candidates) if candidates is not None else \
+            (DEFAULT_PROBE if via == "tokens" else DEFAULT_CANDIDATES)
+        keep_args(self, [collection], {"k": (k, 100), "via": (via, "tokens"), "candidates": (candidates, None)})
+
+    def collections(self) -> list[str]:
+        return [self.collection]
+
+    def _index(self, ctx: Context) -> MultiVectorIndex:
+        key = ("multivector-index", self.collection)
+        if key not in ctx.state.indexes:
+            col = ctx.collection(self.collection)
+            if ROLE not in (col.manifest.get("roles") or {}):
+                raise EngineError(f"multivector(\"{self.collection}\"): the collection stores no multi-vector "
+                                  "index; build it with --multivector multivector:NAME_OR_DIR")
+            index = MultiVectorIndex.load(col.file(ROLE))
+            index.check_rows(col.ids, f"multivector(\"{self.collection}\")")
+            ctx.state.indexes[key] = index
+        return ctx.state.indexes[key]
+
+    def check(self, ctx: Context) -> None:
+        super().check(ctx)
+        self._index(ctx)
+
+    def fingerprint(self, ctx: Context) -> str:
+        """The query model's files: a replaced model is never served from the cache."""
+        from engine.core.ranking.pipeline.sparse import model_stamp
+        return model_stamp(str(self._index(ctx).meta.get("spec", "")))
+
+    def transform(self, queries: Sequence[Query], run: Run | None, ctx: Context) -> Run:
+        from engine.core.encoders.multivector import encode_tokens, model_name
+        col = ctx.collection(self.collection)
+        index = self._index(ctx)
+        out: Run = {q.qid: Ranking() for q in queries}
+        asked = [q for q in queries if q.text.strip()]
+        if not asked:
+            return out
+        tokens = encode_tokens(model_name(index.meta["spec"]), [q.text for q in asked], query=True)
+        live = col.live_mask()
+        for q, vectors in zip(asked, tokens):
+            rows, scores = index.search(vectors, self.k, self.candidates, live, self.via)
+            hits = col.hits(scores[None, :], rows[None, :])[0]
+            items = [{"id": h.id, **h.meta} for h in hits]
+            out[q.qid] = Ranking([h.id for h in hits], [h.score for h in hits],
+                                 dict(zip([h.id for h in hits], item_fields(col, items))))
+        return out

@@ -1,0 +1,80 @@
+"""The roles a text collection may keep beside its dense vectors, each made by a model of its own family:
+`sparse` (`engine build --texts F --sparse sparse:NAME_OR_DIR`: a SparseEncoder's document weights as an
+inverted index, engine.core.storage.index.sparse) and `multivector` (`--multivector multivector:NAME_OR_DIR`:
+a MultiVectorEncoder's token vectors and their fixed-dimensional encodings, engine.core.storage.index.multivector).
+
+Like the BM25 role, a commit that changes the rows through a build (`--add`, `--update`) rebuilds them over
+every row with the model they were built with, so they never drift from the vectors; each records the rows it
+covers, and a search refuses one that no longer matches them."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from engine.core.storage.index.multivector import ROLE as MULTIVECTOR, STORES, MultiVectorIndex
+from engine.core.storage.index.sparse import ROLE as SPARSE, SparseIndex
+from engine.core.storage.store.generations import FileWriter
+from engine.errors import EngineError, opt
+
+
+def check_learned(sparse: str | None, multivector: str | None, store: str, kind: str | None) -> None:
+    """`--sparse SPEC` and `--multivector SPEC` index texts: the specs checked, before any model loads."""
+    from engine.core.encoders.multivector import model_name
+    from engine.core.encoders.sparse import sparse_model_name
+    if sparse is not None:
+        sparse_model_name(sparse)
+    if multivector is not None:
+        if not multivector.strip().lower().startswith("multivector:"):
+            raise EngineError(f"{opt('multivector')} {multivector!r}: write multivector:NAME_OR_DIR")
+        model_name(multivector)
+    if store not in STORES:
+        raise EngineError(f"{opt('multivector_store')} must be one of {', '.join(STORES)}, not {store!r}")
+    for option, value in (("sparse", sparse), ("multivector", multivector)):
+        if value is not None and kind is not None and kind != "text":
+            raise EngineError(f"{opt(option)} indexes texts; build a text collection with {opt('texts')} FILE")
+
+
+def _kept_spec(old: Any, role: str, loader, option: str, requested: str | None) -> str | None:
+    if old is None or role not in old.manifest.get("roles", {}):
+        return requested
+    stored = loader(old.file(role)).meta.get("spec")
+    if requested is not None and requested != stored:
+        raise EngineError(f"collection {old.name!r} keeps a {role} index of {stored}; {opt(option)} {requested} "
+                          f"would change it: rebuild with {opt('force')}")
+    return stored
+
+
+def learned_specs(old: Any, sparse: str | None, multivector: str | None) -> tuple[str | None, str | None]:
+    """The models the roles are (re)built with: an existing role's own (another one is refused), else the ones
+    requested."""
+    return (_kept_spec(old, SPARSE, SparseIndex.load, "sparse", sparse),
+            _kept_spec(old, MULTIVECTOR, MultiVectorIndex.load, "multivector", multivector))
+
+
+def learned_files(old: Any, o: Any, ids: Sequence[str], texts: Sequence[str]) -> dict[str, FileWriter]:
+    """The `sparse` and `multivector` roles over these documents (the collection's rows, in order), for those
+    requested (`o.sparse`, `o.multivector`) or already kept by `old`."""
+    from engine.progress import info
+    sparse, multivector = learned_specs(old, o.sparse, o.multivector)
+    batch = o.batch_size if isinstance(o.batch_size, int) else 32
+    files: dict[str, FileWriter] = {}
+    if sparse is not None:
+        from engine.core.encoders.sparse import encode_sparse, similarity_name, sparse_model_name
+        name = sparse_model_name(sparse)
+        similarity_name(name)
+        info(f"sparse index: {len(texts)} texts through {sparse}")
+        vectors = encode_sparse(name, list(texts), query=False, batch_size=batch)
+        files[SPARSE] = SparseIndex.build(vectors, [str(i) for i in ids], sparse).writer()
+    if multivector is not None:
+        from engine.core.encoders.multivector import encode_tokens, model_name
+        info(f"multi-vector index: {len(texts)} texts through {multivector}")
+        tokens = encode_tokens(model_name(multivector), list(texts), query=False, batch_size=batch)
+        store = old_store(old) or o.multivector_store
+        files[MULTIVECTOR] = MultiVectorIndex.build(tokens, [str(i) for i in ids], multivector, store).writer()
+    return files
+
+
+def old_store(old: Any) -> str | None:
+    """How an existing multi-vector role stores its tokens (kept when the rows change)."""
+    if old is None or MULTIVECTOR not in old.manifest.get("roles", {}):
+        return None
+    return MultiVectorIndex.load(old.file(MULTIVECTOR)).meta.get("store")
