@@ -379,7 +379,7 @@ def test_missing_scikit_learn_names_the_extra(monkeypatch):
 def test_models_are_told_apart_through_the_encoder_registry():
     assert features.is_clip("clip:ViT-B-32:openai") and features.is_clip("open_clip:ViT-B-32:openai")
     assert not features.is_clip("conse") and not features.is_clip("effnet")
-    assert features.image_text_specs() == ["conse", "clip:ARCH:WEIGHTS"]
+    assert features.image_text_specs() == ["conse", "clip:ARCH:WEIGHTS", "sbert:NAME"]  # sbert: where the model embeds images
     with pytest.raises(EngineError, match=r"image model 'conse': use .*effnet") as info:
         features.make_extractor("conse", "none")
     assert "clip:ARCH:WEIGHTS" in str(info.value)

@@ -52,12 +52,15 @@ class TrainImage:
 def norm_id(value: object) -> str:
     """'0007' and '7' name the same LoRA or content image."""
     text = str(value if value is not None else "").strip()
-    return str(int(text)) if text.isdigit() else text
+    return (text.lstrip("0") or "0") if text.isascii() and text.isdigit() else text
 
 
 def lora_order(lora_id: str) -> tuple:
     """Numeric ids in number order, then the others by name."""
-    return (0, int(lora_id), "") if lora_id.isdigit() else (1, 0, lora_id)
+    if lora_id.isascii() and lora_id.isdigit():  # by number, however long: length, then digits
+        digits = lora_id.lstrip("0") or "0"
+        return (0, len(digits), digits)
+    return (1, 0, lora_id)
 
 
 def read_models(path: str | Path) -> dict[str, Lora]:
