@@ -77,25 +77,51 @@ def answer_ids(tokenizer, name: str) -> tuple[int, int]:
     return ids[0], ids[1]
 
 
+SAID: set[tuple[str, str]] = set()
+"""Templates whose fallback to whole prompts was said (once per process)."""
+
+
+def prefix_scorer(lm: "PointwiseLM", name: str):
+    """A `PrefixScorer` when the query comes before the document and the model's cache can be reused as it is;
+    None (whole prompts, said once) otherwise."""
+    from engine.core.ranking.rerankers.llm_prefix import PrefixScorer, shares
+    why = ("its template puts the query after the document" if "{query}" in lm.prompt.tail else
+           "" if shares(lm.model) else "its attention is not over the whole past")
+    if why:
+        if (name, why) not in SAID:
+            SAID.add((name, why))
+            from engine.progress import info
+            info(f"reranker llm:{name}: every prompt is run whole ({why}, so no prefix is shared)")
+        return None
+    return PrefixScorer(lm.model, lm.yes, lm.no, lm.pad, lm.batch_size)
+
+
 class PointwiseLM:
     """Prompt token ids and their batched log-odds (the two halves a benchmark times apart)."""
 
-    def __init__(self, model, tokenizer, prompt: Prompt, name: str, batch_size: int, max_length: int) -> None:
+    def __init__(self, model, tokenizer, prompt: Prompt, name: str, batch_size: int, max_length: int,
+                 share_prefix: bool = True) -> None:
         self.model, self.tokenizer, self.prompt = model, tokenizer, prompt
         self.batch_size, self.max_length = batch_size, max_length
         self.yes, self.no = answer_ids(tokenizer, name)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.pad = int(pad or 0)
         self.keep_one = "logits_to_keep" in inspect.signature(model.forward).parameters
+        self.sharing = prefix_scorer(self, name) if share_prefix else None
 
-    def encode(self, query: str, docs: Sequence[str]) -> list[list[int]]:
-        """head + document (cut to what the max length leaves) + tail, as token ids."""
+    def parts(self, query: str, docs: Sequence[str]) -> tuple[list[int], list[list[int]]]:
+        """(head ids, each candidate's own ids: its document cut to what the max length leaves, then the tail)."""
         head, space, tail = self.prompt.parts(query)
         ids = lambda text: self.tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
         h, t = ids(head), ids(tail)
         room = max(0, self.max_length - len(h) - len(t))
         body = self.tokenizer([space + d for d in docs], add_special_tokens=False)["input_ids"] if docs else []
-        return [h + d[:room] + t for d in body]
+        return h, [d[:room] + t for d in body]
+
+    def encode(self, query: str, docs: Sequence[str]) -> list[list[int]]:
+        """head + document (cut to what the max length leaves) + tail, as token ids."""
+        h, rest = self.parts(query, docs)
+        return [h + r for r in rest]
 
     def batches(self, seqs: list[list[int]]) -> list[list[int]]:
         """Positions grouped into batches, longest first (less padding; a too-long batch fails first)."""
@@ -130,8 +156,16 @@ class PointwiseLM:
             out[batch] = (logits[:, self.yes] - logits[:, self.no]).cpu().numpy()
         return out
 
+    def score_queries(self, items: Sequence[tuple[str, Sequence[str]]]) -> np.ndarray:
+        """The scores of every (query, candidates), flat, in order: each query's head run once and shared by
+        its candidates where the template and the model allow (`llm_prefix`), the whole prompts otherwise."""
+        groups = [self.parts(q, docs) for q, docs in items]
+        if self.sharing is not None and all(h for h, _ in groups):
+            return self.sharing.log_odds(groups)
+        return self.log_odds([h + r for h, rest in groups for r in rest])
+
     def score(self, query: str, docs: Sequence[str]) -> np.ndarray:
-        return self.log_odds(self.encode(query, docs))
+        return self.score_queries([(query, docs)])
 
 
 class LocalLLMReranker(Reranker):
@@ -155,8 +189,7 @@ class LocalLLMReranker(Reranker):
         return self.lm.score(query, docs)
 
     def _score_batch(self, items: list[Item]) -> list[np.ndarray]:
-        seqs = [s for q, docs, _ in items for s in self.lm.encode(q, docs)]
-        return split(self.lm.log_odds(seqs), items)
+        return split(self.lm.score_queries([(q, docs) for q, docs, _ in items]), items)
 
 
 class ServedLLMReranker(Reranker):

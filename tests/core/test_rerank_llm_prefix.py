@@ -1,0 +1,104 @@
+"""Prefix sharing of `llm:` pointwise rerankers: each query's head run once and its key/value cache reused for
+its candidates gives the scores of transformers' own forward pass over each whole prompt (tiny random Qwen3 and
+Llama models, several queries, documents of different lengths, batches that mix queries); the yes − no row
+reading equals the vocabulary projection's; a template with the document before the query falls back to whole
+prompts and says so once."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.core.test_rerank_llm import PUBLISHED, reference_log_odds
+
+QUERIES = ["a question about animals", "food and drink", "travel by water with boats and trains on rivers", "maps"]
+DOCS = [["cats", "dogs and cats in the rain", "music"],
+        ["cheese and bread", "a", "the document is about rivers stars maps and a photo of a caption", "drink"],
+        ["boats", "trains to the water", "stars", "chess", "title of a photo"],
+        ["maps of rivers", "image"]]
+INSTRUCTION = "Given a web search query, retrieve relevant passages that answer the query"
+
+
+@pytest.fixture(scope="module")
+def tiny_llama(tmp_path_factory, make_word_tokenizer, lm_words):
+    """A random-weight Llama causal LM (2 layers, grouped-query attention) with the tests' word tokenizer."""
+    import torch
+
+    from engine.core.encoders import torchvision_patch  # noqa: F401  (before transformers)
+    from engine.core.ranking.rerankers.prompts import QWEN3_RERANKER
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(1)
+    out = tmp_path_factory.mktemp("tiny-llama")
+    tok = make_word_tokenizer([lm_words, QWEN3_RERANKER, "system user assistant"])
+    tok.save_pretrained(out)
+    config = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+                         initializer_range=0.5, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+    LlamaForCausalLM(config).save_pretrained(out)
+    return out
+
+
+def prompts() -> list[str]:
+    return [PUBLISHED.format(instruction=INSTRUCTION, query=q, doc=d) for q, docs in zip(QUERIES, DOCS) for d in docs]
+
+
+@pytest.mark.parametrize("model", ["tiny_lm", "tiny_llama"])
+@pytest.mark.parametrize("batch_size", [2, 5, 64])
+def test_shared_prefix_scores_equal_the_whole_forward_pass(model, batch_size, request):
+    from engine.core.ranking.rerankers.spec import load_reranker
+    folder = request.getfixturevalue(model)
+    reranker = load_reranker(f"llm:{folder}", template="qwen3-reranker", batch_size=batch_size)
+    lm = reranker.info["scorer"]
+    assert lm.sharing is not None and lm.sharing.row is not None  # shared, read through the yes − no row
+    got = reranker.score_batch([(q, d, "text") for q, d in zip(QUERIES, DOCS)])
+    ref = reference_log_odds(folder, prompts())
+    flat = np.concatenate(got)
+    assert np.ptp(ref) > 1e-3
+    np.testing.assert_allclose(flat, ref, atol=1e-4, rtol=0)
+    plain = lm.log_odds([s for q, d in zip(QUERIES, DOCS) for s in lm.encode(q, d)])
+    np.testing.assert_allclose(flat, plain, atol=1e-4, rtol=0)
+    one = np.concatenate([reranker.score(q, d) for q, d in zip(QUERIES, DOCS)])  # one query at a time
+    np.testing.assert_allclose(one, flat, atol=1e-4, rtol=0)
+
+
+def test_mixed_batches_hold_several_queries_and_the_head_runs_once_per_query(tiny_lm, monkeypatch):
+    from engine.core.ranking.rerankers.spec import load_reranker
+    lm = load_reranker(f"llm:{tiny_lm}", template="qwen3-reranker", batch_size=4).info["scorer"]
+    heads, batches = [], []
+    head_cache, batch_log_odds = lm.sharing.head_cache, lm.sharing.batch_log_odds
+    monkeypatch.setattr(lm.sharing, "head_cache", lambda h: heads.append(len(h)) or head_cache(h))
+    monkeypatch.setattr(lm.sharing, "batch_log_odds",
+                        lambda rows, *a: batches.append({g for g, _ in rows}) or batch_log_odds(rows, *a))
+    lm.score_queries(list(zip(QUERIES, DOCS)))
+    assert len(heads) == len(QUERIES) and len(set(heads)) > 1  # heads of different lengths, each run once
+    assert any(len(b) > 1 for b in batches)  # a batch mixes queries
+    assert len(batches) == -(-sum(len(d) for d in DOCS) // 4)  # the candidates in batches of 4, across queries
+
+
+def test_row_reading_equals_the_vocabulary_projection(tiny_lm):
+    from engine.core.ranking.rerankers.spec import load_reranker
+    lm = load_reranker(f"llm:{tiny_lm}", template="qwen3-reranker", batch_size=3).info["scorer"]
+    groups = [lm.parts(q, d) for q, d in zip(QUERIES, DOCS)]
+    by_row = lm.sharing.log_odds(groups)
+    row, lm.sharing.row = lm.sharing.row, None
+    try:
+        by_logits = lm.sharing.log_odds(groups)
+    finally:
+        lm.sharing.row = row
+    np.testing.assert_allclose(by_row, by_logits, atol=1e-5, rtol=0)
+
+
+def test_document_before_query_runs_whole_prompts_and_says_so_once(tiny_lm, tmp_path, capsys):
+    from engine.core.ranking.rerankers import llm
+    from engine.core.ranking.rerankers.spec import load_reranker
+    template = tmp_path / "doc-first.txt"
+    template.write_text("the document is {document} and the question is {query} yes or no")
+    llm.SAID.clear()
+    for instruction in ("one", "two"):  # two loads of the same model and template: one line
+        reranker = load_reranker(f"llm:{tiny_lm}", template=str(template), instruction=instruction)
+        assert reranker.info["scorer"].sharing is None
+    err = capsys.readouterr().err
+    assert err.count("run whole") == 1 and "query after the document" in err
+    got = np.concatenate(reranker.score_batch([(q, d, "text") for q, d in zip(QUERIES, DOCS)]))
+    ref = reference_log_odds(tiny_lm, [f"the document is {d} and the question is {q} yes or no"
+                                       for q, docs in zip(QUERIES, DOCS) for d in docs])
+    np.testing.assert_allclose(got, ref, atol=1e-4, rtol=0)
