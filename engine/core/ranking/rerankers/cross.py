@@ -60,15 +60,25 @@ def cap_positions(model):
     return model
 
 
+PROGRESS_BATCHES = 8
+"""Batches given to the model in one call between two progress counts."""
+
+
 def relevance(model, pairs: list[tuple[str, str]], batch_size: int) -> np.ndarray:
     """The model's raw logit for each (query, document) pair (float64): `CrossEncoder.predict` with an identity
     activation. Its default sigmoid maps large logits to exactly 0.0 or 1.0 in float32, so candidates would tie
     and fall back to the first stage's order; the logit keeps the model's own order (sigmoid is monotone)."""
     import torch
-    out = np.asarray(model.predict(pairs, batch_size=batch_size, activation_fn=torch.nn.Identity(),
-                                   apply_softmax=False, convert_to_numpy=True, show_progress_bar=False),
-                     dtype=np.float64)
-    return out if out.ndim == 1 else out[:, -1]  # a 2-label model: the "relevant" logit
+
+    from engine.progress import advance
+    parts, step = [], batch_size * PROGRESS_BATCHES
+    for at in range(0, len(pairs), step):  # a few batches at a time: a progress meter sees them done
+        part = np.asarray(model.predict(pairs[at:at + step], batch_size=batch_size,
+                                        activation_fn=torch.nn.Identity(), apply_softmax=False,
+                                        convert_to_numpy=True, show_progress_bar=False), dtype=np.float64)
+        parts.append(part if part.ndim == 1 else part[:, -1])  # a 2-label model: the "relevant" logit
+        advance(len(pairs[at:at + step]))
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float64)
 
 
 class CrossReranker(Reranker):

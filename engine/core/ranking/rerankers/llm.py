@@ -151,9 +151,11 @@ class PointwiseLM:
 
     def log_odds(self, seqs: list[list[int]]) -> np.ndarray:
         out = np.zeros(len(seqs), dtype=np.float64)
+        from engine.progress import advance
         for batch in self.batches(seqs):
             logits = self.next_token_logits([seqs[i] for i in batch]).float()
             out[batch] = (logits[:, self.yes] - logits[:, self.no]).cpu().numpy()
+            advance(len(batch))
         return out
 
     def score_queries(self, items: Sequence[tuple[str, Sequence[str]]]) -> np.ndarray:
@@ -215,8 +217,11 @@ class ServedLLMReranker(Reranker):
     def ask(self, pair: tuple[str, str]) -> float:
         from engine.core.ranking.rerankers.prompts import chat_messages
         query, doc = pair
+        from engine.progress import advance
         text = self.prompt.text(query, doc[:self.chars])
-        return self.endpoint.yes_no_chat(chat_messages(text)) if self.chat else self.endpoint.yes_no_completion(text)
+        score = self.endpoint.yes_no_chat(chat_messages(text)) if self.chat else self.endpoint.yes_no_completion(text)
+        advance(1)
+        return score
 
     def _score(self, query: str, docs: list[str], kind: str) -> np.ndarray:
         return self._score_batch([(query, docs, kind)])[0]

@@ -72,6 +72,7 @@ class PrefixScorer:
 
     def log_odds(self, groups: Sequence[Group]) -> np.ndarray:
         """One score per candidate, the groups' candidates in order."""
+        from engine.progress import advance
         rows = [(g, s) for g, (_, suffixes) in enumerate(groups) for s in suffixes]
         out = np.zeros(len(rows), dtype=np.float64)
         if not rows:
@@ -82,6 +83,7 @@ class PrefixScorer:
         for at in range(0, len(order), self.batch_size):
             batch = order[at:at + self.batch_size]
             out[batch] = self.batch_log_odds([rows[i] for i in batch], heads, lengths)
+            advance(len(batch))
         return out
 
     def batch_log_odds(self, rows: list[tuple[int, list[int]]], heads: list, lengths: list[int]) -> np.ndarray:

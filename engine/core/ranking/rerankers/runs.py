@@ -43,7 +43,10 @@ def rerank_run_file(o: Any) -> tuple[int, int]:
     items, _ = text_items(docs_path, id_column=o.id_column, fields=split_list(o.fields))
     docs = {it.id: it.source for it in items}
     check_coverage(run, run_path, queries, queries_path, docs, docs_path, depth)
-    reranker = spec.load()
-    from engine.core.ranking.rerankers.stage import rerank_ranking
-    reranked = {qid: rerank_ranking(reranker, queries[qid], ranking, docs, depth) for qid, ranking in run.items()}
+    from engine.core.ranking.rerankers.scoring import score_items
+    from engine.core.ranking.rerankers.stage import reordered
+    from engine.io.ranking import Ranking
+    heads = {qid: Ranking.of(ranking).cut(depth).ids for qid, ranking in run.items()}
+    got = score_items(spec, spec.load, [(queries[qid], [docs.get(d, "") for d in heads[qid]], "text") for qid in run])
+    reranked = {qid: reordered(ranking, scores, depth) for (qid, ranking), scores in zip(run.items(), got.scores)}
     return len(reranked), write_run(o.out, reranked, o.run_id or f"rerank-{Path(run_path).stem}".replace(" ", "_"))
