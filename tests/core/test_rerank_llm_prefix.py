@@ -102,3 +102,42 @@ def test_document_before_query_runs_whole_prompts_and_says_so_once(tiny_lm, tmp_
     ref = reference_log_odds(tiny_lm, [f"the document is {d} and the question is {q} yes or no"
                                        for q, docs in zip(QUERIES, DOCS) for d in docs])
     np.testing.assert_allclose(got, ref, atol=1e-4, rtol=0)
+
+
+def test_batches_by_token_budget_keep_the_scores_and_the_budget(tiny_lm, monkeypatch):
+    from engine.core.ranking.rerankers.spec import load_reranker
+    budget = 200
+    reranker = load_reranker(f"llm:{tiny_lm}", template="qwen3-reranker", batch_tokens=budget)
+    lm = reranker.info["scorer"]
+    shapes = []
+    batch_log_odds = lm.sharing.batch_log_odds
+
+    def spy(rows, heads, lengths):
+        shapes.append((len(rows), max(lengths[g] for g, _ in rows) + max(len(s) for _, s in rows)))
+        return batch_log_odds(rows, heads, lengths)
+    monkeypatch.setattr(lm.sharing, "batch_log_odds", spy)
+    got = np.concatenate(reranker.score_batch([(q, d, "text") for q, d in zip(QUERIES, DOCS)]))
+    np.testing.assert_allclose(got, reference_log_odds(tiny_lm, prompts()), atol=1e-4, rtol=0)
+    assert sum(n for n, _ in shapes) == sum(len(d) for d in DOCS) and len(shapes) > 1
+    assert all(n * width <= budget or n == 1 for n, width in shapes)
+    plain = lm.batches(lm.encode(QUERIES[1], DOCS[1]))  # the whole-prompt path cuts by the same budget
+    seqs = lm.encode(QUERIES[1], DOCS[1])
+    assert all(len(b) * max(len(seqs[i]) for i in b) <= budget or len(b) == 1 for b in plain)
+
+
+def test_batching_cut_fills_each_batch_up_to_the_budget():
+    from engine.core.ranking.rerankers.llm_prefix import Batching
+    widths = [(10, 30), (10, 20), (40, 5), (10, 5), (10, 5)]
+    assert Batching(2).cut(range(5), widths) == [[0, 1], [2, 3], [4]]
+    # 2 rows × (10 + 30) = 80 fit 140; a third widens the heads to 40: 3 × (40 + 30) > 140; then 3 × 45 fit
+    assert Batching(99, tokens=140).cut(range(5), widths) == [[0, 1], [2, 3, 4]]
+    assert Batching(99, tokens=1).cut(range(3), widths) == [[0], [1], [2]]  # one row each, however long
+
+
+def test_batch_tokens_is_checked_before_any_model_loads():
+    from engine.core.ranking.rerankers.spec import RerankerSpec
+    from engine.errors import EngineError
+    with pytest.raises(EngineError, match="batch_tokens"):
+        RerankerSpec.parse("llm:x", batch_tokens=0)
+    with pytest.raises(EngineError, match="batch_tokens goes with"):
+        RerankerSpec.parse("cross:x", batch_tokens=512)

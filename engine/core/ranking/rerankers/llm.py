@@ -22,6 +22,7 @@ from engine.core.ranking.rerankers.prompts import DEFAULT_INSTRUCTION, Prompt, d
 from engine.errors import EngineError, opt
 
 if TYPE_CHECKING:
+    from engine.core.ranking.rerankers.llm_prefix import Batching
     from engine.core.ranking.rerankers.spec import RerankerSpec
 
 BATCH_SIZE = 16
@@ -93,16 +94,18 @@ def prefix_scorer(lm: "PointwiseLM", name: str):
             from engine.progress import info
             info(f"reranker llm:{name}: every prompt is run whole ({why}, so no prefix is shared)")
         return None
-    return PrefixScorer(lm.model, lm.yes, lm.no, lm.pad, lm.batch_size)
+    return PrefixScorer(lm.model, lm.yes, lm.no, lm.pad, lm.batching)
 
 
 class PointwiseLM:
     """Prompt token ids and their batched log-odds (the two halves a benchmark times apart)."""
 
-    def __init__(self, model, tokenizer, prompt: Prompt, name: str, batch_size: int, max_length: int,
+    def __init__(self, model, tokenizer, prompt: Prompt, name: str, batching: "Batching | int", max_length: int,
                  share_prefix: bool = True) -> None:
+        from engine.core.ranking.rerankers.llm_prefix import Batching
+        batching = Batching(batching) if isinstance(batching, int) else batching
         self.model, self.tokenizer, self.prompt = model, tokenizer, prompt
-        self.batch_size, self.max_length = batch_size, max_length
+        self.batching, self.batch_size, self.max_length = batching, batching.size, max_length
         self.yes, self.no = answer_ids(tokenizer, name)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.pad = int(pad or 0)
@@ -126,7 +129,7 @@ class PointwiseLM:
     def batches(self, seqs: list[list[int]]) -> list[list[int]]:
         """Positions grouped into batches, longest first (less padding; a too-long batch fails first)."""
         by_length = sorted(range(len(seqs)), key=lambda i: -len(seqs[i]))
-        return [by_length[i:i + self.batch_size] for i in range(0, len(by_length), self.batch_size)]
+        return self.batching.cut(by_length, [(0, len(s)) for s in seqs])
 
     def padded(self, rows: list[list[int]]):
         """Left-padded input ids, attention mask and position ids (0 at each row's first real token)."""
@@ -183,7 +186,9 @@ class LocalLLMReranker(Reranker):
         model, tokenizer = load_causal_lm(name, device, model_key(spec))
         prompt = Prompt.from_template(template_text(template, tokenizer, name),
                                       o.get("instruction") or DEFAULT_INSTRUCTION)
-        self.lm = PointwiseLM(model, tokenizer, prompt, name, o.get("batch_size", BATCH_SIZE),
+        from engine.core.ranking.rerankers.llm_prefix import Batching
+        batching = Batching(o.get("batch_size", BATCH_SIZE), o.get("batch_tokens"))
+        self.lm = PointwiseLM(model, tokenizer, prompt, name, batching,
                               o.get("max_length", MAX_LENGTH))
         super().__init__(spec, device=device, template=template, max_length=self.lm.max_length, scorer=self.lm)
 

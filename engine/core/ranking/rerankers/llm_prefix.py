@@ -14,12 +14,40 @@ need its own cache layout): `shares(model)` says which.
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
 Group = tuple[list[int], Sequence[list[int]]]
 """(head token ids, each candidate's own token ids: document and tail) of one query."""
+
+
+@dataclass(frozen=True)
+class Batching:
+    """How prompts are grouped into forward passes: `size` rows at most, or, with `tokens`, as many rows as keep
+    rows × padded width within that many tokens (a GPU's memory bound: long prompts in small batches, short
+    ones in large); always at least one row."""
+    size: int
+    tokens: int | None = None
+
+    def cut(self, order: Sequence[int], widths: Sequence[tuple[int, int]]) -> list[list[int]]:
+        """`order` (longest first) cut into batches; `widths[i]`: (row i's shared head, its own tokens), the
+        padded width of a batch being its longest head plus its longest own part."""
+        out: list[list[int]] = []
+        batch: list[int] = []
+        head = own = 0
+        for i in order:
+            h, o = max(head, widths[i][0]), max(own, widths[i][1])
+            full = (len(batch) >= self.size if self.tokens is None else (len(batch) + 1) * (h + o) > self.tokens)
+            if batch and full:
+                out.append(batch)
+                batch, (h, o) = [], widths[i]
+            batch.append(i)
+            head, own = h, o
+        if batch:
+            out.append(batch)
+        return out
 
 
 def shares(model) -> bool:
@@ -53,8 +81,8 @@ def yes_no_row(model, yes: int, no: int):
 class PrefixScorer:
     """Log-odds of "yes" over "no" with each query's head run once; rows of a batch may come from any query."""
 
-    def __init__(self, model, yes: int, no: int, pad: int, batch_size: int) -> None:
-        self.model, self.yes, self.no, self.pad, self.batch_size = model, yes, no, pad, batch_size
+    def __init__(self, model, yes: int, no: int, pad: int, batching: Batching) -> None:
+        self.model, self.yes, self.no, self.pad, self.batching = model, yes, no, pad, batching
         self.row = yes_no_row(model, yes, no)
         body = self.row[0] if self.row else model
         self.cache_arg = "cache" if "cache" in inspect.signature(body.forward).parameters else "past_key_values"
@@ -80,8 +108,7 @@ class PrefixScorer:
         heads = [self.head_cache(h) if len(s) else None for h, s in groups]
         lengths = [len(h) for h, _ in groups]
         order = sorted(range(len(rows)), key=lambda i: -len(rows[i][1]))
-        for at in range(0, len(order), self.batch_size):
-            batch = order[at:at + self.batch_size]
+        for batch in self.batching.cut(order, [(lengths[g], len(s)) for g, s in rows]):
             out[batch] = self.batch_log_odds([rows[i] for i in batch], heads, lengths)
             advance(len(batch))
         return out

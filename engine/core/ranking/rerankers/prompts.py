@@ -74,6 +74,7 @@ OPTION_CHECKS = {
     "rounds": check_positive("rounds", MAX_ROUNDS, opt("rerank_rounds")),
     "batch_size": check_positive("batch_size", 4096),
     "max_length": check_positive("max_length", 131_072),
+    "batch_tokens": check_positive("batch_tokens", 1 << 24),
 }
 """Each reranker option a registry entry may accept → the check that returns its clean value."""
 

@@ -36,7 +36,7 @@ RERANKERS: tuple[RerankerEntry, ...] = (
     RerankerEntry("llm", "engine.core.ranking.rerankers.llm:llm_reranker", "llm:NAME_OR_DIR", "text",
                   "a causal LM read pointwise: log P(yes) − log P(no) after the instruction, query and document "
                   "(Qwen3-Reranker's format or the chat template); http://HOST:PORT/v1#MODEL for a served one",
-                  ("template", "instruction", "batch_size", "max_length"), "served"),
+                  ("template", "instruction", "batch_size", "max_length", "batch_tokens"), "served"),
     RerankerEntry("llm-list", "engine.core.ranking.rerankers.llm_list:llm_list_reranker", "llm-list:NAME_OR_DIR", "text",
                   "a chat LLM ordering 20 candidates at a time (RankGPT's sliding window; --rerank-rounds R: "
                   "grouped voting); http://HOST:PORT/v1#MODEL for a served one",
