@@ -30,7 +30,8 @@ def search(o) -> None:
     set_device(o.device)
     batch = check_batch_size(o.batch_size)
     rerank = RerankOptions.checked(o.rerank, o.rerank_depth, o.k, template=o.rerank_template,
-                                   instruction=o.rerank_instruction, rounds=o.rerank_rounds)
+                                   instruction=o.rerank_instruction, rounds=o.rerank_rounds,
+                                   batch_tokens=o.rerank_batch_tokens)
     plan = Plan(o, SearchKnobs(nprobe=o.nprobe, ef=o.ef, k_factor=o.k_factor), rerank,
                 64 if batch == "auto" else int(batch))
     if o.ray is None:

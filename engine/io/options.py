@@ -144,6 +144,7 @@ RANGES: dict[str, Range] = {
     "head_lr": Float(0, 0.1, open_lo=True),  # engine rerank train: a fresh head's AdamW learning rate
     "negatives": Int(1, 63),                 # engine rerank train: other documents per query per step
     "rerank_rounds": Int(1, 100),            # llm-list: grouped-voting rounds (engine.core.ranking.rerankers.prompts)
+    "rerank_batch_tokens": Int(1, 16_777_216),  # llm: tokens of one forward pass (engine.core.ranking.rerankers.prompts)
     "older_than": Float(0, 36_500, open_lo=True),  # engine cache clear: days since an entry was last used
 }
 LEAVE_ONE_OUT = Range(2, 1_000, integer=True, zero=True)  # --folds 0: leave-one-out (the help says so)

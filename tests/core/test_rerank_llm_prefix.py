@@ -141,3 +141,35 @@ def test_batch_tokens_is_checked_before_any_model_loads():
         RerankerSpec.parse("llm:x", batch_tokens=0)
     with pytest.raises(EngineError, match="batch_tokens goes with"):
         RerankerSpec.parse("cross:x", batch_tokens=512)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--rerank", "llm:x", "--rerank-batch-tokens", "0"], "--rerank-batch-tokens must be a whole number"),
+    (["--rerank", "cross:x", "--rerank-batch-tokens", "512"], "--rerank-batch-tokens goes with a llm:"),
+    (["--rerank-batch-tokens", "512"], "goes with --rerank"),
+])
+def test_bad_batch_tokens_flag_is_one_line(run_cli, args, message, tmp_path):
+    code, out, err = run_cli("search", "docs", "cats", *args, "--root", tmp_path / "idx")
+    text = (out + err).strip()
+    assert code == 2 and message in text and "Traceback" not in text and len(text.splitlines()) <= 2, text
+
+
+def test_rerank_command_takes_batch_tokens(run_cli, tiny_lm, tmp_path):
+    from engine.io.runs import read_run, write_run
+    docs = tmp_path / "docs.tsv"
+    docs.write_text("id\ttext\n" + "".join(f"d{i}\t{d}\n" for i, d in enumerate(DOCS[1])))
+    queries = tmp_path / "q.tsv"
+    queries.write_text(f"q1\t{QUERIES[1]}\n")
+    write_run(tmp_path / "a.run", {"q1": [(f"d{i}", 9.0 - i) for i in range(len(DOCS[1]))]}, "a")
+    outs = []
+    for extra in ([], ["--rerank-batch-tokens", "64"]):
+        out = tmp_path / f"out{len(outs)}.run"
+        code, _, err = run_cli("rerank", tmp_path / "a.run", "--queries", queries, "--docs", docs, "--model",
+                               f"llm:{tiny_lm}", "--rerank-template", "qwen3-reranker", "--depth", "4",
+                               "--out", out, "-q", *extra)
+        assert code == 0, err
+        outs.append(read_run(out)["q1"])
+    assert sorted(outs[0], key=lambda d: -outs[0][d]) == sorted(outs[1], key=lambda d: -outs[1][d])
+    ref = reference_log_odds(tiny_lm, [PUBLISHED.format(instruction=INSTRUCTION, query=QUERIES[1], doc=d)
+                                       for d in DOCS[1]])
+    assert sorted(outs[0], key=lambda d: -outs[0][d]) == [f"d{i}" for i in np.argsort(-ref, kind="stable")]

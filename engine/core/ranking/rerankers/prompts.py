@@ -23,6 +23,7 @@ QWEN3_RERANKER = ("<|im_start|>system\n" + JUDGE + "<|im_end|>\n<|im_start|>user
 TEMPLATES = ("qwen3-reranker", "chat")
 MAX_INSTRUCTION = 4000
 MAX_ROUNDS = int(RANGES["rerank_rounds"].hi)  # declared once, in the option layer
+MAX_BATCH_TOKENS = int(RANGES["rerank_batch_tokens"].hi)
 
 
 def default_template(model: str) -> str:
@@ -74,7 +75,7 @@ OPTION_CHECKS = {
     "rounds": check_positive("rounds", MAX_ROUNDS, opt("rerank_rounds")),
     "batch_size": check_positive("batch_size", 4096),
     "max_length": check_positive("max_length", 131_072),
-    "batch_tokens": check_positive("batch_tokens", 1 << 24),
+    "batch_tokens": check_positive("batch_tokens", MAX_BATCH_TOKENS, opt("rerank_batch_tokens")),
 }
 """Each reranker option a registry entry may accept → the check that returns its clean value."""
 

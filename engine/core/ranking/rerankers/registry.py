@@ -96,7 +96,7 @@ def checked_options(entry: RerankerEntry, /, keywords: bool = False, **options) 
     for name, value in options.items():
         if value is None:
             continue
-        cli = name in ("template", "instruction", "rounds") and not keywords
+        cli = name in ("template", "instruction", "rounds", "batch_tokens") and not keywords
         label = opt(f"rerank_{name}") if cli else name
         if name not in entry.options:
             takers = [f"{e.prefix}:" for e in RERANKERS if name in e.options]
