@@ -107,3 +107,28 @@ def test_window_count_is_the_windows_asked(n, rounds):
     lister = Listwise(lambda messages, tokens: asked.append(1) or "[1] > [2]")
     lister.scores(query="q", docs=[f"d{i}" for i in range(n)], rounds=rounds)
     assert window_count(n, rounds) == len(asked)
+
+
+def test_embed_reranker_on_a_text_encoder_runs_on_onnx_without_torch(text_encoder, tmp_path):
+    """`embed:sbert:…` scores texts with the model's ONNX text side: the cosines of sentence-transformers'
+    embeddings (to 1e-4, the same order), and a process that reranks with it never imports torch."""
+    import numpy as np
+
+    from engine.core.encoders.onnx_text import text_encoder as onnx_encoder
+    from engine.core.ranking.rerankers.spec import load_reranker
+    if onnx_encoder("all-MiniLM-L6-v2") is None:
+        pytest.skip("onnxruntime is not installed")
+    reranker = load_reranker("embed:sbert:all-MiniLM-L6-v2")
+    assert reranker.info["runtime"] == "onnx"
+    query, docs = "a dog playing on the beach", ["a puppy at the seaside", "tax law reform", "a cat indoors",
+                                                  "dogs running in the sand by the sea", "long " * 300]
+    got = reranker.score(query, docs)
+    want = text_encoder.encode_texts(docs) @ text_encoder.encode_texts([query])[0]
+    assert np.abs(got - want).max() < 1e-4
+    assert list(np.argsort(-got)) == list(np.argsort(-want))
+    code = ("import sys\nfrom engine.core.ranking.rerankers.spec import load_reranker\n"
+            "r = load_reranker('embed:sbert:all-MiniLM-L6-v2')\nprint(r.score('a dog', ['a puppy', 'tax law']).round(3))\n"
+            "print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}).stdout.split("\n")
+    assert out[1] == "[]", out
