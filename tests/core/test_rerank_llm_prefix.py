@@ -173,3 +173,20 @@ def test_rerank_command_takes_batch_tokens(run_cli, tiny_lm, tmp_path):
     ref = reference_log_odds(tiny_lm, [PUBLISHED.format(instruction=INSTRUCTION, query=QUERIES[1], doc=d)
                                        for d in DOCS[1]])
     assert sorted(outs[0], key=lambda d: -outs[0][d]) == [f"d{i}" for i in np.argsort(-ref, kind="stable")]
+
+
+def test_bf16_prefix_sharing_runs_and_stays_near_the_whole_prompts(tiny_lm):
+    """The GPU's dtype, on the CPU: a bf16 model shares prefixes (cache, row reading) and scores within bf16's
+    precision of its own whole-prompt forward pass."""
+    import torch
+
+    from engine.core.ranking.rerankers.llm import PointwiseLM, load_causal_lm
+    from engine.core.ranking.rerankers.prompts import QWEN3_RERANKER, Prompt
+    model, tok = load_causal_lm(str(tiny_lm), "cpu", "bf16-test")
+    lm = PointwiseLM(model.to(torch.bfloat16), tok, Prompt.from_template(QWEN3_RERANKER, INSTRUCTION), str(tiny_lm),
+                     3, 1024)
+    assert lm.sharing is not None and lm.sharing.row[1].dtype == torch.bfloat16
+    shared = lm.score_queries(list(zip(QUERIES, DOCS)))
+    whole = lm.log_odds([s for q, d in zip(QUERIES, DOCS) for s in lm.encode(q, d)])
+    assert np.isfinite(shared).all()
+    assert np.abs(shared - whole).max() <= 0.03 * max(1.0, float(np.abs(whole).max()))
