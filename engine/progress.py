@@ -73,20 +73,142 @@ def warn(message: str) -> None:
 
 
 def make_progress() -> "Progress":
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                               TimeRemainingColumn)
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn,
+                               TimeElapsedColumn, TimeRemainingColumn)
+    from rich.text import Text
+
+    class RateColumn(ProgressColumn):
+        """A meter's rate ("12.3 pairs/s"); empty for a task that has none."""
+        def render(self, task) -> Text:
+            return Text(str(task.fields.get("rate", "")))
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), RateColumn(),
                     TimeElapsedColumn(), TimeRemainingColumn(), console=_console(),
                     disable=_state["quiet"] or not sys.stderr.isatty(), transient=False)
 
 
+LOG_EVERY = 5.0
+"""Seconds between two progress lines when stderr is not a terminal (a log file, a pipe)."""
+
+
+class Meter:
+    """One long stage's count of work done out of its total: a bar on a terminal, a line every `LOG_EVERY`
+    seconds in a log, nothing under --quiet. Work deep inside a stage reports through `advance` without being
+    handed the meter (the innermost open meter counts it)."""
+
+    def __init__(self, description: str, total: int, unit: str) -> None:
+        import time
+        self.description, self.total, self.unit = description, max(0, int(total)), unit
+        self.done, self.start, self.bar, self.task = 0, time.monotonic(), None, None
+
+    def rate(self) -> float:
+        import time
+        return self.done / max(time.monotonic() - self.start, 1e-9)
+
+    def rate_text(self) -> str:
+        return f"{self.rate():.1f} {self.unit}/s" if self.done else ""
+
+    def line(self) -> str:
+        """`description: done/total unit, rate, about N s left` (a log's progress line)."""
+        text = f"{self.description}: {self.done}/{self.total} {self.unit}"
+        if self.done:
+            left = (self.total - self.done) / self.rate()
+            text += f", {self.rate():.1f}/s, about {left:.0f} s left"
+        return text
+
+    def advance(self, n: int = 1) -> None:
+        self.done = min(self.total, self.done + int(n)) if self.total else self.done + int(n)
+        if self.bar is not None:
+            self.bar.update(self.task, completed=self.done, rate=self.rate_text())
+
+
+_meters: list[Meter] = []
+
+
+def advance(n: int = 1) -> None:
+    """Count `n` units of work done on the innermost open meter (none open: nothing)."""
+    if _meters:
+        _meters[-1].advance(n)
+
+
+@contextmanager
+def meter(description: str, total: int, unit: str = "items") -> Iterator[Meter]:
+    """A `Meter` open for the duration of the block; meters opened inside share the terminal's one display, and
+    one of the same description as the innermost open meter is that meter (a stage that scores in chunks opens
+    one meter over all of them; each chunk's own opening counts on it)."""
+    if _meters and _meters[-1].description == description:
+        yield _meters[-1]
+        return
+    m = Meter(description, total, unit)
+    _meters.append(m)
+    try:
+        if _state["quiet"] or m.total == 0:
+            yield m
+        elif sys.stderr.isatty():
+            with _bar(m):
+                yield m
+        else:
+            with _log_lines(m):
+                yield m
+    finally:
+        _meters.remove(m)
+
+
+@contextmanager
+def _bar(m: Meter) -> Iterator[None]:
+    """The meter as a task of the display already shown (an outer meter's), else of a new one."""
+    live = _state.get("live")
+    if live is not None:
+        m.bar, m.task = live, live.add_task(m.description, total=m.total, rate="")
+        try:
+            yield
+        finally:
+            live.remove_task(m.task)
+        return
+    from rich.errors import LiveError
+    bar = make_progress()
+    try:
+        bar.start()
+    except LiveError:  # another display (a build's bar) holds the terminal: this meter stays unseen
+        yield
+        return
+    _state["live"] = bar
+    try:
+        m.bar, m.task = bar, bar.add_task(m.description, total=m.total, rate="")
+        yield
+    finally:
+        _state.pop("live", None)
+        bar.stop()
+
+
+@contextmanager
+def _log_lines(m: Meter) -> Iterator[None]:
+    """A line every LOG_EVERY seconds while the block runs (from a daemon thread: the work need not call in)."""
+    import threading
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.wait(LOG_EVERY):
+            _console().print(_escape(m.line()), soft_wrap=True, highlight=False)
+    thread = threading.Thread(target=tick, daemon=True, name="progress-lines")
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
 def track(items: Iterable[T], total: int | None, description: str) -> Iterator[T]:
-    """Iterate with a progress bar (silent under --quiet or when stderr is not a terminal)."""
-    with make_progress() as bar:
-        task = bar.add_task(description, total=total)
+    """Iterate with a progress `meter` (a bar on a terminal, lines in a log, silent under --quiet)."""
+    if total is None:
+        try:
+            total = len(items)  # type: ignore[arg-type]
+        except TypeError:
+            total = 0
+    with meter(description, total) as m:
         for item in items:
             yield item
-            bar.advance(task)
+            m.advance()
 
 
 def error_line(message: str) -> None:

@@ -11,10 +11,10 @@ import typer
 from engine.core.storage.builder.options import BuildOptions
 from engine.core.collection import DEFAULT_ROOT
 from engine.core.encoders.registry import model_help
-from engine.commands.flags import RerankInstruction, RerankRounds, RerankTemplate
+from engine.commands.flags import RerankBatchTokens, RerankInstruction, RerankRounds, RerankTemplate
 from engine.core.ranking.rerankers.registry import reranker_help
 from engine.errors import EngineError, opt
-from engine.core.ranking.rerankers.prompts import ROUNDS
+from engine.core.ranking.rerankers.prompts import BATCH_TOKENS, ROUNDS
 from engine.core.ranking.rerankers.registry import RERANK_DEPTH
 from engine.io.options import (BATCH, BATCH_SIZE, COUNT, K, SHARE, THREADS, WAIT, WORKERS, Float, Int, cli,
                                options_command, split_list)
@@ -186,6 +186,7 @@ class SearchOptions:
     rerank_template: Annotated[Optional[str], cli(RerankTemplate)] = None
     rerank_instruction: Annotated[Optional[str], cli(RerankInstruction)] = None
     rerank_rounds: Annotated[Optional[int], cli(RerankRounds), ROUNDS] = None
+    rerank_batch_tokens: Annotated[Optional[int], cli(RerankBatchTokens), BATCH_TOKENS] = None
     api_key: Annotated[Optional[str], cli(typer.Option("--api-key", envvar=API_KEY_ENV, show_envvar=True,
                        help="Key for a --server that needs one."))] = None
     ray: Annotated[Optional[str], cli(typer.Option("--ray", metavar="[ADDRESS]", help="Search a sharded "

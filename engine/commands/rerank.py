@@ -9,8 +9,8 @@ from typing import Annotated, Optional
 import typer
 from typer.core import TyperGroup
 
-from engine.commands.flags import RerankInstruction, RerankRounds, RerankTemplate
-from engine.core.ranking.rerankers.prompts import ROUNDS
+from engine.commands.flags import RerankBatchTokens, RerankInstruction, RerankRounds, RerankTemplate
+from engine.core.ranking.rerankers.prompts import BATCH_TOKENS, ROUNDS
 from engine.core.ranking.rerankers.registry import DEFAULT_DEPTH, RERANK_DEPTH, reranker_help
 from engine.core.ranking.rerankers.train import PATIENCE, RANGES as TRAIN_RANGES, TrainOptions
 from engine.io.options import cli, options_command, taken
@@ -53,13 +53,14 @@ class RerankRunOptions:
     rerank_template: Annotated[Optional[str], cli(RerankTemplate)] = None
     rerank_instruction: Annotated[Optional[str], cli(RerankInstruction)] = None
     rerank_rounds: Annotated[Optional[int], cli(RerankRounds), ROUNDS] = None
+    rerank_batch_tokens: Annotated[Optional[int], cli(RerankBatchTokens), BATCH_TOKENS] = None
     device: Annotated[str, cli(Device)] = "auto"
     quiet: Annotated[bool, cli(typer.Option("--quiet", "-q", help="No status lines."))] = False
 
     def reranker_options(self) -> dict:
         """The reranker loader's keyword options (None: its default)."""
         return {"template": self.rerank_template, "instruction": self.rerank_instruction,
-                "rounds": self.rerank_rounds}
+                "rounds": self.rerank_rounds, "batch_tokens": self.rerank_batch_tokens}
 
 
 def _run(o: RerankRunOptions) -> None:

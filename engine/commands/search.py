@@ -44,7 +44,8 @@ def reranker(o) -> "RerankerSpec | None":
     """`--rerank SPEC` and its options parsed once, here at the edge (`RerankerSpec`), and `--rerank-depth`
     checked against -k (`SearchSettings.parsed`); everything below takes the parsed spec."""
     from engine.core.ranking.search_settings import SearchSettings
-    options = {"template": o.rerank_template, "instruction": o.rerank_instruction, "rounds": o.rerank_rounds}
+    options = {"template": o.rerank_template, "instruction": o.rerank_instruction, "rounds": o.rerank_rounds,
+               "batch_tokens": o.rerank_batch_tokens}
     return SearchSettings(k=o.k, rerank=o.rerank, rerank_depth=o.rerank_depth, rerank_options=options).parsed().rerank
 
 

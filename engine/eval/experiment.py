@@ -1,7 +1,11 @@
 """`engine experiment`: several pipelines run on the same queries, scored on the same qrels, each tested
 against the first (PyTerrier's `pt.Experiment`): per metric the mean, the paired t-test p against the first
 pipeline, the Holm-corrected p over the others, and per-query wins/ties/losses. Stage outputs come from the
-stage cache where an earlier experiment left them (`engine.core.ranking.pipeline.cache`)."""
+stage cache where an earlier experiment left them (`engine.core.ranking.pipeline.cache`).
+
+Each pipeline's cost is beside its quality: the CPU and wall seconds per query of its stages' own computation
+(a stage another row of the same experiment computed counts what it cost there; one read from an earlier
+experiment's cache costs nothing here and is counted as read)."""
 from __future__ import annotations
 
 import os
@@ -34,6 +38,36 @@ class Experiment:
     rows: list[Row]
     comparison: Comparison
     per_query: dict[str, dict[str, dict[str, float]]]  # row → qid → metric → value
+    n_queries: int = 0  # queries run
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Seconds per query of a stage's or a pipeline's own computation; `cached`: stages read from a cache."""
+    cpu_s_per_query: float
+    wall_s_per_query: float
+    cached: int = 0
+
+    def as_json(self) -> dict:
+        return {"cpu_s_per_query": self.cpu_s_per_query, "wall_s_per_query": self.wall_s_per_query}
+
+
+def stage_costs(exp: "Experiment", row: Row) -> list[Cost]:
+    """Each stage record of `row` as a Cost: its own seconds, or, read from the cache, what the same stage cost
+    where another row of this experiment computed it (0 when none did)."""
+    computed = {r.text: r for other in exp.rows for r in other.log if not r.cached}
+    n = max(1, exp.n_queries)
+    out = []
+    for r in row.log:
+        src = computed.get(r.text, r) if r.cached else r
+        out.append(Cost(src.cpu_seconds / n, src.seconds / n, int(r.cached and src is r)))
+    return out
+
+
+def pipeline_cost(exp: "Experiment", row: Row) -> Cost:
+    costs = stage_costs(exp, row)
+    return Cost(sum(c.cpu_s_per_query for c in costs), sum(c.wall_s_per_query for c in costs),
+                sum(c.cached for c in costs))
 
 
 def as_run(run: StageRun) -> Run:
@@ -71,7 +105,7 @@ def experiment(pipelines: Sequence[tuple[str, Stage]], queries: Sequence[Query],
         cmp = compare(runs, qrels, metrics, options)
         _holm_by_family(cmp, [r.name for r in rows[1:] if not r.step], [r.name for r in rows if r.step])
         per_query = {name: evaluate(run, qrels, metrics).per_query for name, run in runs.items()}
-    return Experiment(rows, cmp, per_query)
+    return Experiment(rows, cmp, per_query, len(queries))
 
 
 def _holm_by_family(cmp: Comparison, pipelines: Sequence[str], steps: Sequence[str]) -> None:
@@ -98,7 +132,8 @@ def to_json(exp: Experiment) -> dict:
             "p": {c: (tests[c].t_p if c in tests else None) for c in cmp.columns},
             "p_holm": {c: (tests[c].t_p_adj if c in tests else None) for c in cmp.columns},
             "wins_ties_losses": {c: [tests[c].wins, tests[c].ties, tests[c].losses] for c in tests},
-            "stages": [stage_json(r) for r in row.log],
+            "cost": pipeline_cost(exp, row).as_json(),
+            "stages": [stage_json(r, c) for r, c in zip(row.log, stage_costs(exp, row))],
         })
     return {"pipelines": out, "queries": cmp.n_queries, "baseline": exp.rows[0].name}
 
@@ -107,10 +142,11 @@ COUNTS = ("pairs_scored", "pairs_cached")
 """What a stage may report of its own work (`Context.note`) that `--json` shows."""
 
 
-def stage_json(record: StageRecord) -> dict:
-    """A stage of a run: its text, whether it was read from the cache, and the counts it reported."""
+def stage_json(record: StageRecord, cost: Cost) -> dict:
+    """A stage of a run: its text, whether it was read from the cache, the counts it reported, its cost."""
     out: dict = {"stage": record.text, "cached": record.cached}
     out.update({k: record.counts[k] for k in COUNTS if k in record.counts})
+    out["cost"] = cost.as_json()
     return out
 
 
@@ -118,14 +154,15 @@ def render(exp: Experiment, markdown: bool = False) -> str:
     """A row per pipeline: each metric, then p and Holm p and W/T/L against the first, per metric."""
     from engine.display import format_table
     cmp = exp.comparison
-    heads = ["pipeline"] + list(cmp.columns)
+    heads = ["pipeline"] + list(cmp.columns) + ["CPU s/query"]
     tested = [c for c in cmp.columns if any(c in t for t in cmp.tests.values())]
     for c in tested:
         heads += [f"p {c}", f"p_holm {c}", f"W/T/L {c}"]
     rows = []
     for row in exp.rows:
         tests = cmp.tests.get(row.name, {})
-        cells = [row.name] + [f"{cmp.means[row.name][c]:.4f}" for c in cmp.columns]
+        cells = ([row.name] + [f"{cmp.means[row.name][c]:.4f}" for c in cmp.columns]
+                 + [f"{pipeline_cost(exp, row).cpu_s_per_query:.4g}"])
         for c in tested:
             t = tests.get(c)
             cells += ([f"{t.t_p:.4f}", f"{t.t_p_adj:.4f}", f"{t.wins}/{t.ties}/{t.losses}"] if t else ["–"] * 3)
@@ -138,12 +175,71 @@ def render(exp: Experiment, markdown: bool = False) -> str:
         if steps else "")
     legend = (f"\n{cmp.n_queries} queries; p: paired t-test against {exp.rows[0].name}; p_holm: Holm-corrected over "
               f"{family}; W/T/L: queries better/equal/worse; {cached} of {total} stage outputs "
-              "read from the cache")
+              "read from the cache; CPU s/query: the stages' own computation (a stage read from an earlier "
+              "experiment's cache costs 0 here)")
     return format_table(heads, rows, markdown=markdown) + legend
 
 
+def mean_ci(values: Sequence[float]) -> tuple[float, float]:
+    """(mean, half-width of its 95 % confidence interval: Student's t over the queries)."""
+    import numpy as np
+    from scipy import stats
+    v = np.asarray(values, dtype=np.float64)
+    if len(v) < 2:
+        return (float(v.mean()) if len(v) else 0.0), 0.0
+    return float(v.mean()), float(stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v)))
+
+
+def figure(exp: Experiment):
+    """One bar panel per metric (value labels, 95 % intervals over the queries), the effectiveness–cost panel
+    (the first metric against CPU s/query, a point per pipeline and per `--stages` prefix) and the per-query
+    differences against the first pipeline. Returns the matplotlib figure."""
+    import matplotlib.pyplot as plt
+    cmp = exp.comparison
+    names = [r.name for r in exp.rows]
+    metrics = list(cmp.columns)
+    fig, axes = plt.subplots(1, len(metrics) + 2, figsize=(4.2 * (len(metrics) + 2), 0.5 * len(names) + 3),
+                             squeeze=False)
+    axes = list(axes[0])
+    for ax, metric in zip(axes, metrics):
+        stats = [mean_ci([exp.per_query[n][q].get(metric, 0.0) for q in exp.per_query[n]]) for n in names]
+        means = [cmp.means[n][metric] for n in names]
+        bars = ax.barh(names[::-1], means[::-1], xerr=[h for _, h in stats][::-1], color="#4c72b0",
+                       error_kw={"ecolor": "#333333", "capsize": 3, "linewidth": 1})
+        ax.bar_label(bars, labels=[f"{m:.3f}" for m in means[::-1]], padding=4, fontsize=8)
+        ax.set_xlabel(f"{metric} (bars: 95 % CI over the queries)")
+        ax.set_title(f"{metric} per pipeline")
+        ax.margins(x=0.25)
+    cost_ax, diff_ax = axes[-2], axes[-1]
+    metric = metrics[0]
+    for row in exp.rows:
+        cpu = pipeline_cost(exp, row).cpu_s_per_query
+        cost_ax.scatter([cpu], [cmp.means[row.name][metric]], marker="o" if "[" not in row.name else "s")
+        cost_ax.annotate(row.name, (cpu, cmp.means[row.name][metric]), fontsize=8, xytext=(4, 2),
+                         textcoords="offset points")
+    from matplotlib.ticker import MaxNLocator
+    cost_ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
+    cost_ax.set_xlabel("CPU s per query (the stages' own computation)")
+    cost_ax.set_ylabel(metric)
+    cost_ax.set_title("effectiveness against cost")
+    base = exp.per_query[names[0]]
+    qids = sorted(base)
+    for n in names[1:]:
+        diffs = sorted((exp.per_query[n].get(q, {}).get(metric, 0.0) - base[q].get(metric, 0.0) for q in qids),
+                       reverse=True)
+        diff_ax.plot(range(len(diffs)), diffs, label=n)
+    diff_ax.axhline(0, color="grey", linewidth=0.8)
+    diff_ax.set_xlabel("queries (sorted by difference)")
+    diff_ax.set_ylabel(f"{metric} − {names[0]}")
+    diff_ax.set_title("per-query differences against the first")
+    if len(names) > 1:
+        diff_ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def plot(exp: Experiment, path: str | os.PathLike) -> Path:
-    """The first metric per pipeline, and each pipeline's per-query differences against the first (sorted)."""
+    """`figure` written as a PNG (atomically)."""
     try:
         import matplotlib
     except ImportError:
@@ -151,26 +247,7 @@ def plot(exp: Experiment, path: str | os.PathLike) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from engine.io.atomic import atomic_path
-    cmp = exp.comparison
-    metric = cmp.columns[0]
-    names = [r.name for r in exp.rows]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    ax1.barh(names[::-1], [cmp.means[n][metric] for n in names[::-1]], color="#4c72b0")
-    ax1.set_xlabel(metric)
-    ax1.set_title(f"{metric} per pipeline")
-    base = exp.per_query[names[0]]
-    qids = sorted(base)
-    for n in names[1:]:
-        diffs = sorted((exp.per_query[n].get(q, {}).get(metric, 0.0) - base[q].get(metric, 0.0) for q in qids),
-                       reverse=True)
-        ax2.plot(range(len(diffs)), diffs, label=n)
-    ax2.axhline(0, color="grey", linewidth=0.8)
-    ax2.set_xlabel("queries (sorted by difference)")
-    ax2.set_ylabel(f"{metric} − {names[0]}")
-    ax2.set_title("per-query differences against the first")
-    if len(names) > 1:
-        ax2.legend(fontsize=8)
-    fig.tight_layout()
+    fig = figure(exp)
     path = Path(path)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=100)

@@ -219,8 +219,10 @@ def test_cache_hits_on_a_second_experiment_and_a_rebuild_invalidates_it(run_cli,
     code, out, err = run_cli("experiment", p, "--queries", docs / "q.tsv", "--qrels",
                              docs / "qrels.txt", "--root", root, "--cache", cache, "--json")
     assert code == 0, err
-    assert json.loads(out)["pipelines"][0]["stages"] == [{"stage": 'retrieve("docs", mode="dense", k=5)',
-                                                          "cached": True}]
+    row = json.loads(out)["pipelines"][0]
+    assert row["stages"] == [{"stage": 'retrieve("docs", mode="dense", k=5)', "cached": True,
+                              "cost": {"cpu_s_per_query": 0.0, "wall_s_per_query": 0.0}}]  # read, not computed
+    assert row["cost"] == {"cpu_s_per_query": 0.0, "wall_s_per_query": 0.0}
 
 
 def test_stages_rows_and_plot(run_cli, docs, tmp_path, monkeypatch, capsys, tiny_cross):
@@ -298,3 +300,72 @@ def test_a_printed_string_argument_parses_back_to_the_same_value(where):
     stage = Retrieve("docs", k=5, where=where)
     again = parse_pipeline(str(stage))
     assert again.where == where and str(again) == str(stage)
+
+
+def test_experiment_reports_each_pipelines_cost_per_query(run_cli, docs, tmp_path, monkeypatch, capsys, tiny_cross):
+    """CPU and wall seconds per query for every pipeline and stage, non-negative; a pipeline's is the sum of its
+    stages'; a `--stages` prefix read from the cache costs what its stage cost where it was computed; the table
+    has the column."""
+    a, _, _ = _pipes(tmp_path)
+    d = tmp_path / "reranked.toml"
+    d.write_text(f"pipeline = 'retrieve(\"docs\", mode=\"dense\", k=5) >> rerank(\"cross:{tiny_cross}\", depth=4) % 3'\n")
+    args = ["experiment", a, d, "--queries", docs / "q.tsv", "--qrels", docs / "qrels.txt", "--root", docs / "idx",
+            "--stages", "--cache", tmp_path / "cache"]
+    code, out, err = run_cli(*args, "--json")
+    assert code == 0, err
+    rows = {p["name"]: p for p in json.loads(out)["pipelines"]}
+    for row in rows.values():
+        cost = row["cost"]
+        assert set(cost) == {"cpu_s_per_query", "wall_s_per_query"} and min(cost.values()) >= 0
+        for stage in row["stages"]:
+            assert min(stage["cost"].values()) >= 0
+        assert cost["cpu_s_per_query"] == pytest.approx(sum(s["cost"]["cpu_s_per_query"] for s in row["stages"]))
+    rerank = next(s for s in rows["reranked"]["stages"] if s["stage"].startswith("rerank"))
+    assert rerank["cost"]["cpu_s_per_query"] > 0 and rerank["cost"]["wall_s_per_query"] > 0
+    first = next(s for s in rows["reranked"]["stages"] if s["stage"].startswith("retrieve"))
+    prefix = rows["reranked[1]"]["stages"][0]
+    assert prefix["stage"] == first["stage"] and prefix["cost"] == first["cost"]
+    assert rows["reranked"]["cost"]["cpu_s_per_query"] > rows["reranked[1]"]["cost"]["cpu_s_per_query"]
+    code, out, err = run_cli(*args)
+    assert code == 0 and "CPU s/query" in out, err
+
+
+def test_plot_has_a_panel_per_metric_and_the_cost_panel(docs, tmp_path, tiny_cross, monkeypatch):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from engine.eval import experiment as ex
+    pipes = [("dense", parse_pipeline('retrieve("docs", mode="dense", k=5) % 3')),
+             ("reranked", parse_pipeline(f'retrieve("docs", mode="dense", k=5) >> rerank("cross:{tiny_cross}", '
+                                         'depth=4) % 3'))]
+    from engine.core.ranking.pipeline.query import read_queries_file
+    from engine.io.runs import read_qrels
+    qs = read_queries_file(docs / "q.tsv")
+    exp = ex.experiment(pipes, qs, read_qrels(docs / "qrels.txt"), "ndcg@3,recall@3",
+                        Context(root=docs / "idx"), with_stages=True)
+    fig = ex.figure(exp)
+    try:
+        titles = [ax.get_title() for ax in fig.axes]
+        assert titles == ["ndcg@3 per pipeline", "recall@3 per pipeline", "effectiveness against cost",
+                          "per-query differences against the first"]
+        names = [r.name for r in exp.rows]
+        assert names == ["dense", "reranked", "reranked[1]"]
+        bars = fig.axes[0]
+        labels = [t.get_text() for t in bars.texts]
+        assert labels == [f"{exp.comparison.means[n]['ndcg@3']:.3f}" for n in names[::-1]]
+        from matplotlib.container import BarContainer
+        container = next(c for c in bars.containers if isinstance(c, BarContainer))
+        assert len(container.errorbar.lines[2]) == 1  # the 95 % intervals are drawn
+        widths = container.errorbar.lines[2][0].get_segments()
+        half = [(seg[1][0] - seg[0][0]) / 2 for seg in widths]
+        want = [ex.mean_ci([exp.per_query[n][q]["ndcg@3"] for q in exp.per_query[n]])[1] for n in names[::-1]]
+        assert half == pytest.approx(want)
+        cost = fig.axes[2]
+        points = [tuple(c.get_offsets()[0]) for c in cost.collections]
+        assert len(points) == len(names)  # one point per pipeline and per prefix
+        assert [p[0] for p in points] == pytest.approx([ex.pipeline_cost(exp, r).cpu_s_per_query for r in exp.rows])
+    finally:
+        plt.close(fig)
+    png = ex.plot(exp, tmp_path / "p.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -19,13 +19,15 @@ if TYPE_CHECKING:
 @dataclass
 class StageRecord:
     """One costly stage of a run: its text, whether its output was read from the cache, the seconds it computed
-    (its own, without the stages it read), the counts it reported (`Context.note`) and why its output fell
-    short (`Context.degrade`; empty when it did not)."""
+    (its own, without the stages it read), the counts it reported (`Context.note`), why its output fell
+    short (`Context.degrade`; empty when it did not) and the process's CPU seconds while it computed (every
+    thread's: a model's worker threads count)."""
     text: str
     cached: bool
     seconds: float = 0.0
     counts: dict[str, int] = field(default_factory=dict)
     degraded: list[str] = field(default_factory=list)
+    cpu_seconds: float = 0.0
 
 
 @dataclass

@@ -116,13 +116,16 @@ class Rerank(Stage):
         cache = self._score_cache(ctx)
         out = dict(run)
         scored = unread = asked = cached = 0
+        from engine.core.ranking.rerankers.scoring import meter_label, pair_count
+        from engine.progress import meter
         try:
-            for start in range(0, len(todo), BATCH_QUERIES):
-                got = score_items(self.spec, self._reranker, items[start:start + BATCH_QUERIES], cache)
-                for q, scores in zip(todo[start:start + BATCH_QUERIES], got.scores):
-                    out[q.qid] = reordered(run[q.qid], scores, self.depth)
-                scored, cached = scored + got.scored, cached + got.cached
-                unread, asked = unread + got.unread, asked + got.asked
+            with meter(meter_label(self.spec), *pair_count(self.spec, items)):  # one meter over the chunks
+                for start in range(0, len(todo), BATCH_QUERIES):
+                    got = score_items(self.spec, self._reranker, items[start:start + BATCH_QUERIES], cache)
+                    for q, scores in zip(todo[start:start + BATCH_QUERIES], got.scores):
+                        out[q.qid] = reordered(run[q.qid], scores, self.depth)
+                    scored, cached = scored + got.scored, cached + got.cached
+                    unread, asked = unread + got.unread, asked + got.asked
         finally:
             if cache is not None:
                 cache.close()

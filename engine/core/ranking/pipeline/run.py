@@ -125,13 +125,13 @@ def evaluate_plan(node: Node, queries: Sequence[Query], given: Output, ctx: Cont
                     inputs = out
         if stage.chained:
             tainted = inputs.degraded
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         result = stage.combine(queries, parts, ctx)
     else:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         result = stage.transform(queries, given.run, ctx)
         tainted = given.degraded and stage.needs_input()
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     run = {q.qid: result.get(q.qid, Ranking()) for q in queries}
     why = ctx.degraded.get(id(stage), [])
     if why:
@@ -139,7 +139,7 @@ def evaluate_plan(node: Node, queries: Sequence[Query], given: Output, ctx: Cont
         warn(f"{node.text or stage}: {'; '.join(why)}; its output is not cached")
     if stage.costly:
         text = node.text or str(stage)
-        ctx.log.append(StageRecord(text, False, seconds, dict(ctx.counts.get(id(stage), {})), list(why)))
+        ctx.log.append(StageRecord(text, False, seconds, dict(ctx.counts.get(id(stage), {})), list(why), cpu))
         if ctx.cache is not None and node.key and not why and not tainted:
             ctx.cache.put(node.key, run, text)
     return Output(run, tainted or bool(why))

@@ -60,37 +60,60 @@ def cap_positions(model):
     return model
 
 
+PROGRESS_BATCHES = 8
+"""Batches given to the model in one call between two progress counts."""
+
+
 def relevance(model, pairs: list[tuple[str, str]], batch_size: int) -> np.ndarray:
     """The model's raw logit for each (query, document) pair (float64): `CrossEncoder.predict` with an identity
     activation. Its default sigmoid maps large logits to exactly 0.0 or 1.0 in float32, so candidates would tie
     and fall back to the first stage's order; the logit keeps the model's own order (sigmoid is monotone)."""
+    if not hasattr(model, "predict"):  # the ONNX scorer (`cross_onnx.OnnxCross`)
+        return model(pairs, batch_size)
     import torch
-    out = np.asarray(model.predict(pairs, batch_size=batch_size, activation_fn=torch.nn.Identity(),
-                                   apply_softmax=False, convert_to_numpy=True, show_progress_bar=False),
-                     dtype=np.float64)
-    return out if out.ndim == 1 else out[:, -1]  # a 2-label model: the "relevant" logit
+
+    from engine.progress import advance
+    parts, step = [], batch_size * PROGRESS_BATCHES
+    for at in range(0, len(pairs), step):  # a few batches at a time: a progress meter sees them done
+        part = np.asarray(model.predict(pairs[at:at + step], batch_size=batch_size,
+                                        activation_fn=torch.nn.Identity(), apply_softmax=False,
+                                        convert_to_numpy=True, show_progress_bar=False), dtype=np.float64)
+        parts.append(part if part.ndim == 1 else part[:, -1])  # a 2-label model: the "relevant" logit
+        advance(len(pairs[at:at + step]))
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float64)
 
 
 class CrossReranker(Reranker):
-    """`cross:NAME_OR_DIR`; scores are the model's raw logits (no activation), batched, fp16 autocast on CUDA.
+    """`cross:NAME_OR_DIR`; scores are the model's raw logits (no activation), batched, fp16 autocast on CUDA;
+    on a CPU on onnxruntime where it can be exported (`cross_onnx`).
     A batch across queries is one list of pairs (the model's batches fill across query boundaries)."""
 
     def __init__(self, spec: "RerankerSpec") -> None:
         from engine.core.encoders.device import resolve_device
         from engine.core.ranking.rerankers.fingerprint import model_key
+        from engine.core.ranking.rerankers.cross_onnx import enabled, onnx_cross
         options = spec.kwargs
-        device = resolve_device()
-        self.model = load_cross_encoder(spec.arg, device, options.get("max_length"), model_key(spec))
+        from engine.core.encoders.device import on_cpu
+        device = "cpu" if on_cpu() else resolve_device()  # a CPU is known without importing torch
+        identity, max_length = model_key(spec), options.get("max_length")
+        load = lambda: load_cross_encoder(spec.arg, device, max_length, identity)  # noqa: E731
+        onnx = onnx_cross(spec.arg, identity, max_length, load) if enabled(device) else None
+        self.model = onnx if onnx is not None else load()
         self.batch_size = options.get("batch_size", BATCH_SIZE)
-        super().__init__(spec, device=device, max_length=getattr(self.model, "max_length", None))
+        super().__init__(spec, device=device, runtime="torch" if onnx is None else "onnx",
+                         max_length=onnx.config["max_length"] if onnx is not None else
+                         getattr(self.model, "max_length", None))
 
     def _score(self, query: str, docs: list[str], kind: str) -> np.ndarray:
         return self._score_batch([(query, docs, kind)])[0]
 
     def _score_batch(self, items: list[Item]) -> list[np.ndarray]:
+        pairs = [(q, d) for q, docs, _ in items for d in docs]
+        if self.info["runtime"] == "onnx":
+            return split(relevance(self.model, pairs, self.batch_size), items)
         from engine.core.encoders.device import autocast
         with autocast(self.info["device"]):
-            scores = relevance(self.model, [(q, d) for q, docs, _ in items for d in docs], self.batch_size)
+            scores = relevance(self.model, pairs, self.batch_size)
         return split(scores, items)
 
 

@@ -30,15 +30,19 @@ def embed_candidates(spec: str) -> frozenset[str] | None:
 
 class EmbedReranker(Reranker):
     """`embed:SPEC`: cosine of the query and each candidate under encoder SPEC (texts, or image files when
-    the encoder embeds images and text; an unreadable image scores -inf). A batch embeds its queries at once."""
+    the encoder embeds images and text; an unreadable image scores -inf). A batch embeds its queries at once.
+    A text-only encoder runs on its light text side where it has one (sbert: on onnxruntime on a CPU, the
+    embeddings within 1e-4 of torch's), the same the collection's text queries use."""
 
     def __init__(self, spec: "RerankerSpec") -> None:
-        from engine.core.encoders.registry import load_encoder
-        self.encoder = load_encoder(spec.arg)
+        from engine.core.encoders.registry import load_encoder, load_text_query_encoder
+        # a text-only encoder scores texts alone: its light text side (ONNX on a CPU: no torch) where it has one
+        text_only = embed_candidates(spec.arg) == frozenset({TEXT})
+        self.encoder = load_text_query_encoder(spec.arg) if text_only else load_encoder(spec.arg)
         if TEXT not in self.encoder.modalities:
             raise EngineError(f"reranker {spec} cannot embed a text query; give a text or text–image encoder")
         self.candidates = frozenset(m for m in (TEXT, IMAGE) if m in self.encoder.modalities)
-        super().__init__(spec, device=self.encoder.device)
+        super().__init__(spec, device=self.encoder.device, runtime=self.encoder.info.get("runtime", "torch"))
 
     def _score(self, query: str, docs: list[str], kind: str) -> np.ndarray:
         return self._score_batch([(query, docs, kind)])[0]

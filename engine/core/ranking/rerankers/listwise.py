@@ -67,6 +67,22 @@ def parse_ranking(answer: str, n: int) -> list[int] | None:
     return seen + [i for i in range(n) if i not in seen]
 
 
+def window_count(n: int, rounds: int | None, window: int = WINDOW, step: int = STEP) -> int:
+    """How many windows `Listwise.scores` asks about for n candidates (what a progress meter counts)."""
+    if n < 2 and not rounds:
+        return 1 if n else 0
+    if rounds:
+        groups = np.array_split(np.arange(n), max(1, -(-n // window)))
+        return rounds * sum(1 for g in groups if len(g) >= 2)
+    count, end = 0, n
+    while end > 0:
+        count += 1
+        if end - window <= 0:
+            break
+        end -= step
+    return count
+
+
 @dataclass
 class Listwise:
     """Orders a query's candidates by asking `answer` about windows of them."""
@@ -79,8 +95,10 @@ class Listwise:
 
     def rank_window(self, query: str, docs: Sequence[str], ids: list[int]) -> list[int] | None:
         """The window's candidates reordered, or None (input order kept) when the answer cannot be read."""
+        from engine.progress import advance
         self.windows += 1
         text = self.answer(window_messages(query, [docs[i] for i in ids], self.instruction), answer_tokens(len(ids)))
+        advance(1)
         order = parse_ranking(text, len(ids))
         if order is None:
             self.unparsed += 1

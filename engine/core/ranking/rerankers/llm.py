@@ -22,6 +22,7 @@ from engine.core.ranking.rerankers.prompts import DEFAULT_INSTRUCTION, Prompt, d
 from engine.errors import EngineError, opt
 
 if TYPE_CHECKING:
+    from engine.core.ranking.rerankers.llm_prefix import Batching
     from engine.core.ranking.rerankers.spec import RerankerSpec
 
 BATCH_SIZE = 16
@@ -77,30 +78,58 @@ def answer_ids(tokenizer, name: str) -> tuple[int, int]:
     return ids[0], ids[1]
 
 
+SAID: set[tuple[str, str]] = set()
+"""Templates whose fallback to whole prompts was said (once per process)."""
+
+
+def prefix_scorer(lm: "PointwiseLM", name: str):
+    """A `PrefixScorer` when the query comes before the document and the model's cache can be reused as it is;
+    None (whole prompts, said once) otherwise."""
+    from engine.core.ranking.rerankers.llm_prefix import PrefixScorer, shares
+    why = ("its template puts the query after the document" if "{query}" in lm.prompt.tail else
+           "" if shares(lm.model) else "its attention is not over the whole past")
+    if why:
+        if (name, why) not in SAID:
+            SAID.add((name, why))
+            from engine.progress import info
+            info(f"reranker llm:{name}: every prompt is run whole ({why}, so no prefix is shared)")
+        return None
+    return PrefixScorer(lm.model, lm.yes, lm.no, lm.pad, lm.batching)
+
+
 class PointwiseLM:
     """Prompt token ids and their batched log-odds (the two halves a benchmark times apart)."""
 
-    def __init__(self, model, tokenizer, prompt: Prompt, name: str, batch_size: int, max_length: int) -> None:
+    def __init__(self, model, tokenizer, prompt: Prompt, name: str, batching: "Batching | int", max_length: int,
+                 share_prefix: bool = True) -> None:
+        from engine.core.ranking.rerankers.llm_prefix import Batching
+        batching = Batching(batching) if isinstance(batching, int) else batching
         self.model, self.tokenizer, self.prompt = model, tokenizer, prompt
-        self.batch_size, self.max_length = batch_size, max_length
+        self.batching, self.batch_size, self.max_length = batching, batching.size, max_length
         self.yes, self.no = answer_ids(tokenizer, name)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.pad = int(pad or 0)
         self.keep_one = "logits_to_keep" in inspect.signature(model.forward).parameters
+        self.sharing = prefix_scorer(self, name) if share_prefix else None
 
-    def encode(self, query: str, docs: Sequence[str]) -> list[list[int]]:
-        """head + document (cut to what the max length leaves) + tail, as token ids."""
+    def parts(self, query: str, docs: Sequence[str]) -> tuple[list[int], list[list[int]]]:
+        """(head ids, each candidate's own ids: its document cut to what the max length leaves, then the tail)."""
         head, space, tail = self.prompt.parts(query)
         ids = lambda text: self.tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
         h, t = ids(head), ids(tail)
         room = max(0, self.max_length - len(h) - len(t))
         body = self.tokenizer([space + d for d in docs], add_special_tokens=False)["input_ids"] if docs else []
-        return [h + d[:room] + t for d in body]
+        return h, [d[:room] + t for d in body]
+
+    def encode(self, query: str, docs: Sequence[str]) -> list[list[int]]:
+        """head + document (cut to what the max length leaves) + tail, as token ids."""
+        h, rest = self.parts(query, docs)
+        return [h + r for r in rest]
 
     def batches(self, seqs: list[list[int]]) -> list[list[int]]:
         """Positions grouped into batches, longest first (less padding; a too-long batch fails first)."""
         by_length = sorted(range(len(seqs)), key=lambda i: -len(seqs[i]))
-        return [by_length[i:i + self.batch_size] for i in range(0, len(by_length), self.batch_size)]
+        return self.batching.cut(by_length, [(0, len(s)) for s in seqs])
 
     def padded(self, rows: list[list[int]]):
         """Left-padded input ids, attention mask and position ids (0 at each row's first real token)."""
@@ -125,13 +154,23 @@ class PointwiseLM:
 
     def log_odds(self, seqs: list[list[int]]) -> np.ndarray:
         out = np.zeros(len(seqs), dtype=np.float64)
+        from engine.progress import advance
         for batch in self.batches(seqs):
             logits = self.next_token_logits([seqs[i] for i in batch]).float()
             out[batch] = (logits[:, self.yes] - logits[:, self.no]).cpu().numpy()
+            advance(len(batch))
         return out
 
+    def score_queries(self, items: Sequence[tuple[str, Sequence[str]]]) -> np.ndarray:
+        """The scores of every (query, candidates), flat, in order: each query's head run once and shared by
+        its candidates where the template and the model allow (`llm_prefix`), the whole prompts otherwise."""
+        groups = [self.parts(q, docs) for q, docs in items]
+        if self.sharing is not None and all(h for h, _ in groups):
+            return self.sharing.log_odds(groups)
+        return self.log_odds([h + r for h, rest in groups for r in rest])
+
     def score(self, query: str, docs: Sequence[str]) -> np.ndarray:
-        return self.log_odds(self.encode(query, docs))
+        return self.score_queries([(query, docs)])
 
 
 class LocalLLMReranker(Reranker):
@@ -147,7 +186,9 @@ class LocalLLMReranker(Reranker):
         model, tokenizer = load_causal_lm(name, device, model_key(spec))
         prompt = Prompt.from_template(template_text(template, tokenizer, name),
                                       o.get("instruction") or DEFAULT_INSTRUCTION)
-        self.lm = PointwiseLM(model, tokenizer, prompt, name, o.get("batch_size", BATCH_SIZE),
+        from engine.core.ranking.rerankers.llm_prefix import Batching
+        batching = Batching(o.get("batch_size", BATCH_SIZE), o.get("batch_tokens"))
+        self.lm = PointwiseLM(model, tokenizer, prompt, name, batching,
                               o.get("max_length", MAX_LENGTH))
         super().__init__(spec, device=device, template=template, max_length=self.lm.max_length, scorer=self.lm)
 
@@ -155,8 +196,7 @@ class LocalLLMReranker(Reranker):
         return self.lm.score(query, docs)
 
     def _score_batch(self, items: list[Item]) -> list[np.ndarray]:
-        seqs = [s for q, docs, _ in items for s in self.lm.encode(q, docs)]
-        return split(self.lm.log_odds(seqs), items)
+        return split(self.lm.score_queries([(q, docs) for q, docs, _ in items]), items)
 
 
 class ServedLLMReranker(Reranker):
@@ -182,8 +222,11 @@ class ServedLLMReranker(Reranker):
     def ask(self, pair: tuple[str, str]) -> float:
         from engine.core.ranking.rerankers.prompts import chat_messages
         query, doc = pair
+        from engine.progress import advance
         text = self.prompt.text(query, doc[:self.chars])
-        return self.endpoint.yes_no_chat(chat_messages(text)) if self.chat else self.endpoint.yes_no_completion(text)
+        score = self.endpoint.yes_no_chat(chat_messages(text)) if self.chat else self.endpoint.yes_no_completion(text)
+        advance(1)
+        return score
 
     def _score(self, query: str, docs: list[str], kind: str) -> np.ndarray:
         return self._score_batch([(query, docs, kind)])[0]

@@ -25,6 +25,8 @@ MAX_INSTRUCTION = 4000
 ROUNDS = Int(1, 100)
 """llm-list: grouped-voting rounds: --rerank-rounds and `rerank(rounds=)`."""
 MAX_ROUNDS = int(ROUNDS.hi)
+BATCH_TOKENS = Int(1, 16_777_216)
+"""llm: tokens of one forward pass: --rerank-batch-tokens and `rerank(batch_tokens=)`."""
 
 
 def default_template(model: str) -> str:
@@ -74,6 +76,7 @@ OPTION_CHECKS = {
     "rounds": check_in("rounds", ROUNDS, opt("rerank_rounds")),
     "batch_size": check_in("batch_size", Int(1, 4096)),
     "max_length": check_in("max_length", Int(1, 131_072)),
+    "batch_tokens": check_in("batch_tokens", BATCH_TOKENS, opt("rerank_batch_tokens")),
 }
 """Each reranker option a registry entry may accept → the check that returns its clean value."""
 

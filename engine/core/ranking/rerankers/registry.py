@@ -36,7 +36,7 @@ RERANKERS: tuple[RerankerEntry, ...] = (
     RerankerEntry("llm", "engine.core.ranking.rerankers.llm:llm_reranker", "llm:NAME_OR_DIR", "text",
                   "a causal LM read pointwise: log P(yes) − log P(no) after the instruction, query and document "
                   "(Qwen3-Reranker's format or the chat template); http://HOST:PORT/v1#MODEL for a served one",
-                  ("template", "instruction", "batch_size", "max_length"), "served"),
+                  ("template", "instruction", "batch_size", "max_length", "batch_tokens"), "served"),
     RerankerEntry("llm-list", "engine.core.ranking.rerankers.llm_list:llm_list_reranker", "llm-list:NAME_OR_DIR", "text",
                   "a chat LLM ordering 20 candidates at a time (RankGPT's sliding window; --rerank-rounds R: "
                   "grouped voting); http://HOST:PORT/v1#MODEL for a served one",
@@ -102,7 +102,7 @@ def checked_options(entry: RerankerEntry, /, keywords: bool = False, **options) 
     for name, value in options.items():
         if value is None:
             continue
-        cli = name in ("template", "instruction", "rounds") and not keywords
+        cli = name in ("template", "instruction", "rounds", "batch_tokens") and not keywords
         label = opt(f"rerank_{name}") if cli else name
         if name not in entry.options:
             takers = [f"{e.prefix}:" for e in RERANKERS if name in e.options]

@@ -36,6 +36,19 @@ class Scored:
         return f"{self.unread} of {self.asked} answers of {spec} could not be read: those candidates were ranked last"
 
 
+def meter_label(spec: "RerankerSpec") -> str:
+    """What a reranking progress meter is called (one per stage: the chunks of a stage count on the same)."""
+    return f"reranking ({spec})"
+
+
+def pair_count(spec: "RerankerSpec", items: Sequence[Item]) -> tuple[int, str]:
+    """(units, unit) a reranking of `items` counts: windows for a listwise kind, pairs otherwise."""
+    if spec.entry.prefix == "llm-list":
+        from engine.core.ranking.rerankers.listwise import window_count
+        return sum(window_count(len(d), spec.kwargs.get("rounds")) for _, d, _ in items), "windows"
+    return sum(len(d) for _, d, _ in items), "pairs"
+
+
 def score_items(spec: "RerankerSpec", load: Callable[[], Reranker], items: Sequence[Item],
                 cache: "ScoreCache | None" = None) -> Scored:
     """The scores of each (query, candidates, kind); `load` is called only when something must be scored."""
@@ -60,9 +73,15 @@ def _pairs(spec: "RerankerSpec", load: Callable[[], Reranker], items: Sequence[I
         missing = [i for i in range(len(docs)) if i not in kept]
         if missing:
             todo.append((n, missing))
+    from engine.progress import meter
+    with meter(meter_label(spec), sum(len(d) for _, d, _ in items), "pairs") as m:
+        m.advance(out.cached)
+        if todo:
+            before, count = m.done, sum(len(missing) for _, missing in todo)
+            fresh = load().score_batch([(items[n][0], [items[n][1][i] for i in missing], items[n][2])
+                                        for n, missing in todo])
+            m.advance(count - (m.done - before))  # what the reranker did not count itself
     if todo:
-        fresh = load().score_batch([(items[n][0], [items[n][1][i] for i in missing], items[n][2])
-                                    for n, missing in todo])
         new = []
         for (n, missing), scores in zip(todo, fresh):
             out.scores[n][missing] = scores
@@ -80,26 +99,38 @@ def _pairs(spec: "RerankerSpec", load: Callable[[], Reranker], items: Sequence[I
 
 def _lists(spec: "RerankerSpec", load: Callable[[], Reranker], items: Sequence[Item],
            cache: "ScoreCache | None") -> Scored:
-    from engine.core.ranking.rerankers.score_cache import content_key
+    from engine.core.ranking.rerankers.listwise import window_count
+    from engine.progress import meter
     out = Scored()
-    for query, docs, kind in items:
-        keys = [content_key(d, kind) for d in docs]
-        kept = cache.scores_of_list(query, keys) if cache is not None and len(docs) else None
-        if kept is not None:
-            out.scores.append(kept)
-            out.cached += len(docs)
-            continue
-        reranker = load()
-        unread, asked = reranker.unread()
-        scores = reranker.score(query, docs, kind)
-        unread, asked = reranker.unread()[0] - unread, reranker.unread()[1] - asked
-        if asked and unread == asked:
-            raise EngineError(f"reranker {spec}: no answer about the query {query[:60]!r} named a candidate "
-                              f"({unread} windows); is the model answering a ranking such as [2] > [1]?")
-        out.scores.append(scores)
-        out.scored += len(docs)
-        out.unread += unread
-        out.asked += asked
-        if cache is not None and not unread and len(docs):
-            cache.put_list(query, keys, scores)
+    counts = [window_count(len(docs), spec.kwargs.get("rounds")) for _, docs, _ in items]
+    with meter(meter_label(spec), sum(counts), "windows") as m:
+        for n, item in enumerate(items):
+            _list(spec, load, item, cache, out)
+            m.advance(sum(counts[:n + 1]) - m.done)  # a kept list's windows, and any the model skipped
     return out
+
+
+def _list(spec: "RerankerSpec", load: Callable[[], Reranker], item: Item, cache: "ScoreCache | None",
+          out: Scored) -> None:
+    """One query's list scored (or read from the kept scores) into `out`."""
+    from engine.core.ranking.rerankers.score_cache import content_key
+    query, docs, kind = item
+    keys = [content_key(d, kind) for d in docs]
+    kept = cache.scores_of_list(query, keys) if cache is not None and len(docs) else None
+    if kept is not None:
+        out.scores.append(kept)
+        out.cached += len(docs)
+        return
+    reranker = load()
+    unread, asked = reranker.unread()
+    scores = reranker.score(query, docs, kind)
+    unread, asked = reranker.unread()[0] - unread, reranker.unread()[1] - asked
+    if asked and unread == asked:
+        raise EngineError(f"reranker {spec}: no answer about the query {query[:60]!r} named a candidate "
+                          f"({unread} windows); is the model answering a ranking such as [2] > [1]?")
+    out.scores.append(scores)
+    out.scored += len(docs)
+    out.unread += unread
+    out.asked += asked
+    if cache is not None and not unread and len(docs):
+        cache.put_list(query, keys, scores)

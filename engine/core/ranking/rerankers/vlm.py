@@ -78,7 +78,9 @@ class PointwiseVLM:
         import torch
         out = np.full(len(files), -np.inf)
         text = self.prompt(query)
+        from engine.progress import advance
         for start in range(0, len(files), self.batch_size):
+            advance(len(files[start:start + self.batch_size]))  # counted as it starts: a skipped batch too
             images = [(start + n, read_image(f)) for n, f in enumerate(files[start:start + self.batch_size])]
             images = [(i, img) for i, img in images if img is not None]
             if not images:
