@@ -14,18 +14,17 @@ from engine.errors import EngineError
 
 
 def embed_candidates(spec: str) -> frozenset[str] | None:
-    """What `embed:SPEC` can score, read from the encoder registry without loading it: a text–image encoder
-    (clip:, conse) texts and images, a text one texts, an image-only one nothing (it cannot embed the query);
-    None where only loading tells (an adapted: folder)."""
-    from engine.core.encoders.registry import entry_for
-    modalities = entry_for(spec)[0].modalities
-    if "↔" in modalities:
-        return frozenset({TEXT, IMAGE})
-    if modalities.startswith("text"):
-        return frozenset({TEXT})
-    if modalities.startswith("image"):
-        return frozenset()
-    return None
+    """What `embed:SPEC` can score, read from the encoder registry without loading it (`modalities_of`: an
+    sbert: model's own files say whether it embeds images): a text–image encoder texts and images, a text one
+    texts, an image-only one nothing (it cannot embed the query); None where the registry cannot tell."""
+    from engine.core.encoders.registry import modalities_of
+    try:
+        modalities = modalities_of(spec)
+    except Exception:  # noqa: BLE001  a wrapped spec whose folder is unreadable: loading tells (and says why)
+        return None
+    if "text" not in modalities:
+        return frozenset() if modalities else None
+    return frozenset({TEXT, IMAGE}) if "image" in modalities else frozenset({TEXT})
 
 
 class EmbedReranker(Reranker):

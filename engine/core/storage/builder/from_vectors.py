@@ -254,8 +254,8 @@ def build_from_vector_files(name: str, source: VectorFiles, root: str | Path | N
                           f"(rebuild with {opt('force')} and all the vectors)")
     kind = "vectors"
     if encoder_spec:
-        from engine.core.encoders.registry import entry_for
-        kind = "image" if "image" in entry_for(encoder_spec)[0].modalities else "text"
+        from engine.core.encoders.registry import modalities_of
+        kind = "image" if "image" in modalities_of(encoder_spec) else "text"
     rows = open_vectors(vectors)
     if encoder_spec:
         check_encoder_dim(encoder_spec, rows.dim, vectors)
@@ -280,8 +280,8 @@ def build_from_vector_files(name: str, source: VectorFiles, root: str | Path | N
 def check_encoder_dim(spec: str, dim: int, vectors) -> None:
     """Vectors given with `--encoder` must be that encoder's width: else every later query of the collection
     fails. The encoder's query side is loaded to read its width (the collection's queries need it anyway)."""
-    from engine.core.encoders.registry import entry_for, load_image_query_encoder, load_text_query_encoder
-    side = load_text_query_encoder if "text" in entry_for(spec)[0].modalities else load_image_query_encoder
+    from engine.core.encoders.registry import load_image_query_encoder, modalities_of, load_text_query_encoder
+    side = load_text_query_encoder if "text" in modalities_of(spec) else load_image_query_encoder
     want = int(side(spec).dim)
     if want != dim:
         raise EngineError(f"{vectors}: {dim}-d vectors, but {opt('encoder')} {spec} embeds queries in {want} "
