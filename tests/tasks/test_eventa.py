@@ -122,6 +122,12 @@ def test_the_default_image_stage_reads_a_long_caption_by_sentences_and_a_short_o
     assert 'pooling="full"' in parts(RankParams(image_pooling="full"), "fix")["images"]
 
 
+def test_a_bad_image_pooling_is_one_line_naming_the_flag(run_cli):
+    code, out, err = run_cli("eventa", "submit", "--queries", "q.csv", "--out", "o.zip", "--image-pooling", "bogus")
+    assert code != 0 and "--image-pooling" in err and "bogus" in err and "Traceback" not in out + err
+    assert len(err.strip().splitlines()) == 1
+
+
 def test_bad_tuning_values_are_user_errors():
     for params in (RankParams(pooling="median"), RankParams(image_pooling="truncate"), RankParams(article_weight=1.5), RankParams(image_fusion="x"),
                    RankParams(dense_weight=0, bm25_weight=0)):

@@ -49,9 +49,10 @@ class RankParams:
     rerank_depth: int = 20         # fused articles the reranker reads per caption
 
     def check(self) -> None:
-        for what, value in (("pooling", self.pooling), ("image pooling", self.image_pooling)):
-            if value not in POOLINGS:
-                raise EngineError(f"unknown {what} {value!r}; use one of {', '.join(POOLINGS)}")
+        for name in ("pooling", "image_pooling"):
+            if getattr(self, name) not in POOLINGS:
+                raise EngineError(f"{opt(name)}: unknown pooling {getattr(self, name)!r}; use one of "
+                                  f"{', '.join(POOLINGS)}")
         for what, value in (("article fusion", self.article_fusion), ("image fusion", self.image_fusion)):
             if value not in FUSIONS:
                 raise EngineError(f"unknown {what} {value!r}; use one of {', '.join(FUSIONS)}")
