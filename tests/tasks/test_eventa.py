@@ -94,8 +94,42 @@ def test_labeled_csv_with_image_index_and_missing_columns(tmp_path):
         read_labeled(bad)
 
 
+def test_auto_pooling_is_truncation_where_the_caption_fits_and_best_sentence_past_it(text_encoder):
+    from engine.core.ranking.text_pooling import fits, words_for
+    short = "A tabby cat sleeps on a cushion. The committee met again to discuss the annual budget."
+    long = "The committee met again to discuss the annual budget and the schedule of works. " * 25 + \
+        "In the corner a small tabby cat sleeps on a cushion."
+    assert fits(text_encoder, short) and not fits(text_encoder, long)
+    assert len(long.split()) > words_for(text_encoder)
+    auto = encode_queries(text_encoder, [short, long], "auto")
+    full = encode_queries(text_encoder, [short, long], "full")
+    sentences = encode_queries(text_encoder, [long], "max")
+    docs = text_encoder.encode_texts(["a cat sleeping", "a cup of coffee"])
+    assert list(auto.owner).count(0) == 1 and np.allclose(auto.rows_of(0), full.rows_of(0), atol=1e-5)
+    assert np.allclose(similarity(auto, 0, docs, "auto"), similarity(full, 0, docs, "full"), atol=1e-5)
+    assert np.allclose(auto.rows_of(1), sentences.vectors, atol=1e-5)
+    assert np.allclose(similarity(auto, 1, docs, "auto"), similarity(sentences, 0, docs, "max"), atol=1e-5)
+    assert similarity(auto, 1, docs, "auto")[0] > similarity(full, 1, docs, "full")[0] + 0.2  # what truncation cut
+
+
+def test_the_default_image_stage_reads_a_long_caption_by_sentences_and_a_short_one_whole():
+    from engine.tasks.eventa.stages import parts
+    steps = parts(RankParams(), "fix")
+    assert RankParams().image_pooling == "auto"
+    assert 'retrieve("fix/images", pooling="auto"' in steps["images"]
+    assert 'similarity("fix/images"' in steps["fused"] and 'pooling="auto")' in steps["fused"]
+    assert 'group="article", pooling="mean"' in steps["_dense"]  # the article stage keeps its own pooling
+    assert 'pooling="full"' in parts(RankParams(image_pooling="full"), "fix")["images"]
+
+
+def test_a_bad_image_pooling_is_one_line_naming_the_flag(run_cli):
+    code, out, err = run_cli("eventa", "submit", "--queries", "q.csv", "--out", "o.zip", "--image-pooling", "bogus")
+    assert code != 0 and "--image-pooling" in err and "bogus" in err and "Traceback" not in out + err
+    assert len(err.strip().splitlines()) == 1
+
+
 def test_bad_tuning_values_are_user_errors():
-    for params in (RankParams(pooling="median"), RankParams(article_weight=1.5), RankParams(image_fusion="x"),
+    for params in (RankParams(pooling="median"), RankParams(image_pooling="truncate"), RankParams(article_weight=1.5), RankParams(image_fusion="x"),
                    RankParams(dense_weight=0, bm25_weight=0)):
         with pytest.raises(EngineError):
             params.check()
@@ -181,6 +215,30 @@ def test_empty_articles_leave_the_image_stage_intact(built, tmp_path):
     texts = [r[1] for r in csv.reader(open(paths.queries))][1:4]
     assert _ranked(tmp_path, "blank", texts, RankParams(), "fused") == \
         _ranked(tmp_path, "blank", texts, RankParams(), "images")
+
+
+def test_default_image_stage_never_below_truncation_on_long_captions_where_truncation_wins(built, tmp_path):
+    """The issue's shape (empty articles: fused is the image stage) on long news captions of the fixture's
+    photos, where whole-caption encoding beats the sentence mean: the default scores at least truncation."""
+    from engine.tasks.eventa.fixture import news_caption
+    paths, _, _ = built
+    db = json.loads(paths.database.read_text())
+    for a in db.values():
+        a["title"], a["content"] = "", ""
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps(db))
+    build_eventa(empty, paths.images, "blank", tmp_path)
+    rows = list(csv.reader(open(paths.labeled)))
+    rng = np.random.default_rng(7)
+    for r in rows[1:]:  # each caption's own first sentence (what the photo shows) in ~120 words of story
+        r[1] = news_caption(rng, r[1].split(". ")[0], int(rng.integers(90, 160)), lead=0.0)
+    long = tmp_path / "long.csv"
+    csv.writer(open(long, "w", newline="")).writerows(rows)
+    score = {p: eval_eventa(long, "blank", tmp_path, RankParams(image_pooling=p), poolings=("mean",))["mean"]
+             for p in ("auto", "full", "mean")}
+    overall = {p: (t["images"]["eventa"], t["fused"]["eventa"]) for p, t in score.items()}
+    assert overall["full"][0] > overall["mean"][0], overall  # a set where truncation wins
+    assert overall["auto"][0] >= overall["full"][0] and overall["auto"][1] >= overall["full"][1], overall
 
 
 def _ranked(root, name, texts, params, stage):

@@ -29,7 +29,8 @@ def built(tmp_path_factory, conse_encoder, text_encoder):
 
 @pytest.mark.parametrize("params", [RankParams(), RankParams(pooling="max"),
                                     RankParams(article_fusion="weighted", image_fusion="rrf", article_weight=0.5),
-                                    RankParams(top_articles=0)], ids=["default", "max", "weighted-rrf", "images"])
+                                    RankParams(top_articles=0), RankParams(image_pooling="full")],
+                         ids=["default", "max", "weighted-rrf", "images", "image-full"])
 def test_default_pipeline_equals_the_orchestration_stage_by_stage(built, params):
     paths, root, captions = built
     index = ReferenceIndex.open("fix", root)

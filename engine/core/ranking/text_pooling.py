@@ -4,7 +4,9 @@ News captions run to ~116 words (median) while CLIP's text tower reads 77 tokens
 word pieces; encoding the whole text silently drops its end. Sentences (long ones cut into word
 windows that fit) are encoded one by one and pooled, either into one vector (`mean`: the
 re-normalized mean, FAISS-friendly) or at scoring time (`max`: a document scores its best
-sentence match). `full` encodes the text as one string and lets the model truncate it.
+sentence match). `full` encodes the text as one string and lets the model truncate it. `auto` encodes a
+text that fits the window whole (as `full`, nothing is cut) and one that does not sentence by sentence,
+scored by its best sentence (as `max`): it differs from truncation only where truncation drops words.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import numpy as np
 from engine.core.encoders.base import l2_normalize
 from engine.errors import EngineError
 
-POOLINGS = ("mean", "max", "full")
+POOLINGS = ("mean", "max", "full", "auto")
 # A sentence ends at . ! ? (optionally followed by closing quotes/brackets) before a space and an
 # upper-case letter, digit or opening quote; "Dr. Smith" and "U.S. officials" split wrongly, which
 # only costs a shorter sentence.
@@ -92,24 +94,45 @@ def encode_sentences(encoder, texts: Sequence[str], max_words: int | None = None
     return SentenceVectors(vectors, np.asarray(owner, dtype=np.int64), len(texts))
 
 
+def fits(encoder, text: str) -> bool:
+    """Whether the encoder reads all of `text` (its word count within the window `words_for` estimates)."""
+    return len((text or "").split()) <= words_for(encoder)
+
+
 def encode_queries(encoder, texts: Sequence[str], pooling: str = "mean", batch_size: int = 64) -> SentenceVectors:
-    """Query vectors for a pooling: `full` gives one (possibly truncated) vector per text, the others
-    one per sentence (pool them with `.pooled()` for `mean`, score with `max_similarity` for `max`)."""
+    """Query vectors for a pooling: `full` gives one (possibly truncated) vector per text, `mean` and `max`
+    one per sentence (pool them with `.pooled()` for `mean`, score the best row for `max`), `auto` one per
+    text that `fits` and one per sentence of the others (scored by the best row)."""
     if pooling not in POOLINGS:
         raise EngineError(f"unknown pooling {pooling!r}; use one of {', '.join(POOLINGS)}")
     if pooling == "full":
         vectors = encoder.encode_texts(list(texts), batch_size=batch_size)
         return SentenceVectors(vectors, np.arange(len(texts), dtype=np.int64), len(texts))
+    if pooling == "auto":
+        return _encode_auto(encoder, texts, batch_size)
     return encode_sentences(encoder, texts, batch_size=batch_size)
 
 
+def _encode_auto(encoder, texts: Sequence[str], batch_size: int) -> SentenceVectors:
+    """Whole vectors of the texts that fit, sentence vectors of the others, in one batched pass."""
+    max_words = words_for(encoder)
+    parts, owner = [], []
+    for i, text in enumerate(texts):
+        pieces = [text] if fits(encoder, text) else (split_sentences(text, max_words) or [""])
+        parts += pieces
+        owner += [i] * len(pieces)
+    vectors = encoder.encode_texts(parts, batch_size=batch_size)
+    return SentenceVectors(vectors, np.asarray(owner, dtype=np.int64), len(texts))
+
+
 def similarity(sv: SentenceVectors, text_index: int, docs: np.ndarray, pooling: str) -> np.ndarray:
-    """Cosine of one text against doc vectors (rows): best sentence for `max`, pooled vector otherwise."""
+    """Cosine of one text against doc vectors (rows): best row for `max` and `auto`, the pooled vector for
+    `mean`, the one vector for `full`."""
     rows = sv.rows_of(text_index)
     if len(docs) == 0:
         return np.zeros(0, dtype=np.float32)
     sims = np.asarray(docs, dtype=np.float32) @ rows.T
-    if pooling == "max":
+    if pooling in ("max", "auto"):
         return sims.max(axis=1)
     if pooling == "full":
         return sims[:, 0]

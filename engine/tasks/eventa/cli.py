@@ -27,9 +27,14 @@ eventa_app = typer.Typer(no_args_is_help=True, help="EVENTA 2025 Track 2: captio
                                                     "text→image fill). build, submit, eval.")
 EventaName = Annotated[str, typer.Option("--name", help="Index name: a folder under --root holding the images/ "
                                          "and articles/ collections.")]
-EventaPooling = Annotated[str, typer.Option("--pooling", help="Long captions: mean (each sentence encoded, vectors "
-                          "averaged), max (a candidate scores its best sentence) or full (the caption as one text: "
-                          "the model TRUNCATES it at its window, MiniLM 256 word pieces, CLIP 77 tokens).")]
+EventaPooling = Annotated[str, typer.Option("--pooling", help="Long captions in the article stage (dense passages): "
+                          "mean (each sentence encoded, vectors averaged), max (a candidate scores its best "
+                          "sentence), full (the caption as one text: the model TRUNCATES it at its window, MiniLM "
+                          "256 word pieces, CLIP 77 tokens) or auto (full where the caption fits the window, max "
+                          "where it would be cut).")]
+EventaImagePooling = Annotated[str, typer.Option("--image-pooling", help="Long captions in the image stage (global "
+                               "text→image search and the images of the top articles): auto, full, mean or max, "
+                               "as --pooling.")]
 EventaArticleFusion = Annotated[str, typer.Option("--article-fusion", help="Dense + BM25 articles: rrf (reciprocal "
                                 "rank fusion, untuned) or weighted (min-max normalized scores × weights).")]
 EventaDenseWeight = Annotated[float, typer.Option("--dense-weight", help="Weight of the dense article ranking.")]
@@ -112,6 +117,7 @@ class EventaKnobs:
     bm25_weight: Annotated[float, cli(EventaBm25Weight), KNOB["bm25_weight"]] = RANK.bm25_weight
     top_articles: Annotated[int, cli(EventaTopArticles), KNOB["top_articles"]] = RANK.top_articles
     image_fusion: Annotated[str, cli(EventaImageFusion)] = RANK.image_fusion
+    image_pooling: Annotated[str, cli(EventaImagePooling)] = RANK.image_pooling
     article_weight: Annotated[float, cli(EventaArticleWeight), KNOB["article_weight"]] = RANK.article_weight
     depth: Annotated[int, cli(EventaDepth), KNOB["depth"]] = RANK.depth
     rerank: Annotated[Optional[str], cli(EventaRerank)] = RANK.rerank
@@ -159,8 +165,9 @@ class EventaEvalOptions:
     queries: Annotated[Path, cli(typer.Option("--queries", help="Labeled CSV: query_id (or image_index), caption "
                        "(query_text), retrieved_article_id, retrieved_image_id."))]
     name: Annotated[str, cli(EventaName)] = DEFAULT_NAME
-    pooling: Annotated[str, cli(typer.Option("--pooling", help="Comma-separated poolings to compare: mean, max, full "
-                       "(full truncates captions at the model's window)."))] = ",".join(EVAL_POOLINGS)
+    pooling: Annotated[str, cli(typer.Option("--pooling", help="Comma-separated poolings of the article stage to "
+                       "compare: mean, max, full (full truncates captions at the model's window), auto "
+                       "(--image-pooling sets the image stage's)."))] = ",".join(EVAL_POOLINGS)
     knobs: EventaKnobs = EventaKnobs()
     sweep: Annotated[Optional[str], cli(typer.Option("--sweep", help="Comma-separated article weights to also score "
                      "the fused stage at (rows `fused w=…`), e.g. 0,0.5,0.8,1: pick the best for submit "

@@ -263,3 +263,36 @@ def coco_as_eventa(coco: str | os.PathLike, folder: str | os.PathLike, limit: in
                 link.symlink_to((coco / "images" / im["file_name"]).resolve())
     return FixturePaths(folder, folder / "database.json", image_dir, folder / "queries.csv",
                         folder / "labeled.csv", len(database), len(database))
+
+
+LEADS = ("{person} of {org} speaks to reporters in {place} on Saturday.",
+         "Visitors gather in {place} during the {year} {event}.",
+         "{place}, {year}: the {event} opens to the public.")
+CONTEXT = ("{person} said the {event} in {place} would return next year.",
+           "The {event} was organised by {org} and ran for three days.",
+           "Earlier this year, {person} announced plans to expand the {event} beyond {place}.",
+           "Organisers of the {year} {event} expected more than ten thousand visitors.",
+           "{org} has supported events in {place} since {year}.")
+
+
+def news_caption(rng: np.random.Generator, visual: str, words: int, lead: float = 0.2) -> str:
+    """A long news-photo caption of about `words` words around `visual`, the sentence saying what the
+    photo shows: as real news captions run, it comes first (second, after a dateline-like lead, with
+    probability `lead`), and the rest is the story's context (people, places, organisers, filler) that
+    says nothing about the photo."""
+    person = f"{FIRST[int(rng.integers(len(FIRST)))]} {LAST[int(rng.integers(len(LAST)))]}"
+    fill = {"person": person, "place": PLACES[int(rng.integers(len(PLACES)))],
+            "event": EVENTS[int(rng.integers(len(EVENTS)))], "org": ORGS[int(rng.integers(len(ORGS)))],
+            "year": 2012 + int(rng.integers(12))}
+    visual = visual.strip().rstrip(".") + "."
+    head = [LEADS[int(rng.integers(len(LEADS)))].format(**fill), visual] if rng.random() < lead else [visual]
+    pool = [s.format(**fill) for s in CONTEXT] + list(FILLER)
+    rest = [pool[i] for i in rng.permutation(len(pool))]
+    out, n = list(head), sum(len(s.split()) for s in head)
+    for sentence in rest * 4:
+        if n >= words:
+            break
+        out.append(sentence)
+        n += len(sentence.split())
+    out[0] = out[0][0].upper() + out[0][1:]
+    return " ".join(out)

@@ -35,7 +35,8 @@ RANGES = {"dense_weight": WEIGHT, "bm25_weight": WEIGHT, "top_articles": Range(1
 class RankParams:
     """Knobs of the pipeline (the options of submit and eval); the defaults are the ones measured best on
     the fixture and coco-mini."""
-    pooling: str = "mean"          # mean | max | full (truncating)
+    pooling: str = "mean"          # articles' dense stage: mean | max | full (truncating) | auto
+    image_pooling: str = "auto"    # image stage: whole caption where it fits the window, else best sentence
     article_fusion: str = "rrf"    # dense + BM25 articles: rrf | weighted (min-max)
     dense_weight: float = 1.0
     bm25_weight: float = 1.0
@@ -48,8 +49,10 @@ class RankParams:
     rerank_depth: int = 20         # fused articles the reranker reads per caption
 
     def check(self) -> None:
-        if self.pooling not in POOLINGS:
-            raise EngineError(f"unknown pooling {self.pooling!r}; use one of {', '.join(POOLINGS)}")
+        for name in ("pooling", "image_pooling"):
+            if getattr(self, name) not in POOLINGS:
+                raise EngineError(f"{opt(name)}: unknown pooling {getattr(self, name)!r}; use one of "
+                                  f"{', '.join(POOLINGS)}")
         for what, value in (("article fusion", self.article_fusion), ("image fusion", self.image_fusion)):
             if value not in FUSIONS:
                 raise EngineError(f"unknown {what} {value!r}; use one of {', '.join(FUSIONS)}")
@@ -84,7 +87,8 @@ def parts(params: RankParams, name: str = DEFAULT_NAME) -> dict[str, str]:
         told = "".join(f", {k}={q(v)}" for k, v in options_taken(spec, instruction=RERANK_INSTRUCTION).items())
         reranked = f"{fused}\n  >> rerank({q(str(params.rerank))}, depth={params.rerank_depth}, docs={articles}, " \
                    f"group=\"article\"{told})"
-    glob = f"retrieve({images}, pooling=\"{p}\", k={params.k * GLOBAL_FACTOR})"
+    ip = params.image_pooling
+    glob = f"retrieve({images}, pooling=\"{ip}\", k={params.k * GLOBAL_FACTOR})"
     via = q(f"{name}/{ARTICLES}:{ARTICLE_IMAGES}")
     order = f"expand({images}, via={via}, limit={ORDER_LIMIT})"
     top = reranked or fused
@@ -93,7 +97,7 @@ def parts(params: RankParams, name: str = DEFAULT_NAME) -> dict[str, str]:
     else:
         full = (f"(({top})\n  >> expand({images}, via={via}, top={params.top_articles}, score=\"parent\")\n"
                 f"  >> similarity({images}, weight={params.article_weight!r}, fusion=\"{params.image_fusion}\", "
-                f"pooling=\"{p}\")\n  ^ {glob}) % {params.k}")
+                f"pooling=\"{ip}\")\n  ^ {glob}) % {params.k}")
     out = {"images": f"{glob} % {params.k}",
            "articles_dense": f"({dense} >> {order} ^ {glob}) % {params.k}",
            "articles_bm25": f"({bm25} >> {order} ^ {glob}) % {params.k}",

@@ -9,13 +9,13 @@ import numpy as np
 from engine.core.ranking.pipeline.query import Query
 from engine.core.ranking.pipeline.stage import Context, Run, Stage, check_choice, check_range, keep_args
 from engine.core.ranking.rerankers.candidates import item_fields
+from engine.core.ranking.text_pooling import POOLINGS
 from engine.io.options import K
 from engine.io.ranking import Ranking, top_k
 from engine.errors import EngineError
 
 MODES = ("dense", "bm25", "hybrid")
 FUSIONS = ("weighted", "rrf")
-POOLINGS = ("mean", "max", "full")
 
 
 def _vectors(ctx: Context, col, texts: Sequence[str], pooling: str):
@@ -30,7 +30,7 @@ def _vectors(ctx: Context, col, texts: Sequence[str], pooling: str):
 class Retrieve(Stage):
     """Top k of a collection for each query's text: `mode` dense, bm25 or hybrid (default: hybrid where the
     collection stores BM25 of its items, else dense), `where` a metadata filter, `fusion` the hybrid's.
-    `pooling` (mean, max, full) encodes long queries sentence by sentence as the tasks do; `group` ranks the
+    `pooling` (mean, max, full, auto) encodes long queries sentence by sentence as the tasks do; `group` ranks the
     values of a metadata field instead of items (each by its best item among the top `fetch` rows: MaxP,
     e.g. articles from their passages), with the text of each group's first item. `options`: `fetch` (the
     rows a group search reads); `texts=False` leaves out each hit's text (or image file), which only a later
