@@ -11,7 +11,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from engine.core.encoders.base import l2_normalize
-from engine.core.storage.index.faiss_index import default_search_params, save_index
+from engine.core.storage.index.faiss_index import FlatFile, default_search_params, save_collection_index
 from engine.core.storage.store import generations
 from engine.core.storage.store.columns import ROLE as COLUMNS
 from engine.core.storage.store.columns import ColumnCollector
@@ -39,9 +39,10 @@ def commit_collection(path: Path, manifest: dict, embeddings: np.ndarray, items:
     manifest = {**manifest, "count": len(items) if count is None else count,  # type: ignore[arg-type]
                 **({"extra": dict(extras.extra)} if extras.extra else {})}
 
-    def write_index(p: Path) -> None:
-        save_index(faiss_index, p)
-        manifest["index_bytes"] = p.stat().st_size  # serialized size: a close proxy for resident memory
+    def write_index(p: Path) -> None:  # a Flat index over exactly the embeddings written: a header over them
+        header_only = isinstance(faiss_index, FlatFile) and faiss_index.vectors is embeddings \
+            and faiss_index.normalize == normalize
+        save_collection_index(faiss_index, p, manifest, header_only)
 
     if hasattr(faiss_index, "writer"):  # a folder of shards or an on-disk IVF (engine.core.storage.index.shards / ondisk)
         index_writer = faiss_index.writer()

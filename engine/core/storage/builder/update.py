@@ -186,9 +186,10 @@ def commit_rows(old: StoredCollection, keep: np.ndarray, extra_writers: dict | N
     keep = np.asarray(keep, dtype=np.int64)
     manifest = {**{k: v for k, v in old.manifest.items() if k != "deleted"}, "count": int(len(keep)),
                 "updated": now()}
-    index_writer = _index_writer(old, keep, manifest)
+    vectors = Rows(old.embeddings, keep)
+    index_writer = _index_writer(old, vectors, manifest)
     offsets: list = []
-    writers = {"embeddings": generations.npy_blocks(Rows(old.embeddings, keep)),
+    writers = {"embeddings": generations.npy_blocks(vectors),
                "items": _items_bytes(old, keep, offsets), "item_offsets": generations.offsets_npy(offsets),
                "index": index_writer}
     roles = old.manifest.get("roles", {})
@@ -245,11 +246,13 @@ def _items_bytes(old: StoredCollection, keep: np.ndarray, offsets: list) -> gene
     return generations.FileWriter(".jsonl", write)
 
 
-def _index_writer(old: StoredCollection, keep: np.ndarray, manifest: dict) -> generations.FileWriter:
-    """The index over the kept rows, without retraining where FAISS allows it."""
-    from engine.core.storage.index.faiss_index import FlatFile, build_index, is_exact, save_index
+def _index_writer(old: StoredCollection, vectors: Rows, manifest: dict) -> generations.FileWriter:
+    """The index over the kept rows (`vectors`, the embeddings written beside it), without retraining where
+    FAISS allows it; a Flat index as a header over those embeddings (an older collection's Flat file is
+    upgraded so)."""
+    from engine.core.storage.index.faiss_index import FlatFile, build_index, is_exact, save_collection_index
     factory = old.manifest.get("index_factory", "Flat")
-    vectors = Rows(old.embeddings, keep)
+    keep = vectors.rows
     index_file = old.file("index")
     shards = int(old.manifest.get("shards", 1))
     if index_file.is_dir() or shards > 1:
@@ -263,8 +266,7 @@ def _index_writer(old: StoredCollection, keep: np.ndarray, manifest: dict) -> ge
         faiss_index = _remove_from_ivf(index_file, keep, len(old)) or build_index(vectors, factory)
 
     def write(p: Path) -> None:
-        save_index(faiss_index, p)
-        manifest["index_bytes"] = p.stat().st_size
+        save_collection_index(faiss_index, p, manifest, header_only=True)
     return generations.FileWriter(".faiss", write)
 
 

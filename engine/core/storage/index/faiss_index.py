@@ -9,9 +9,11 @@ from __future__ import annotations
 import re
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
+from engine.core.storage.store.structure import VECTORS_IN
 from engine.io.ranking import merge_top_k
 from engine.errors import EngineError, opt
 
@@ -237,6 +239,48 @@ class FlatFile:
             for lo in range(0, n, self.block):
                 part = np.asarray(self.vectors[lo:lo + self.block], dtype=np.float32)
                 fh.write(np.ascontiguousarray(l2_normalize(part) if self.normalize else part).tobytes())
+
+
+    def write_header(self, path) -> bool:
+        """Only the header of the index `write` writes (its count and width, no rows): the collection's
+        embeddings role holds the rows (`read_flat_over`), so each vector is written once. False where FAISS's
+        header is a layout this writer does not know (then nothing is written)."""
+        faiss = faiss_module()
+        n, dim = self.vectors.shape
+        header = bytearray(faiss.serialize_index(faiss.IndexFlatIP(dim)).tobytes())
+        if len(header) != 45 or header[:4] != b"IxFI":
+            return False
+        header[8:16] = np.int64(n).tobytes()
+        header[37:45] = np.uint64(n * dim).tobytes()
+        with open(path, "wb") as fh:
+            fh.write(header)
+        return True
+
+
+def save_collection_index(index, path, manifest: dict, header_only: bool) -> None:
+    """A collection's `index` role: a Flat index as a header over the embeddings role (`header_only`: the
+    embeddings written are the index's rows), any other index whole; `manifest` records which and the
+    index's resident bytes."""
+    if header_only and isinstance(index, FlatFile) and index.write_header(path):
+        manifest[VECTORS_IN] = "embeddings"
+        manifest["index_bytes"] = int(index.vectors.shape[0]) * int(index.vectors.shape[1]) * 4
+        return
+    manifest.pop(VECTORS_IN, None)
+    save_index(index, path)
+    manifest["index_bytes"] = Path(path).stat().st_size  # serialized size: a close proxy for resident memory
+
+
+def read_flat_over(embeddings, params: dict[str, int] | None = None, block: int = 65536):
+    """The exact index of a collection whose index file is a header (`VECTORS_IN`): an `IndexFlatIP` filled
+    block by block from the memory-mapped embeddings `.npy` (the same rows, so the same results as the Flat
+    file an older collection holds)."""
+    faiss = faiss_module()
+    emb = np.load(embeddings, mmap_mode="r")
+    index = faiss.IndexFlatIP(int(emb.shape[1]))
+    for lo in range(0, len(emb), block):
+        index.add(np.ascontiguousarray(emb[lo:lo + block], dtype=np.float32))
+    apply_search_params(index, params or {})
+    return index
 
 
 def save_index(index, path) -> None:
