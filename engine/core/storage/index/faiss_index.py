@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.core.storage.store.structure import VECTORS_IN
+from engine.core.storage.store.structure import FLAT_HEADER_BYTES, VECTORS_IN
 from engine.io.ranking import merge_top_k
 from engine.errors import EngineError, opt
 
@@ -248,7 +248,7 @@ class FlatFile:
         faiss = faiss_module()
         n, dim = self.vectors.shape
         header = bytearray(faiss.serialize_index(faiss.IndexFlatIP(dim)).tobytes())
-        if len(header) != 45 or header[:4] != b"IxFI":
+        if len(header) != FLAT_HEADER_BYTES or header[:4] != b"IxFI":
             return False
         header[8:16] = np.int64(n).tobytes()
         header[37:45] = np.uint64(n * dim).tobytes()
