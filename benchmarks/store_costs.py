@@ -7,8 +7,8 @@ are timed on.
         laid out as before (its Flat index file holding every row beside the embeddings role); prints a table of
         bytes on disk (inputs, collection, old layout) and writes it as JSON (--out)
 
-    python benchmarks/store_costs.py copy DIR NAME
-        copies DIR/store/c to DIR/store/NAME (what each timed delete or compaction starts from)
+    python benchmarks/store_costs.py copy DIR NAME [--from c|old]
+        links DIR/store/c (or old) as DIR/store/NAME (what each timed delete or compaction starts from)
 
 Time a delete or a compaction as a whole process, paired (the copy is in both commands, so it cancels out):
     sh -c 'python benchmarks/store_costs.py copy DIR x && engine delete x --ids DIR/delete.txt --root DIR/store'
@@ -81,13 +81,17 @@ def prepare(folder: Path, n: int, dim: int, out: Path) -> dict:
     return result
 
 
-def copy(folder: Path, name: str) -> None:
+def copy(folder: Path, name: str, source: str = "c") -> None:
+    """DIR/store/SOURCE as DIR/store/NAME by hard links (a delete or a compaction writes new files and renames
+    its manifest into place: the source's files are never changed), its manifest a file of its own."""
+    import os
     target = folder / "store" / name
     shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(folder / "store" / "c", target)
+    shutil.copytree(folder / "store" / source, target, copy_function=os.link)
     manifest_file = target / "manifest.json"
     manifest = json.loads(manifest_file.read_text())
     manifest["name"] = name
+    manifest_file.unlink()
     manifest_file.write_text(json.dumps(manifest))
 
 
@@ -102,11 +106,12 @@ def main() -> None:
     c = sub.add_parser("copy")
     c.add_argument("folder", type=Path)
     c.add_argument("name")
+    c.add_argument("--from", dest="source", default="c", help="the collection copied (c, or old: the previous layout)")
     a = ap.parse_args()
     if a.what == "prepare":
         prepare(a.folder, a.n, a.dim, a.out)
     else:
-        copy(a.folder, a.name)
+        copy(a.folder, a.name, a.source)
 
 
 if __name__ == "__main__":

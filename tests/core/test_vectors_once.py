@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import numpy as np
 
 from engine.core.collection import Collection
@@ -94,7 +96,6 @@ def test_an_old_layout_collection_opens_searches_alike_and_a_compaction_upgrades
 
 def test_an_index_header_that_disagrees_with_the_count_is_refused(tmp_path):
     """The header still carries the count and width that opening checks against the manifest."""
-    import pytest
     from engine.errors import EngineError
     col = Collection.from_vectors("c", [f"d{i}" for i in range(50)], _unit(50, 8), None, "text", root=tmp_path)
     manifest = {k: v for k, v in col.manifest.items() if k not in ("roles", "files")}
@@ -103,3 +104,35 @@ def test_an_index_header_that_disagrees_with_the_count_is_refused(tmp_path):
                        keep={r: f for r, f in col.manifest["roles"].items() if r != "index"})
     with pytest.raises(EngineError, match="49 vectors"):
         Collection.open("c", tmp_path)
+
+
+def test_a_delete_confirms_its_candidates_in_bulk_for_every_form_of_id(tmp_path, monkeypatch):
+    """Ids that are prefixes of others, with quotes, backslashes, control characters and other scripts: the
+    candidates' first bytes confirm each one, and no row is parsed unless its hash is shared."""
+    from engine.core.storage.store import id_index
+    ids = ["d1", "d10", "d100", 'q"uote', "back\\slash", "tab\there", "line\nbreak", "日本", "e\u0301", "\x7f"]
+    ids += [f"x{i}" for i in range(200)]
+    Collection.from_vectors("c", ids, _unit(len(ids), 8), None, "text", root=tmp_path)
+    col = Collection.open("c", tmp_path, verify=True)
+    wanted = ids[:10] + ["d1000", "absent"]
+    monkeypatch.setattr(id_index, "_line_id", lambda line: pytest.fail(f"row parsed: {line!r}"))
+    rows, found = id_index.find_rows(col, wanted)
+    assert rows.tolist() == list(range(10)) and found == ids[:10]
+    assert delete_ids("c", ["d10", "line\nbreak"], root=tmp_path) == 2
+    col = Collection.open("c", tmp_path, verify=True)
+    assert [col.ids[r] for r in col.deleted_rows] == ["d10", "line\nbreak"]
+
+
+@pytest.mark.parametrize("keep", ["every_third", "runs", "all", "none", "last"])
+def test_kept_rows_are_streamed_in_order_as_numpy_takes_them(tmp_path, keep):
+    x = np.random.default_rng(3).normal(size=(1000, 12)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    rows = {"every_third": np.arange(0, 1000, 3), "runs": np.r_[5:70, 300:301, 640:1000],
+            "all": np.arange(1000), "none": np.zeros(0, int), "last": np.array([999])}[keep]
+    writer = generations.kept_rows_npy(tmp_path / "x.npy", rows, block=64)
+    writer.write(tmp_path / "kept.npy")
+    got = np.load(tmp_path / "kept.npy")
+    assert got.shape == (len(rows), 12)
+    np.testing.assert_array_equal(got, x[rows])
+    np.save(tmp_path / "h.npy", x.astype(np.float16))
+    assert generations.kept_rows_npy(tmp_path / "h.npy", rows) is None  # another dtype: gathered as before

@@ -189,7 +189,8 @@ def commit_rows(old: StoredCollection, keep: np.ndarray, extra_writers: dict | N
     vectors = Rows(old.embeddings, keep)
     index_writer = _index_writer(old, vectors, manifest)
     offsets: list = []
-    writers = {"embeddings": generations.npy_blocks(vectors),
+    embeddings = generations.kept_rows_npy(old.file("embeddings"), keep) or generations.npy_blocks(vectors)
+    writers = {"embeddings": embeddings,
                "items": _items_bytes(old, keep, offsets), "item_offsets": generations.offsets_npy(offsets),
                "index": index_writer}
     roles = old.manifest.get("roles", {})
