@@ -136,3 +136,18 @@ def test_kept_rows_are_streamed_in_order_as_numpy_takes_them(tmp_path, keep):
     np.testing.assert_array_equal(got, x[rows])
     np.save(tmp_path / "h.npy", x.astype(np.float16))
     assert generations.kept_rows_npy(tmp_path / "h.npy", rows) is None  # another dtype: gathered as before
+
+
+def test_the_index_over_the_embeddings_reads_them_as_raw_faiss_holds_them(tmp_path):
+    from engine.core.storage.index.faiss_index import read_flat_over
+    x = _unit(700, 24, seed=4)
+    q = _unit(9, 24, seed=5)
+    np.save(tmp_path / "c.npy", x)
+    np.save(tmp_path / "f.npy", np.asfortranarray(x))  # another layout: read block by block
+    want = _raw_flat(x, q, 7)
+    for name in ("c.npy", "f.npy"):
+        index = read_flat_over(tmp_path / name)
+        assert index.ntotal == 700 and index.d == 24
+        got = index.search(q, 7)
+        np.testing.assert_array_equal(got[1], want[1])
+        np.testing.assert_array_equal(got[0], want[0])

@@ -8,9 +8,10 @@ A delete marks rows, as Lucene and LanceDB do: the next generation keeps every f
 it finds its rows through the generation's id index (`engine.core.storage.store.id_index`: hashes of the ids,
 binary search, only the candidates' rows read; collections written before the index scan the ids). Every search skips those rows (dense, filtered, BM25, hybrid, the service); BM25's corpus statistics still
 count them until a compaction. When the deleted rows pass `COMPACT_AT` of the collection (or on `engine
-compact`), the remaining rows are written as the next generation in one commit: the embeddings and the items
-rows copied as bytes (no row parsed), the metadata columns sliced, the index made without retraining (Flat:
-streamed from the vectors; a plain IVF: `remove_ids`, then its ids renumbered to the new rows; others:
+compact`), the remaining rows are written as the next generation in one commit: the embeddings streamed in
+order from their file and the items rows copied as bytes (no row parsed), the metadata columns sliced, the
+index made without retraining (Flat: a header over the new embeddings, which an older collection's whole
+Flat file becomes; a plain IVF: `remove_ids`, then its ids renumbered to the new rows; others:
 refilled or rebuilt with the same factory), and the BM25 index rebuilt from the remaining texts. So every
 role stays aligned and equals a fresh build of the remaining items (an IVF keeps its trained centroids).
 `--add`, `--update` and `--sync` write such a compacted generation too. Each is one commit under the writer

@@ -270,13 +270,38 @@ def save_collection_index(index, path, manifest: dict, header_only: bool) -> Non
     manifest["index_bytes"] = Path(path).stat().st_size  # serialized size: a close proxy for resident memory
 
 
-def read_flat_over(embeddings, params: dict[str, int] | None = None, block: int = 65536):
-    """The exact index of a collection whose index file is a header (`VECTORS_IN`): an `IndexFlatIP` filled
-    block by block from the memory-mapped embeddings `.npy` (the same rows, so the same results as the Flat
-    file an older collection holds)."""
+def read_flat_over(embeddings, params: dict[str, int] | None = None):
+    """The exact index of a collection whose index file is a header (`VECTORS_IN`): an `IndexFlatIP` whose
+    rows are read from the embeddings `.npy` straight into FAISS's own buffer (one read, as FAISS reads its
+    Flat file: no memory map beside it, no second copy), so the same rows give the same results as the
+    Flat file an older collection holds."""
     faiss = faiss_module()
+    with open(embeddings, "rb") as fh:
+        version = np.lib.format.read_magic(fh)
+        reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        (n, dim), fortran, dtype = reader(fh)
+        index = faiss.IndexFlatIP(int(dim))
+        if fortran or dtype != np.dtype("<f4") or not hasattr(index.codes, "resize"):
+            fh.close()
+            return _flat_by_blocks(embeddings, index, params)
+        size = int(n) * int(dim) * 4
+        index.codes.resize(size)
+        if size:
+            view = memoryview(faiss.rev_swig_ptr(index.codes.data(), size))
+            got = 0
+            while got < size:
+                read = fh.readinto(view[got:])
+                if not read:
+                    raise EngineError(f"{embeddings} ends before its {n} × {dim} vectors")
+                got += read
+        index.ntotal = int(n)
+    apply_search_params(index, params or {})
+    return index
+
+
+def _flat_by_blocks(embeddings, index, params: dict[str, int] | None, block: int = 65536):
+    """`read_flat_over` for an array it does not read whole (another dtype or order): added block by block."""
     emb = np.load(embeddings, mmap_mode="r")
-    index = faiss.IndexFlatIP(int(emb.shape[1]))
     for lo in range(0, len(emb), block):
         index.add(np.ascontiguousarray(emb[lo:lo + block], dtype=np.float32))
     apply_search_params(index, params or {})
