@@ -18,6 +18,7 @@ from engine.core.storage.store.columns import ColumnCollector
 from engine.core.storage.store.id_index import ROLE as ID_INDEX, IdCollector
 from engine.core.storage.store.npy_rows import NpyRows
 from engine.core.storage.store.stored import PARTIAL, Extras, now
+from engine.core.storage.store.structure import VECTORS_IN
 from engine.version import __version__
 
 
@@ -47,6 +48,7 @@ def commit_collection(path: Path, manifest: dict, embeddings: np.ndarray, items:
     if hasattr(faiss_index, "writer"):  # a folder of shards or an on-disk IVF (engine.core.storage.index.shards / ondisk)
         index_writer = faiss_index.writer()
         manifest["index_bytes"] = int(faiss_index.memory_bytes())
+        manifest.pop(VECTORS_IN, None)
     else:
         index_writer = generations.FileWriter(".faiss", write_index)
     collector = ColumnCollector()  # the metadata filters read (engine.core.storage.store.columns), gathered as items stream

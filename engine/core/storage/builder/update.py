@@ -261,6 +261,7 @@ def _index_writer(old: StoredCollection, vectors: Rows, manifest: dict) -> gener
         from engine.core.storage.index.shards import build_scaled_index
         faiss_index = build_scaled_index(vectors, factory, shards, on_ray=False, workdir=old.path / PARTIAL)
         manifest["index_bytes"] = int(faiss_index.memory_bytes())
+        manifest.pop("index_vectors", None)  # the shards hold their rows
         return faiss_index.writer()
     if is_exact(factory):
         faiss_index = FlatFile(vectors)

@@ -240,7 +240,6 @@ class FlatFile:
                 part = np.asarray(self.vectors[lo:lo + self.block], dtype=np.float32)
                 fh.write(np.ascontiguousarray(l2_normalize(part) if self.normalize else part).tobytes())
 
-
     def write_header(self, path) -> bool:
         """Only the header of the index `write` writes (its count and width, no rows): the collection's
         embeddings role holds the rows (`read_flat_over`), so each vector is written once. False where FAISS's
@@ -276,32 +275,32 @@ def read_flat_over(embeddings, params: dict[str, int] | None = None):
     Flat file: no memory map beside it, no second copy), so the same rows give the same results as the
     Flat file an older collection holds."""
     faiss = faiss_module()
+    readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
     with open(embeddings, "rb") as fh:
         version = np.lib.format.read_magic(fh)
-        reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-        (n, dim), fortran, dtype = reader(fh)
-        index = faiss.IndexFlatIP(int(dim))
-        if fortran or dtype != np.dtype("<f4") or not hasattr(index.codes, "resize"):
-            fh.close()
-            return _flat_by_blocks(embeddings, index, params)
+        (n, dim), fortran, dtype = readers[version](fh) if version in readers else ((0, 0), True, None)
+        index = faiss.IndexFlatIP(int(dim)) if not fortran and dtype == np.dtype("<f4") else None
+        if index is None or not hasattr(index.codes, "resize"):
+            return _flat_by_blocks(embeddings, params)
         size = int(n) * int(dim) * 4
         index.codes.resize(size)
-        if size:
-            view = memoryview(faiss.rev_swig_ptr(index.codes.data(), size))
-            got = 0
-            while got < size:
-                read = fh.readinto(view[got:])
-                if not read:
-                    raise EngineError(f"{embeddings} ends before its {n} × {dim} vectors")
-                got += read
+        view = memoryview(faiss.rev_swig_ptr(index.codes.data(), size)) if size else memoryview(b"")
+        got = 0
+        while got < size:
+            read = fh.readinto(view[got:])
+            if not read:
+                raise EngineError(f"{embeddings} ends before its {n} × {dim} vectors")
+            got += read
         index.ntotal = int(n)
     apply_search_params(index, params or {})
     return index
 
 
-def _flat_by_blocks(embeddings, index, params: dict[str, int] | None, block: int = 65536):
-    """`read_flat_over` for an array it does not read whole (another dtype or order): added block by block."""
+def _flat_by_blocks(embeddings, params: dict[str, int] | None, block: int = 65536):
+    """`read_flat_over` for an array it does not read whole (another dtype, order or header version): added
+    block by block."""
     emb = np.load(embeddings, mmap_mode="r")
+    index = faiss_module().IndexFlatIP(int(emb.shape[1]))
     for lo in range(0, len(emb), block):
         index.add(np.ascontiguousarray(emb[lo:lo + block], dtype=np.float32))
     apply_search_params(index, params or {})
