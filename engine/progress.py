@@ -61,15 +61,33 @@ def set_quiet(quiet: bool) -> None:
     _state["quiet"] = quiet
 
 
+_COLORS = {"yellow": "33", "red": "31"}
+
+
+def _line(text: str, label: str = "", color: str = "") -> None:
+    """One line on stderr. Plain, without importing rich, unless rich's console is there already (a bar or a
+    table made it): then through it, so a live bar stays below the line. The label is colored on a terminal
+    (not with NO_COLOR), as rich would."""
+    if "console" in _state:
+        head = f"[{color}]{label}[/{color}] " if label else ""
+        _state["console"].print(head + _escape(text), soft_wrap=True, highlight=False)
+        return
+    import os
+    if label and sys.stderr.isatty() and not os.environ.get("NO_COLOR"):
+        label = f"\x1b[{_COLORS[color]}m{label}\x1b[0m"
+    sys.stderr.write(f"{label} {text}\n" if label else f"{text}\n")
+    sys.stderr.flush()
+
+
 def info(message: str) -> None:
     """A status line on stderr (stdout is kept for results)."""
     if not _state["quiet"]:
-        _console().print(_escape(render_options(message)), soft_wrap=True)  # tables keep their lines
+        _line(render_options(message))
 
 
 def warn(message: str) -> None:
     """Warnings show even with --quiet."""
-    _console().print(f"[yellow]warning:[/yellow] {_escape(render_options(message))}", soft_wrap=True)  # one line
+    _line(render_options(message), "warning:", "yellow")
 
 
 def make_progress() -> "Progress":
@@ -213,7 +231,7 @@ def track(items: Iterable[T], total: int | None, description: str) -> Iterator[T
 
 def error_line(message: str) -> None:
     """One red `error:` line on stderr: what a command line shows instead of a traceback."""
-    _console().print(f"[red]error:[/red] {_escape(message)}", highlight=False, soft_wrap=True, markup=True)
+    _line(message, "error:", "red")
 
 
 @contextmanager

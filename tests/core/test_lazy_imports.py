@@ -60,3 +60,13 @@ def test_command_imports_no_heavy_library(repo, files, name):
     last = out.stdout.strip().splitlines()[-1]
     assert last == f"HEAVY [] EXIT {EXPECTED_EXIT.get(name, 0)}", (last, out.stderr[-500:])
     assert "Traceback" not in out.stderr
+
+
+def test_a_status_line_or_a_warning_imports_no_display_library():
+    """`info` and `warn` print plain lines (a `[tag]` kept as it is); rich loads only for bars and tables."""
+    probe = ("import sys\nfrom engine.progress import info, warn\ninfo('deleted 3 items from [news]')\n"
+             "warn('2 ids are not in [news]')\nprint('RICH', 'rich' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                         env={**os.environ, "NO_COLOR": "1"})
+    assert out.stdout.strip() == "RICH False"
+    assert out.stderr == "deleted 3 items from [news]\nwarning: 2 ids are not in [news]\n"

@@ -286,6 +286,9 @@ def test_a_delete_reads_only_the_rows_it_deletes_through_the_id_index(tmp_path, 
     gone = ["d3", "d150", 'q"uote', "日本", "absent"]
     with monkeypatch.context() as m:
         m.setattr(generations, "raw_lines", lambda path, offsets, rows: read.extend(rows) or real(path, offsets, rows))
+        heads = generations.line_heads
+        m.setattr(id_index, "line_heads", lambda path, offsets, rows, width: read.extend(rows.tolist())
+                  or heads(path, offsets, rows, width))
         m.setattr(id_index, "_raw_ids", lambda old: pytest.fail("the ids were scanned"))
         assert delete_ids("c", gone, root=tmp_path) == 4
     assert sorted(read) == [3, 150, n, n + 1]
@@ -293,7 +296,7 @@ def test_a_delete_reads_only_the_rows_it_deletes_through_the_id_index(tmp_path, 
     assert [col.ids[r] for r in col.deleted_rows] == ["d3", "d150", 'q"uote', "日本"]
 
     # every id on one of four hashes: each lookup reads the candidates and keeps only its own rows
-    monkeypatch.setattr(id_index, "_id_hash", lambda i: len(str(i)) % 4)
+    monkeypatch.setattr(id_index, "id_hashes", lambda ids: np.array([len(str(i)) % 4 for i in ids], np.int64))
     Collection.from_vectors("k", ids, _vectors(len(ids)), None, "text", root=tmp_path)
     assert delete_ids("k", ["d7", "d42", "nope"], root=tmp_path) == 2
     col = Collection.open("k", tmp_path, verify=True)

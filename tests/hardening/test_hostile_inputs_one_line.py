@@ -151,7 +151,7 @@ def _vectors_collection(tmp_path, n=20):
 def test_truncated_index_with_recomputed_checksums(tmp_path):
     col = _vectors_collection(tmp_path)
     index = col.file("index")
-    index.write_bytes(index.read_bytes()[:200])
+    index.write_bytes(index.read_bytes()[:index.stat().st_size // 2])  # the header over the embeddings, or a whole file
     _recompute_checksums(col.path)
     with pytest.raises(EngineError, match="truncated|not a FAISS index") as exc:
         Collection.open("c", tmp_path)

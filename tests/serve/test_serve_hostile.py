@@ -117,7 +117,7 @@ def test_a_huge_query_vector_is_refused_and_scores_are_always_finite(client, ser
 
 
 def poison(root, name: str) -> None:
-    """Row 0 of the embeddings and of the Flat index set to NaN, the manifest's checksums updated (what a
+    """Row 0 of the embeddings (the Flat index's rows, or also its own file's) set to NaN, the manifest's checksums updated (what a
     buggy writer would leave: a collection whose bytes all match)."""
     import faiss
     folder = root / name
@@ -126,9 +126,10 @@ def poison(root, name: str) -> None:
     emb = np.load(emb_file).copy()
     emb[0] = np.nan
     np.save(emb_file, emb)
-    index = faiss.IndexFlatIP(emb.shape[1])
-    index.add(emb)
-    faiss.write_index(index, str(index_file))
+    if manifest.get("index_vectors") != "embeddings":  # a Flat file holding the rows again (an older layout)
+        index = faiss.IndexFlatIP(emb.shape[1])
+        index.add(emb)
+        faiss.write_index(index, str(index_file))
     for f in (emb_file, index_file):
         manifest["files"][f.name] = {"bytes": f.stat().st_size, "sha256": hashlib.sha256(f.read_bytes()).hexdigest()}
     (folder / MANIFEST).write_text(json.dumps(manifest))

@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from engine.core.storage.index.faiss_index import SearchKnobs, check_knobs, search_index
+from engine.core.storage.index.faiss_index import VECTORS_IN, SearchKnobs, check_knobs, read_flat_over, search_index
 from engine.core.storage.index.loading import load_index
 from engine.core.storage.store.stored import StoredCollection, rebuild_hint
 from engine.errors import EngineError, opt
@@ -95,7 +95,10 @@ class SearchableCollection(StoredCollection):
     def index(self):
         if self._index is None:
             try:
-                self._index = load_index(self.file("index"), self.manifest.get("search_params"))
+                if self.manifest.get(VECTORS_IN) == "embeddings":  # the index file is a header over them
+                    self._index = read_flat_over(self.file("embeddings"), self.manifest.get("search_params"))
+                else:
+                    self._index = load_index(self.file("index"), self.manifest.get("search_params"))
             except RuntimeError as exc:
                 if self._rebuilt():
                     raise self._gone() from None

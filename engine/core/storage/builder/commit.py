@@ -11,13 +11,14 @@ from typing import Any, Iterable
 import numpy as np
 
 from engine.core.encoders.base import l2_normalize
-from engine.core.storage.index.faiss_index import default_search_params, save_index
+from engine.core.storage.index.faiss_index import FlatFile, default_search_params, save_collection_index
 from engine.core.storage.store import generations
 from engine.core.storage.store.columns import ROLE as COLUMNS
 from engine.core.storage.store.columns import ColumnCollector
 from engine.core.storage.store.id_index import ROLE as ID_INDEX, IdCollector
 from engine.core.storage.store.npy_rows import NpyRows
 from engine.core.storage.store.stored import PARTIAL, Extras, now
+from engine.core.storage.store.structure import VECTORS_IN
 from engine.version import __version__
 
 
@@ -39,13 +40,15 @@ def commit_collection(path: Path, manifest: dict, embeddings: np.ndarray, items:
     manifest = {**manifest, "count": len(items) if count is None else count,  # type: ignore[arg-type]
                 **({"extra": dict(extras.extra)} if extras.extra else {})}
 
-    def write_index(p: Path) -> None:
-        save_index(faiss_index, p)
-        manifest["index_bytes"] = p.stat().st_size  # serialized size: a close proxy for resident memory
+    def write_index(p: Path) -> None:  # a Flat index over exactly the embeddings written: a header over them
+        header_only = isinstance(faiss_index, FlatFile) and faiss_index.vectors is embeddings \
+            and faiss_index.normalize == normalize
+        save_collection_index(faiss_index, p, manifest, header_only)
 
     if hasattr(faiss_index, "writer"):  # a folder of shards or an on-disk IVF (engine.core.storage.index.shards / ondisk)
         index_writer = faiss_index.writer()
         manifest["index_bytes"] = int(faiss_index.memory_bytes())
+        manifest.pop(VECTORS_IN, None)
     else:
         index_writer = generations.FileWriter(".faiss", write_index)
     collector = ColumnCollector()  # the metadata filters read (engine.core.storage.store.columns), gathered as items stream

@@ -8,9 +8,10 @@ A delete marks rows, as Lucene and LanceDB do: the next generation keeps every f
 it finds its rows through the generation's id index (`engine.core.storage.store.id_index`: hashes of the ids,
 binary search, only the candidates' rows read; collections written before the index scan the ids). Every search skips those rows (dense, filtered, BM25, hybrid, the service); BM25's corpus statistics still
 count them until a compaction. When the deleted rows pass `COMPACT_AT` of the collection (or on `engine
-compact`), the remaining rows are written as the next generation in one commit: the embeddings and the items
-rows copied as bytes (no row parsed), the metadata columns sliced, the index made without retraining (Flat:
-streamed from the vectors; a plain IVF: `remove_ids`, then its ids renumbered to the new rows; others:
+compact`), the remaining rows are written as the next generation in one commit: the embeddings streamed in
+order from their file and the items rows copied as bytes (no row parsed), the metadata columns sliced, the
+index made without retraining (Flat: a header over the new embeddings, which an older collection's whole
+Flat file becomes; a plain IVF: `remove_ids`, then its ids renumbered to the new rows; others:
 refilled or rebuilt with the same factory), and the BM25 index rebuilt from the remaining texts. So every
 role stays aligned and equals a fresh build of the remaining items (an IVF keeps its trained centroids).
 `--add`, `--update` and `--sync` write such a compacted generation too. Each is one commit under the writer
@@ -186,9 +187,11 @@ def commit_rows(old: StoredCollection, keep: np.ndarray, extra_writers: dict | N
     keep = np.asarray(keep, dtype=np.int64)
     manifest = {**{k: v for k, v in old.manifest.items() if k != "deleted"}, "count": int(len(keep)),
                 "updated": now()}
-    index_writer = _index_writer(old, keep, manifest)
+    vectors = Rows(old.embeddings, keep)
+    index_writer = _index_writer(old, vectors, manifest)
     offsets: list = []
-    writers = {"embeddings": generations.npy_blocks(Rows(old.embeddings, keep)),
+    embeddings = generations.kept_rows_npy(old.file("embeddings"), keep) or generations.npy_blocks(vectors)
+    writers = {"embeddings": embeddings,
                "items": _items_bytes(old, keep, offsets), "item_offsets": generations.offsets_npy(offsets),
                "index": index_writer}
     roles = old.manifest.get("roles", {})
@@ -245,17 +248,20 @@ def _items_bytes(old: StoredCollection, keep: np.ndarray, offsets: list) -> gene
     return generations.FileWriter(".jsonl", write)
 
 
-def _index_writer(old: StoredCollection, keep: np.ndarray, manifest: dict) -> generations.FileWriter:
-    """The index over the kept rows, without retraining where FAISS allows it."""
-    from engine.core.storage.index.faiss_index import FlatFile, build_index, is_exact, save_index
+def _index_writer(old: StoredCollection, vectors: Rows, manifest: dict) -> generations.FileWriter:
+    """The index over the kept rows (`vectors`, the embeddings written beside it), without retraining where
+    FAISS allows it; a Flat index as a header over those embeddings (an older collection's Flat file is
+    upgraded so)."""
+    from engine.core.storage.index.faiss_index import FlatFile, build_index, is_exact, save_collection_index
     factory = old.manifest.get("index_factory", "Flat")
-    vectors = Rows(old.embeddings, keep)
+    keep = vectors.rows
     index_file = old.file("index")
     shards = int(old.manifest.get("shards", 1))
     if index_file.is_dir() or shards > 1:
         from engine.core.storage.index.shards import build_scaled_index
         faiss_index = build_scaled_index(vectors, factory, shards, on_ray=False, workdir=old.path / PARTIAL)
         manifest["index_bytes"] = int(faiss_index.memory_bytes())
+        manifest.pop("index_vectors", None)  # the shards hold their rows
         return faiss_index.writer()
     if is_exact(factory):
         faiss_index = FlatFile(vectors)
@@ -263,8 +269,7 @@ def _index_writer(old: StoredCollection, keep: np.ndarray, manifest: dict) -> ge
         faiss_index = _remove_from_ivf(index_file, keep, len(old)) or build_index(vectors, factory)
 
     def write(p: Path) -> None:
-        save_index(faiss_index, p)
-        manifest["index_bytes"] = p.stat().st_size
+        save_collection_index(faiss_index, p, manifest, header_only=True)
     return generations.FileWriter(".faiss", write)
 
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 import re
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
+from engine.core.storage.store.structure import FLAT_HEADER_BYTES, VECTORS_IN
 from engine.io.ranking import merge_top_k
 from engine.errors import EngineError, opt
 
@@ -237,6 +239,72 @@ class FlatFile:
             for lo in range(0, n, self.block):
                 part = np.asarray(self.vectors[lo:lo + self.block], dtype=np.float32)
                 fh.write(np.ascontiguousarray(l2_normalize(part) if self.normalize else part).tobytes())
+
+    def write_header(self, path) -> bool:
+        """Only the header of the index `write` writes (its count and width, no rows): the collection's
+        embeddings role holds the rows (`read_flat_over`), so each vector is written once. False where FAISS's
+        header is a layout this writer does not know (then nothing is written)."""
+        faiss = faiss_module()
+        n, dim = self.vectors.shape
+        header = bytearray(faiss.serialize_index(faiss.IndexFlatIP(dim)).tobytes())
+        if len(header) != FLAT_HEADER_BYTES or header[:4] != b"IxFI":
+            return False
+        header[8:16] = np.int64(n).tobytes()
+        header[37:45] = np.uint64(n * dim).tobytes()
+        with open(path, "wb") as fh:
+            fh.write(header)
+        return True
+
+
+def save_collection_index(index, path, manifest: dict, header_only: bool) -> None:
+    """A collection's `index` role: a Flat index as a header over the embeddings role (`header_only`: the
+    embeddings written are the index's rows), any other index whole; `manifest` records which and the
+    index's resident bytes."""
+    if header_only and isinstance(index, FlatFile) and index.write_header(path):
+        manifest[VECTORS_IN] = "embeddings"
+        manifest["index_bytes"] = int(index.vectors.shape[0]) * int(index.vectors.shape[1]) * 4
+        return
+    manifest.pop(VECTORS_IN, None)
+    save_index(index, path)
+    manifest["index_bytes"] = Path(path).stat().st_size  # serialized size: a close proxy for resident memory
+
+
+def read_flat_over(embeddings, params: dict[str, int] | None = None):
+    """The exact index of a collection whose index file is a header (`VECTORS_IN`): an `IndexFlatIP` whose
+    rows are read from the embeddings `.npy` straight into FAISS's own buffer (one read, as FAISS reads its
+    Flat file: no memory map beside it, no second copy), so the same rows give the same results as the
+    Flat file an older collection holds."""
+    faiss = faiss_module()
+    readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+    with open(embeddings, "rb") as fh:
+        version = np.lib.format.read_magic(fh)
+        (n, dim), fortran, dtype = readers[version](fh) if version in readers else ((0, 0), True, None)
+        index = faiss.IndexFlatIP(int(dim)) if not fortran and dtype == np.dtype("<f4") else None
+        if index is None or not hasattr(index.codes, "resize"):
+            return _flat_by_blocks(embeddings, params)
+        size = int(n) * int(dim) * 4
+        index.codes.resize(size)
+        view = memoryview(faiss.rev_swig_ptr(index.codes.data(), size)) if size else memoryview(b"")
+        got = 0
+        while got < size:
+            read = fh.readinto(view[got:])
+            if not read:
+                raise EngineError(f"{embeddings} ends before its {n} × {dim} vectors")
+            got += read
+        index.ntotal = int(n)
+    apply_search_params(index, params or {})
+    return index
+
+
+def _flat_by_blocks(embeddings, params: dict[str, int] | None, block: int = 65536):
+    """`read_flat_over` for an array it does not read whole (another dtype, order or header version): added
+    block by block."""
+    emb = np.load(embeddings, mmap_mode="r")
+    index = faiss_module().IndexFlatIP(int(emb.shape[1]))
+    for lo in range(0, len(emb), block):
+        index.add(np.ascontiguousarray(emb[lo:lo + block], dtype=np.float32))
+    apply_search_params(index, params or {})
+    return index
 
 
 def save_index(index, path) -> None:

@@ -61,7 +61,48 @@ def npy_blocks(array: np.ndarray, transform: Callable[[np.ndarray], np.ndarray] 
                                                       "fortran_order": False, "shape": shape})
             for lo in range(0, n, block):
                 part = np.asarray(array[lo:lo + block], dtype=np.float32)
-                fh.write(np.ascontiguousarray(transform(part) if transform else part).tobytes())
+                fh.write(np.ascontiguousarray(transform(part) if transform else part).data)  # no bytes copy
+    return FileWriter(".npy", write)
+
+
+def kept_rows_npy(source: Path, keep: np.ndarray, block: int = 16384) -> FileWriter | None:
+    """The rows `keep` (sorted) of a float32 `.npy` file as a new `.npy`, streamed in order: the source read
+    forwards block by block into one buffer, each block's kept rows gathered and written (no memory map, no
+    full-size copy). None for an array this does not stream (another dtype, Fortran order)."""
+    with open(source, "rb") as fh:
+        version = np.lib.format.read_magic(fh)
+        readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+        if version not in readers:
+            return None
+        shape, fortran, dtype = readers[version](fh)
+        start = fh.tell()
+    if fortran or dtype != np.dtype("<f4") or len(shape) != 2:
+        return None
+    n, dim = shape
+    keep = np.asarray(keep, dtype=np.int64)
+
+    def write(path: Path) -> None:
+        buf, out = np.empty((block, dim), np.float32), np.empty((block, dim), np.float32)
+        with open(source, "rb") as src, open(path, "wb") as dst:
+            np.lib.format.write_array_header_1_0(dst, {"descr": "<f4", "fortran_order": False,
+                                                       "shape": (len(keep), dim)})
+            src.seek(start)
+            bounds = np.searchsorted(keep, np.arange(0, n + block, block))
+            for b, lo in enumerate(range(0, n, block)):
+                m = min(block, n - lo)
+                view = memoryview(buf[:m]).cast("B")
+                got = 0
+                while got < len(view):
+                    read = src.readinto(view[got:])
+                    if not read:
+                        raise EngineError(f"{source} ends before its {n} rows")
+                    got += read
+                rows = keep[bounds[b]:bounds[b + 1]] - lo
+                if len(rows) == m:  # every row of the block kept
+                    dst.write(buf[:m].data)
+                elif len(rows):
+                    np.take(buf[:m], rows, axis=0, out=out[:len(rows)])
+                    dst.write(out[:len(rows)].data)
     return FileWriter(".npy", write)
 
 
@@ -114,6 +155,18 @@ def raw_lines(path: Path, offsets: np.ndarray, rows: Iterable[int]) -> list[byte
     starts, ends = np.asarray(offsets[rows]).tolist(), np.asarray(offsets[rows + 1]).tolist()
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
         return [data[lo:hi] for lo, hi in zip(starts, ends)]
+
+
+def line_heads(path: Path, offsets: np.ndarray, rows: np.ndarray, width: int) -> np.ndarray:
+    """The first `width` bytes of some lines of a file (rows × width, uint8; past a line's end: the bytes that
+    follow it, past the file's end: its last byte), gathered from the mapped file in one indexing."""
+    rows = np.asarray(rows, dtype=np.int64)
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        mapped = np.frombuffer(data, dtype=np.uint8)
+        at = np.minimum(np.asarray(offsets[rows])[:, None] + np.arange(width), len(mapped) - 1)
+        heads = mapped[at]  # a copy: the map can close
+        del mapped
+    return heads
 
 
 def json_document(obj: Any) -> FileWriter:

@@ -13,13 +13,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from array import array
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from engine.core.storage.store.generations import FileWriter, npy
+from engine.core.storage.store.generations import FileWriter, line_heads, npy
 from engine.errors import EngineError
 
 ROLE = "id_index"
@@ -35,18 +34,16 @@ class StoredRows(Protocol):
     def array(self, name: str) -> np.ndarray: ...
     def file(self, role: str) -> Path: ...
     def item_lines(self, rows: Sequence[int]) -> list[bytes]: ...
+    def item_offsets(self) -> np.ndarray: ...
     def items_at(self, rows: Sequence[int]) -> list[dict]: ...
 
 
 def id_hashes(ids: Iterable[str]) -> np.ndarray:
     """The 64-bit hash of each id (BLAKE2b of its UTF-8 bytes, as a signed int64): the same in every process
     and version (Python's own `hash` of a string changes from process to process)."""
-    out = array("q", map(_id_hash, ids))
-    return np.frombuffer(out, dtype=np.int64) if len(out) else np.zeros(0, dtype=np.int64)
-
-
-def _id_hash(i: str) -> int:
-    return int.from_bytes(hashlib.blake2b(str(i).encode("utf-8"), digest_size=8).digest(), "little", signed=True)
+    blake2b = hashlib.blake2b
+    digests = b"".join([blake2b(str(i).encode("utf-8"), digest_size=8).digest() for i in ids])
+    return np.frombuffer(digests, dtype="<i8").astype(np.int64)  # the digests' bytes read as little-endian
 
 
 def sorted_index(hashes: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
@@ -59,18 +56,29 @@ def sorted_index(hashes: np.ndarray, rows: np.ndarray | None = None) -> np.ndarr
 class IdCollector:
     """Hashes every row's id while the items stream to the items file (8 bytes a row kept)."""
 
-    def __init__(self) -> None:
-        self.hashes = array("q")
+    def __init__(self, batch: int = 4096) -> None:
+        self.hashes: list[np.ndarray] = []
+        self.pending: list[str] = []
+        self.batch = batch
 
     def rows(self, rows: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
         for row in rows:
-            self.hashes.append(_id_hash(row["id"]))
+            self.pending.append(row["id"])
+            if len(self.pending) >= self.batch:
+                self._flush()
             yield row
+        self._flush()
+
+    def _flush(self) -> None:
+        if self.pending:
+            self.hashes.append(id_hashes(self.pending))
+            self.pending = []
 
     def writer(self) -> FileWriter:
         """The role's file; its array is made when it is written (after the items, whose ids it gathers)."""
         def write(path) -> None:
-            npy(sorted_index(np.frombuffer(self.hashes, dtype=np.int64))).write(path)
+            self._flush()
+            npy(sorted_index(np.concatenate(self.hashes) if self.hashes else np.zeros(0, np.int64))).write(path)
         return FileWriter(".npy", write)
 
 
@@ -109,17 +117,58 @@ def find_rows(col: StoredRows, ids: Iterable[str]) -> tuple[np.ndarray, list[str
     the wanted ids hashed, their candidates found by binary search, and each candidate's stored id compared
     (a hash shared by two ids is told apart; only the candidates' rows are read)."""
     index = col.array(ROLE)
-    wanted = set(map(str, ids))
-    keys = np.unique(id_hashes(wanted))
+    wanted = sorted(set(map(str, ids)))
+    hashes = id_hashes(wanted)
+    keys, first, shared = np.unique(hashes, return_index=True, return_counts=True)
     lo, hi = np.searchsorted(index[0], keys, "left"), np.searchsorted(index[0], keys, "right")
     counts = hi - lo
     total = int(counts.sum())
     if not total:
         return np.zeros(0, dtype=np.int64), []
     at = np.repeat(lo, counts) + np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
-    rows = np.sort(np.asarray(index[1][at]))  # in file order: the items file read forwards
-    found = [(r, i) for r, i in zip(rows.tolist(), map(_line_id, col.item_lines(rows))) if i in wanted]
-    return np.asarray([r for r, _ in found], dtype=np.int64), [i for _, i in found]
+    rows = np.asarray(index[1][at])
+    expected = np.repeat(np.where(shared == 1, first, -1), counts)  # the one wanted id of the hash (-1: several)
+    order = np.argsort(rows, kind="stable")  # in file order: the items file read forwards
+    rows, expected = rows[order], expected[order]
+    sure = _starts_with_ids(col, rows, expected, wanted)
+    found = {int(r): wanted[int(e)] for r, e in zip(rows[sure], expected[sure])}
+    doubt = rows[~sure]  # a collision, a hash two wanted ids share, a row of another form: parsed
+    wanted_set = set(wanted)
+    found.update((int(r), i) for r, i in zip(doubt.tolist(), map(_line_id, col.item_lines(doubt))) if i in wanted_set)
+    out = sorted(found)
+    return np.asarray(out, dtype=np.int64), [found[r] for r in out]
+
+
+def _id_prefix(i: str) -> bytes:
+    """The bytes an items row stored by this engine starts with for id `i` (`{"id": "…"`, as `jsonl` writes)."""
+    if '"' in i or "\\" in i or not i.isprintable():
+        return ('{"id": ' + json.dumps(i, ensure_ascii=False)).encode("utf-8")
+    return b'{"id": "' + i.encode("utf-8") + b'"'
+
+
+def _starts_with_ids(col: StoredRows, rows: np.ndarray, expected: np.ndarray, wanted: list[str],
+                     budget: int = 16 << 20) -> np.ndarray:
+    """Which candidate rows hold their expected wanted id (`expected`: its position in `wanted`, -1 for none),
+    checked in bulk: each row's first bytes (`line_heads`) compared with the id's prefix and the byte after it
+    (`,` or `}`). False means "not shown here" (the caller parses those rows)."""
+    sure = np.zeros(len(rows), dtype=bool)
+    if not len(rows) or not (expected >= 0).any():
+        return sure
+    prefixes = np.array([_id_prefix(i) for i in wanted])  # fixed width: compared in C
+    width = prefixes.dtype.itemsize
+    lengths = np.char.str_len(prefixes)
+    table = np.frombuffer(prefixes.tobytes(), dtype=np.uint8).reshape(len(wanted), width)
+    offsets = col.item_offsets()
+    step = max(1, budget // (width + 1))
+    for a in range(0, len(rows), step):
+        r, e = rows[a:a + step], np.maximum(expected[a:a + step], 0)
+        got = line_heads(col.file("items"), offsets, r, width + 1)
+        n = lengths[e]
+        same = ((got[:, :width] == table[e]) | (np.arange(width)[None, :] >= n[:, None])).all(axis=1)
+        after = got[np.arange(len(r)), n]
+        sure[a:a + step] = (expected[a:a + step] >= 0) & (np.asarray(offsets[r + 1]) - np.asarray(offsets[r]) > n) \
+            & same & ((after == ord(",")) | (after == ord("}")))
+    return sure
 
 
 def _line_id(line: bytes) -> str | None:

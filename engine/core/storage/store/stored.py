@@ -258,6 +258,10 @@ class StoredCollection:
 
     def item_lines(self, rows: Sequence[int]) -> list[bytes]:
         """The items rows at these positions as stored (bytes, unparsed), reading only their lines."""
+        return generations.raw_lines(self.file("items"), self.item_offsets(), rows)
+
+    def item_offsets(self) -> np.ndarray:
+        """Each items row's first byte and the file's end (mapped from the role, or found by a scan once)."""
         if self._offsets is None:
             roles = self.manifest.get("roles", {})
             offsets = np.load(self.file("item_offsets"), mmap_mode="r") if "item_offsets" in roles \
@@ -266,7 +270,7 @@ class StoredCollection:
                 raise EngineError(f"{self.file('items')} holds {len(offsets) - 1} rows, the manifest says "
                                   f"{len(self)}; {rebuild_hint(self.name)}")
             self._offsets = offsets
-        return generations.raw_lines(self.file("items"), self._offsets, rows)
+        return self._offsets
 
     def _checked_rows(self, rows: list) -> list[dict]:
         """Item rows as the store wrote them (objects with a string id); a changed byte is named, not a KeyError."""

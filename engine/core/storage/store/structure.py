@@ -22,6 +22,10 @@ REQUIRED: dict[str, tuple[type, ...]] = {
     "encoder": (str, type(None)), "index_factory": (str,),
 }
 CORE = ("embeddings", "items", "index")
+VECTORS_IN = "index_vectors"
+"""Manifest key: "embeddings" where the exact index file is a header and its rows are the embeddings role's."""
+FLAT_HEADER_BYTES = 45
+"""Bytes of an `IndexFlatIP`'s header in FAISS's layout: all an index over the embeddings role holds."""
 _FAISS_HEADER = struct.Struct("<4siq")  # fourcc, d, ntotal: the start of every FAISS index file
 
 
@@ -120,7 +124,11 @@ def check_structure(folder: Path, manifest: dict, rebuild: str) -> None:
             raise EngineError(f"{part}: not a FAISS index ({exc}); {rebuild}") from None
         if d != dim:
             raise EngineError(f"{part} holds vectors of {d} dimensions, but {path} says dim {dim}; {rebuild}")
-        if fourcc == b"IxFI" and part.stat().st_size < _FAISS_HEADER.size + 4 * n * dim:
+        over_embeddings = manifest.get(VECTORS_IN) == "embeddings"  # a header: its rows are the embeddings
+        if over_embeddings and (fourcc != b"IxFI" or part.stat().st_size != FLAT_HEADER_BYTES):
+            raise EngineError(f"{part} is not the {FLAT_HEADER_BYTES}-byte header of a Flat index over the "
+                              f"embeddings that {path} says it is (truncated?); {rebuild}")
+        if fourcc == b"IxFI" and not over_embeddings and part.stat().st_size < _FAISS_HEADER.size + 4 * n * dim:
             raise EngineError(f"{part} is shorter than its {n} × {dim} vectors (truncated); {rebuild}")
         ntotal += n
     if ntotal != count:
