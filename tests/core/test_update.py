@@ -177,8 +177,14 @@ def test_a_kill_during_a_delete_leaves_the_previous_generation_whole(tmp_path):
     args = [sys.executable, "-m", "engine.cli", "delete", "c", "--ids", str(tmp_path / "gone.txt"), "--root",
             str(tmp_path), "-q", "--compact-at", "0"]  # the long path: the rest rewritten (marks: the test above)
     env = dict(os.environ, PYTHONPATH=str(REPO))
+    import shutil
+    rehearsal = tmp_path / "rehearsal"   # how long the whole delete takes here: the kills land inside it
+    shutil.copytree(tmp_path / "c", rehearsal / "c")
+    t0 = time.perf_counter()
+    assert subprocess.run([*args[:8], str(rehearsal), *args[9:]], env=env).returncode == 0
+    took = time.perf_counter() - t0
     outcomes = set()
-    for delay in (0.5, 1.2, 2.0):
+    for delay in (0.5 * took, 0.8 * took, 0.95 * took, 1.5 * took):
         proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
