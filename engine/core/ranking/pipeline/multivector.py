@@ -63,8 +63,8 @@ class MultiVector(Stage):
 
     def fingerprint(self, ctx: Context) -> str:
         """The query model's files: a replaced model is never served from the cache."""
-        from engine.core.ranking.pipeline.sparse import model_stamp
-        return model_stamp(str(self._index(ctx).meta.get("spec", "")))
+        from engine.core.ranking.rerankers.fingerprint import spec_files
+        return spec_files(str(self._index(ctx).meta.get("spec", "")))
 
     def transform(self, queries: Sequence[Query], run: Run | None, ctx: Context) -> Run:
         from engine.core.encoders.multivector import encode_tokens, model_name

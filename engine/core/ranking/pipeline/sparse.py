@@ -5,7 +5,6 @@ own similarity, over the rows that share a term with the query). Fuses like any 
 `sparse("docs") | retrieve("docs", mode="dense")`."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Sequence
 
 from engine.core.ranking.pipeline.query import Query
@@ -15,17 +14,6 @@ from engine.core.ranking.pipeline.stage import Context, Run, Stage, check_range,
 from engine.core.storage.index.sparse import ROLE, SparseIndex
 from engine.errors import EngineError
 from engine.io.ranking import Ranking
-
-
-def model_stamp(spec: str) -> str:
-    """A model spec with its local folder's files (relative path, size, modification time), or the spec alone
-    for a hub name."""
-    folder = Path(spec.partition(":")[2]).expanduser()
-    if not folder.is_dir():
-        return spec
-    stamps = sorted(f"{p.relative_to(folder)}:{p.stat().st_size}:{p.stat().st_mtime_ns}"
-                    for p in folder.rglob("*") if p.is_file())
-    return spec + "|" + ";".join(stamps)
 
 
 class Sparse(Stage):
@@ -62,7 +50,8 @@ class Sparse(Stage):
     def fingerprint(self, ctx: Context) -> str:
         """The query model's files: a replaced model is never served from the cache (the documents' side is
         the collection's generation)."""
-        return model_stamp(str(self._index(ctx).meta.get("spec", "")))
+        from engine.core.ranking.rerankers.fingerprint import spec_files
+        return spec_files(str(self._index(ctx).meta.get("spec", "")))
 
     def transform(self, queries: Sequence[Query], run: Run | None, ctx: Context) -> Run:
         from engine.core.encoders.sparse import encode_sparse, sparse_model_name

@@ -121,3 +121,13 @@ def fingerprint(spec: Any) -> str:
     parts = [__version__, spec.kind, model_identity(spec.kind, spec.arg),
              [[k, option_identity(k, v)] for k, v in spec.options]]
     return hashlib.sha256(json.dumps(parts, default=str).encode("utf-8")).hexdigest()[:32]
+
+
+def spec_files(spec: str) -> str:
+    """A model spec (`PREFIX:NAME_OR_DIR`) with its local folder's or file's identity (`files_identity`: size,
+    mtime and a hash of the first and last MiB of each file), or the spec alone for a hub name: what a stage that
+    encodes queries with such a model keys the cache on."""
+    path = Path(spec.partition(":")[2] or spec).expanduser()
+    if not path.exists():
+        return spec
+    return json.dumps([spec, files_identity(path)], default=str)
