@@ -53,6 +53,8 @@ class Shared:
     """collection → the ids of its live rows."""
     vectors: dict[str, "np.ndarray"] = field(default_factory=dict)
     """collection → its embeddings as float32."""
+    fingerprints: dict[int, str] = field(default_factory=dict)
+    """stage id → the fingerprint of what computes it (model files hashed once per context, not per use)."""
     indexes: dict[tuple[str, str], Any] = field(default_factory=dict)
     """(kind, collection) → a stored index loaded once (a learned sparse index, a multi-vector store)."""
 

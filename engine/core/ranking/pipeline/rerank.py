@@ -64,8 +64,11 @@ class Rerank(Stage):
     def fingerprint(self, ctx: Context) -> str:
         """The reranker's model files (or served URL and model), options and the engine's version: read
         without loading the model."""
-        from engine.core.ranking.rerankers.fingerprint import fingerprint
-        return fingerprint(self.spec)
+        known = ctx.state.fingerprints
+        if id(self) not in known:  # the cache key, prepare and the pair scores all ask: the files are read once
+            from engine.core.ranking.rerankers.fingerprint import fingerprint
+            known[id(self)] = fingerprint(self.spec)
+        return known[id(self)]
 
     def prepare(self, ctx: Context) -> None:
         if self._score_cache(ctx) is None:  # scores that may all be kept load the model only if they are not
