@@ -6,37 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from fixtures.llm_reference import PUBLISHED, reference_log_odds
 
 
 DOCS = [f"document {i} about {w}" for i, w in enumerate(
     ["cats", "dogs", "boats", "trains", "cheese", "rain", "music", "chess", "bread", "rivers", "stars", "maps"])]
 INSTRUCTION = "Given a web search query, retrieve relevant passages that answer the query"
-PUBLISHED = ('<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and the '
-             'Instruct provided. Note that the answer can only be "yes" or "no".<|im_end|>\n<|im_start|>user\n'
-             '<Instruct>: {instruction}\n<Query>: {query}\n<Document>: {doc}<|im_end|>\n<|im_start|>assistant\n'
-             '<think>\n\n</think>\n\n')
-
-
-def reference_log_odds(folder, texts: list[str], batch_size: int = 5) -> np.ndarray:
-    """log P(yes) − log P(no) at the last position, whole prompts tokenized and left-padded by the tokenizer,
-    the model's own forward pass (no position ids given)."""
-    import torch
-
-    from engine.core.encoders import torchvision_patch  # noqa: F401  (before transformers)
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    tok = AutoTokenizer.from_pretrained(folder)
-    tok.padding_side = "left"
-    model = AutoModelForCausalLM.from_pretrained(folder).eval()
-    yes, no = tok.convert_tokens_to_ids("yes"), tok.convert_tokens_to_ids("no")
-    out = []
-    for i in range(0, len(texts), batch_size):
-        batch = tok(texts[i:i + batch_size], padding=True, return_tensors="pt", add_special_tokens=False)
-        with torch.no_grad():
-            lp = torch.log_softmax(model(**batch).logits[:, -1, :].float(), -1)
-        out.extend((lp[:, yes] - lp[:, no]).tolist())
-    return np.asarray(out)
-
-
 def test_order_equals_the_published_format_computed_independently(tiny_lm):
     from engine.core.ranking.rerankers.spec import load_reranker
     query = "a question about animals"

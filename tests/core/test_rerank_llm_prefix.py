@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.core.test_rerank_llm import PUBLISHED, reference_log_odds
+from fixtures.llm_reference import PUBLISHED, reference_log_odds
 
 QUERIES = ["a question about animals", "food and drink", "travel by water with boats and trains on rivers", "maps"]
 DOCS = [["cats", "dogs and cats in the rain", "music"],
