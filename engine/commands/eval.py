@@ -8,13 +8,13 @@ from typing import Annotated, Optional
 import typer
 
 from engine.io.fusion import METHODS, NORMALIZERS, RRF_K_RANGE
-from engine.eval.compare import FORMATS, RESAMPLES_RANGE, CompareOptions
+from engine.eval.compare import ALPHA, FORMATS, RESAMPLES_RANGE, CompareOptions
 from engine.eval.fuse import FuseOptions
 from engine.eval.metrics import known_metrics
 from engine.eval.profiles import PROFILES
 from engine.eval.significance import CORRECTIONS
 from engine.errors import EngineError, missing_extra
-from engine.io.options import DEPTH, SEED, WEIGHTS, Float, cli, options_command, taken
+from engine.io.options import DEPTH, SEED, WEIGHTS, cli, options_command, taken
 
 COMPARE = CompareOptions()
 FUSE = FuseOptions()
@@ -81,8 +81,8 @@ class CompareCommandOptions:
                                                    "against."))]
     profile: Annotated[str, cli(ProfileOpt)] = "trec"
     metrics: Annotated[Optional[str], cli(MetricsOpt)] = None
-    alpha: Annotated[float, cli(typer.Option("--alpha", help="Significance level of the markers.")),
-                     Float(0, 1, open_lo=True)] = COMPARE.alpha
+    alpha: Annotated[float, cli(typer.Option("--alpha", help="Significance level of the markers (above 0, at most 0.5).")),
+                     ALPHA] = COMPARE.alpha
     correction: Annotated[str, cli(typer.Option("--correction", help=f"Multiple-comparison correction over the runs: "
                           f"{', '.join(CORRECTIONS)}."))] = COMPARE.correction
     resamples: Annotated[int, cli(typer.Option("--resamples", help="Randomization test: random pair swaps (exact "

@@ -10,8 +10,8 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from engine.io.options import MAX_RESAMPLES, SEED as SEED_RANGE, Int
-from engine.errors import EngineError, opt
+from engine.io.options import MAX_RESAMPLES, SEED as SEED_RANGE, Float, Int
+from engine.errors import EngineError
 from engine.eval.evaluate import Evaluation, evaluate, load_profile_runs
 from engine.eval.metrics import Metric, parse_metrics
 from engine.eval.profiles import get_profile
@@ -26,6 +26,9 @@ from engine.eval.significance import (
 )
 
 FORMATS = ("table", "markdown", "latex", "json")
+ALPHA = Float(0, 0.5, open_lo=True)
+"""Significance level of the markers: `engine compare/experiment --alpha` and `CompareOptions` alike (above 0.5,
+a "significant" difference would be likelier chance than not)."""
 RESAMPLES_RANGE = Int(1, MAX_RESAMPLES)
 """Randomization-test resamples: `engine compare --resamples` and `CompareOptions` alike."""
 T_MARK, RAND_MARK = "†", "‡"   # significant by the t-test / by the randomization test (after correction)
@@ -39,8 +42,7 @@ class CompareOptions:
     seed: int = SEED
 
     def __post_init__(self) -> None:
-        if not 0 < self.alpha < 1:
-            raise EngineError(f"{opt('alpha')} must be between 0 and 1, not {self.alpha}")
+        ALPHA.check("alpha", self.alpha)
         if self.correction not in CORRECTIONS:
             raise EngineError(f"unknown correction {self.correction!r}; use one of {', '.join(CORRECTIONS)}")
         RESAMPLES_RANGE.check("resamples", self.resamples)  # bounded: memory grows with resamples × queries

@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Iterator
 
-from engine.errors import EngineError, missing_extra
+from engine.errors import EngineError, missing_extra, set_option_names
 from engine.serve.options import ServeOptions
 
 
@@ -36,6 +36,7 @@ def serve(options: ServeOptions) -> None:
     options = options.checked()
     config = _config(options)
     announce(options)
+    set_option_names(str)  # from here on, errors answer requests: they name the request's fields, not flags
     try:
         _uvicorn().Server(config).run()
     except OSError as exc:

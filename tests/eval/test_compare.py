@@ -123,8 +123,10 @@ def test_render_formats():
 def test_compare_needs_two_runs_and_sane_options():
     with pytest.raises(EngineError, match="at least 2 runs"):
         compare({"base": BASE}, QRELS, "mrr")
-    with pytest.raises(EngineError, match="alpha must be between 0 and 1, not 1.5"):
+    with pytest.raises(EngineError, match="alpha must be at most 0.5, not 1.5"):
         CompareOptions(alpha=1.5)
+    with pytest.raises(EngineError, match="alpha must be greater than 0, not 0"):
+        CompareOptions(alpha=0)
 
 
 def test_compare_cli(run_cli, monkeypatch, capsys, tmp_path):
@@ -139,6 +141,8 @@ def test_compare_cli(run_cli, monkeypatch, capsys, tmp_path):
     assert code == 0 and json.loads(out)["runs"]["better"]["mrr"]["mean"] == 1.0
     bad = tmp_path / "bad.run"
     bad.write_text("q1 Q0 a 1\n")
+    code, _, err = run_cli("compare", qrels, *paths, "--alpha", "1")
+    assert code == 2 and "--alpha must be at most 0.5, not 1.0" in err
     code, _, err = run_cli("compare", qrels, paths[0], bad)
     assert code == 2 and f"{bad}:1: expected 6 fields" in err
     one = tmp_path / "one.qrels"

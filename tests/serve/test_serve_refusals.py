@@ -31,3 +31,29 @@ def test_a_query_vector_of_booleans_or_strings_is_refused(client):
         assert "vector" in detail(r, 422)
     r = client.post("/search", json={"collection": "docs", "vector": [1] * dim, "k": 2})   # whole numbers are numbers
     assert r.status_code == 200 and len(r.json()["hits"]) == 2
+
+
+def test_a_served_error_names_the_request_field_not_the_command_flag(client, monkeypatch, tmp_path):
+    """`engine serve` runs under the command line, which names options by their flags; once serving, an invalid
+    `where` in a request is the request's field `where`, not `--where`."""
+    from engine.errors import set_option_names
+    from engine.serve import server
+    set_option_names(lambda name: "--" + name.replace("_", "-"))   # as the CLI installs them
+    seen = {}
+
+    class Server:
+        def __init__(self, config):
+            pass
+
+        def run(self):
+            seen["detail"] = detail(client.post("/search", json={"collection": "docs", "text": "x",
+                                                                  "where": "year >>"}), 422)
+
+    monkeypatch.setattr(server, "_config", lambda options: None)
+    monkeypatch.setattr(server, "announce", lambda options: None)
+    monkeypatch.setattr(server, "_uvicorn", lambda: type("U", (), {"Server": Server}))
+    try:
+        server.serve(server.ServeOptions(root=tmp_path))
+    finally:
+        set_option_names(str)
+    assert seen["detail"].startswith("where ") and "--where" not in seen["detail"]
