@@ -1,6 +1,6 @@
 """Building an EVENTA index, and what one looks like on disk (the index format, 2):
 
-    indexes/NAME/images/     image collection (image–text model: conse offline, clip:ARCH:WEIGHTS)
+    indexes/NAME/images/     image collection (image–text model: conse offline, clip:ARCH:WEIGHTS, sbert:DIR)
     indexes/NAME/articles/   passage collection (sentence model; item meta `article` = article id) with,
                              attached: `bm25` (BM25 over title + content, one doc per article),
                              `article_images` ({article id: [image ids]}) and, in its `extra`, the build's
@@ -44,7 +44,7 @@ _CORE = CoreBuildOptions()
 @dataclass(frozen=True)
 class BuildOptions:
     """How `engine eventa build` builds an index; the CLI's option defaults are these."""
-    model: str | None = None        # image–text model (None: the offline bridge, conse)
+    model: str | None = None        # image–text model: any spec that embeds images (None: conse)
     text_model: str | None = None   # sentence model of the passages (None: MiniLM)
     fields: Fields = Fields()
     passage_words: int = 150        # words per passage of whole sentences, title included

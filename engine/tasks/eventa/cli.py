@@ -62,8 +62,11 @@ class EventaBuildOptions:
     images: Annotated[Path, cli(typer.Option("--images", help="Image folder; file names (without extension) are "
                       "image ids."))]
     name: Annotated[str, cli(EventaName)] = DEFAULT_NAME
-    model: Annotated[Optional[str], cli(typer.Option("--model", help="Image–text model: conse (offline, default) "
-                     "or clip:ARCH:WEIGHTS when you have CLIP weights.", show_default=False))] = BUILD.model
+    model: Annotated[Optional[str], cli(typer.Option("--model", help="Image–text model of the image stage (the "
+                     "global text→image search and the images of the top articles): conse (offline, default), "
+                     "clip:ARCH:WEIGHTS when you have CLIP weights, or sbert:NAME_OR_DIR, a sentence-transformers "
+                     "model that embeds images (a CLIP-layout model, or a VLM embedder such as gme-Qwen2-VL or "
+                     "Qwen3-VL-Embedding).", show_default=False))] = BUILD.model
     text_model: Annotated[Optional[str], cli(typer.Option("--text-model", help="Sentence model of the article "
                           "passages (default sbert:all-MiniLM-L6-v2, offline).", show_default=False))] \
         = BUILD.text_model
