@@ -301,14 +301,23 @@ class BenchOptions:
     out: Annotated[Optional[Path], cli(typer.Option("--out", help="JSON result (default: <collection>/bench.json)."))] \
         = None
     threads: Annotated[int, cli(typer.Option("--threads", help="torch/FAISS threads (0: default).")), THREADS] = 0
+    rerank: Annotated[Optional[str], cli(typer.Option("--rerank", help="Also time this reranker (e.g. "
+                      "maxsim:DIR) reordering each text query's dense top --rerank-depth, one query at a time.",
+                      show_default=False))] = None
+    rerank_depth: Annotated[int, cli(typer.Option("--rerank-depth", help="Hits the timed reranker reads per query.")),
+                            RERANK_DEPTH] = 20
     device: Annotated[str, cli(Device)] = "auto"
     root: Annotated[Path, cli(Root)] = DEFAULT_ROOT
     quiet: Annotated[bool, cli(Quiet)] = False
 
 
 def _bench(o: BenchOptions) -> None:
-    """Query-encoding and search latency (p50/p95/p99, QPS), single and batched; index memory."""
+    """Query-encoding and search latency (p50/p95/p99, QPS), single and batched; index memory; the model
+    families the collection carries (an image–text encoder's images, sparse and multi-vector indexes) and
+    --rerank's reranker."""
     set_quiet(o.quiet)
+    from engine.core.ranking.rerankers.spec import RerankerSpec
+    rerank = RerankerSpec.parse(o.rerank) if o.rerank is not None else None  # parsed once, before anything loads
     from engine.core.encoders.device import set_device
     set_device(o.device)
     from rich.console import Console
@@ -321,7 +330,7 @@ def _bench(o: BenchOptions) -> None:
     configure_threads(o.threads)
     col = Collection.open(o.name, o.root)
     result = bench_collection(col, [t for _, t in read_queries(o.queries)] if o.queries else None, n=o.n,
-                              batch=o.batch, k=o.k, seconds=o.seconds)
+                              batch=o.batch, k=o.k, seconds=o.seconds, rerank=rerank, rerank_depth=o.rerank_depth)
     Console().print(bench_table(result))
     target = o.out or col.path / "bench.json"
     write_json(target, result)

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from engine.core.bench import latency_stats
-
-Measure = Callable[..., list]
-"""`measure(label, fn, calls, warmup=3) -> seconds per call` (engine.core.bench.bench_collection's)."""
+Timed = Callable[..., dict]
+"""`timed(label, fn, calls, warmup=3, per_call_items=1) -> latency stats` of at most `calls` calls of `fn(i)`
+(engine.core.bench.bench_collection's measurement, with its progress bar and time limit)."""
 
 
 def document_texts(col, n: int) -> list[str]:
@@ -22,20 +21,19 @@ def document_texts(col, n: int) -> list[str]:
     return [t for t in texts if t.strip()]
 
 
-def image_family(col, images: Sequence[str], batch: int, measure: Measure) -> dict:
+def image_family(col, images: Sequence[str], batch: int, timed: Timed) -> dict:
     """An image–text encoder's image side: one query image at a time, and batches of images (the build)."""
     enc = col.encoder
-    out = {"family": col.manifest["encoder"],
-           "encode_image_single": latency_stats(measure("encoding query images one by one", lambda i: enc.encode_images(
-               [images[i % len(images)]], batch_size=1), len(images)))}
     batches = [list(images[i:i + batch]) for i in range(0, len(images), batch)]
-    out["encode_images_batch"] = latency_stats(measure(f"encoding images in batches of {len(batches[0])}",
-                                                       lambda i: enc.encode_images(batches[i], batch_size=batch),
-                                                       len(batches), 1), per_call_items=len(batches[0]))
-    return out
+    return {"spec": col.manifest["encoder"],
+            "encode_image_single": timed("encoding query images one by one",
+                                         lambda i: enc.encode_images([images[i]], batch_size=1), len(images)),
+            "encode_images_batch": timed(f"encoding images in batches of {len(batches[0])}",
+                                         lambda i: enc.encode_images(batches[i], batch_size=batch), len(batches), 1,
+                                         per_call_items=len(batches[0]))}
 
 
-def index_family(col, role: str, queries: Sequence[str], batch: int, k: int, measure: Measure) -> dict:
+def index_family(col, role: str, queries: Sequence[str], batch: int, k: int, timed: Timed) -> dict:
     """A learned sparse (`role` "sparse") or multi-vector ("multivector") index: its model encoding the
     collection's documents in batches, and its stage answering one query at a time."""
     from engine.core.ranking.pipeline import Context, Query
@@ -50,21 +48,20 @@ def index_family(col, role: str, queries: Sequence[str], batch: int, k: int, mea
         from engine.core.storage.index.multivector import MultiVectorIndex as Index
     spec = str(Index.load(col.file(role)).meta.get("spec", ""))
     name = model_name(spec)
-    out: dict = {"family": spec, "index_bytes": folder_bytes(col.file(role))}
+    out: dict = {"spec": spec, "index_bytes": folder_bytes(col.file(role))}
     docs = document_texts(col, batch * 4)
     if docs:
         chunks = [docs[i:i + batch] for i in range(0, len(docs), batch)]
-        out["encode_documents_batch"] = latency_stats(
-            measure(f"{role}: encoding documents in batches of {len(chunks[0])}",
-                    lambda i: encode(name, chunks[i], query=False, batch_size=batch), len(chunks), 1),
-            per_call_items=len(chunks[0]))
+        out["encode_documents_batch"] = timed(f"{role}: encoding documents in batches of {len(chunks[0])}",
+                                              lambda i: encode(name, chunks[i], query=False, batch_size=batch),
+                                              len(chunks), 1, per_call_items=len(chunks[0]))
     stage, ctx = StageClass(col.path.name, k=k), Context(root=col.path.parent)
-    out["search_single"] = latency_stats(measure(f"{role}: one query at a time", lambda i: run_pipeline(
-        stage, [Query(f"q{i}", queries[i % len(queries)])], ctx), len(queries)))
+    out["search_single"] = timed(f"{role}: one query at a time",
+                                 lambda i: run_pipeline(stage, [Query(f"q{i}", queries[i])], ctx), len(queries))
     return out
 
 
-def rerank_family(col, spec, depth: int, queries: Sequence[str], measure: Measure) -> dict:
+def rerank_family(col, spec, depth: int, queries: Sequence[str], timed: Timed) -> dict:
     """A reranker (a parsed `RerankerSpec`) reordering each query's dense top `depth`: the stage alone, one
     query at a time (the candidates are fetched once, untimed)."""
     from engine.core.ranking.pipeline import Context, Query
@@ -75,11 +72,10 @@ def rerank_family(col, spec, depth: int, queries: Sequence[str], measure: Measur
     first = Retrieve(col.path.name, mode="dense", k=depth).transform(asked, None, ctx)
     stage = Rerank(spec, depth=depth)
     stage.check(ctx)
-    return {"family": spec.text, "depth": depth,
-            "rerank_single": latency_stats(measure(f"reranking the top {depth} one query at a time",
-                                                   lambda i: stage.transform([asked[i]], {asked[i].qid:
-                                                                                          first[asked[i].qid]}, ctx),
-                                                   len(asked)))}
+    return {"spec": spec.text, "depth": depth,
+            "rerank_single": timed(f"reranking the top {depth} one query at a time",
+                                   lambda i: stage.transform([asked[i]], {asked[i].qid: first[asked[i].qid]}, ctx),
+                                   len(asked))}
 
 
 def folder_bytes(path) -> int:

@@ -333,3 +333,37 @@ def test_add_rebuilds_the_learned_indexes_over_every_row(run_cli, tiny_splade, t
     code, _, err = run_cli("build", "docs", "--texts", tmp_path / "b.csv", "--add", "--sparse", "sparse:other",
                            "--root", root)
     assert code != 0 and "keeps a sparse index of" in err
+
+
+def test_bench_times_every_family_a_collection_carries(run_cli, sparse_collection, tiny_colbert, fake_encoder,
+                                                       tmp_path):
+    out = tmp_path / "bench.json"
+    code, stdout, err = run_cli("bench", "docs", "--root", sparse_collection / "idx", "--n", "6", "--seconds", "0.2",
+                                "--batch", "4", "--rerank", f"maxsim:{tiny_colbert}", "--rerank-depth", "5",
+                                "--out", out)
+    assert code == 0, err
+    families = json.loads(out.read_text())["families"]
+    assert set(families) == {"sparse", "multivector", "rerank"}
+    for name, key in (("sparse", "search_single"), ("sparse", "encode_documents_batch"),
+                      ("multivector", "search_single"), ("multivector", "encode_documents_batch"),
+                      ("rerank", "rerank_single")):
+        assert families[name][key]["calls"] >= 1 and families[name][key]["p50_ms"] > 0, (name, key)
+    assert families["rerank"]["spec"] == f"maxsim:{tiny_colbert}" and families["sparse"]["index_bytes"] > 0
+    assert "sparse" in stdout and "multivector" in stdout and "rerank" in stdout
+
+
+def test_bench_times_an_image_text_models_images(run_cli, tiny_clip, photos, tmp_path):
+    root = tmp_path / "idx"
+    code, _, err = run_cli("build", "photos", "--images", photos, "--model", f"sbert:{tiny_clip}", "--root", root,
+                           "-q")
+    assert code == 0, err
+    out = tmp_path / "bench.json"
+    code, _, err = run_cli("bench", "photos", "--root", root, "--n", "4", "--seconds", "0.2", "--batch", "4",
+                           "--out", out)
+    assert code == 0, err
+    result = json.loads(out.read_text())
+    assert result["query_modality"] == "text" and set(result["families"]) == {"image_text"}
+    image = result["families"]["image_text"]
+    assert image["encode_image_single"]["calls"] >= 1 and image["encode_images_batch"]["calls"] >= 1
+    code, _, err = run_cli("bench", "photos", "--root", root, "--rerank", "maxsim:/no/such/model")
+    assert code != 0 and "no such" in err.lower() and "Traceback" not in err
