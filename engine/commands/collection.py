@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from engine.core.storage.builder.options import BuildOptions
+from engine.core.storage.builder.options import BATCH_PIXELS, BuildOptions
 from engine.core.collection import DEFAULT_ROOT
 from engine.core.encoders.registry import model_help
 from engine.commands.flags import RerankBatchTokens, RerankInstruction, RerankRounds, RerankTemplate
@@ -95,6 +95,11 @@ class BuildCommandOptions:
     recall_queries: Annotated[Optional[Path], cli(typer.Option("--recall-queries", help="Text queries to measure a "
                               "non-exact index's recall@10 with (default: generic captions or own vectors)."))] = None
     batch_size: Annotated[str, cli(BatchSize), BATCH_SIZE] = str(BUILD.batch_size)
+    batch_pixels: Annotated[Optional[int], cli(typer.Option("--batch-pixels", help="Images: also cut each forward "
+                            "pass at this many pixels (width × height as decoded; an image above it goes alone), "
+                            "for models whose own processor reads images at their size (sbert: VLM embedders), whose "
+                            "memory grows with the pixels; not on --ray.", show_default=False)), BATCH_PIXELS] \
+        = BUILD.batch_pixels
     device: Annotated[str, cli(Device)] = BUILD.device
     workers: Annotated[int, cli(typer.Option("--workers", help="Image-decoding threads running ahead of the model.")),
                        WORKERS] \

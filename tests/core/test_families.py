@@ -367,3 +367,44 @@ def test_bench_times_an_image_text_models_images(run_cli, tiny_clip, photos, tmp
     assert image["encode_image_single"]["calls"] >= 1 and image["encode_images_batch"]["calls"] >= 1
     code, _, err = run_cli("bench", "photos", "--root", root, "--rerank", "maxsim:/no/such/model")
     assert code != 0 and "no such" in err.lower() and "Traceback" not in err
+
+
+def test_image_batches_cut_by_a_pixel_budget(photos):
+    """Each forward pass holds images until the next would take its pixels above the budget (an image above
+    it alone); the embeddings are the count-batched ones, row for row."""
+    from engine.core.encoders.base import Encoder
+    from engine.core.images import encode_image_files
+    from engine.core.encoders.sbert import keep_image
+    batches: list[list[int]] = []
+
+    def embed(batch) -> np.ndarray:
+        batches.append([im.width * im.height for im in batch])
+        return np.stack([np.asarray(im, dtype=np.float32).mean(axis=(0, 1)) for im in batch])
+
+    enc = Encoder(spec="recording", dim=3, modalities=frozenset({"image"}), preprocess=keep_image,
+                  image_batch_fn=embed)
+    paths = [str(p) for p in sorted(photos.glob("*.png"))]
+    by_count = encode_image_files(enc, paths, batch_size=32).embeddings
+    assert [len(b) for b in batches] == [24]
+    batches.clear()
+    budget = 9000
+    by_pixels = encode_image_files(enc, paths, batch_size=32, max_pixels=budget)
+    assert np.array_equal(by_pixels.embeddings, by_count) and by_pixels.ok == list(range(24))
+    assert len(batches) > 2 and sum(map(len, batches)) == 24
+    for b, after in zip(batches, batches[1:]):
+        assert sum(b) <= budget or len(b) == 1
+        assert sum(b) + after[0] > budget  # cut only where the next image would not fit
+
+
+def test_build_batch_pixels_gives_the_same_collection(run_cli, tiny_clip, photos, tmp_path):
+    from engine.core.collection import Collection
+    root = tmp_path / "idx"
+    for name, extra in (("count", []), ("pixels", ["--batch-pixels", "5000"])):
+        code, _, err = run_cli("build", name, "--images", photos, "--model", f"sbert:{tiny_clip}", "--root", root,
+                               "-q", *extra)
+        assert code == 0, err
+    count, pixels = (Collection.open(n, root) for n in ("count", "pixels"))
+    assert count.ids == pixels.ids
+    assert np.allclose(np.asarray(count.embeddings), np.asarray(pixels.embeddings), atol=1e-5)
+    code, _, err = run_cli("build", "bad", "--images", photos, "--batch-pixels", "0", "--root", root)
+    assert code != 0 and "--batch-pixels" in err and "Traceback" not in err
