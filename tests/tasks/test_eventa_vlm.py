@@ -1,6 +1,7 @@
-"""EVENTA's image stage on an image–text sentence-transformers model (`engine eventa build --model sbert:DIR`, how
-a VLM embedder joins), checked against sentence-transformers' own embeddings and similarity, and the example
-pipeline in the winning system's shape (docs/pipelines/eventa-vlm.toml) run end to end on tiny models."""
+"""EVENTA's image stage on image–text sentence-transformers models (`engine eventa build --model sbert:DIR`): a
+CLIP-layout model and a VLM embedder (a tiny random Qwen2-VL under last-token pooling, as GME and
+Qwen3-VL-Embedding are built), checked against sentence-transformers' own embeddings and similarity, and the
+example pipeline in the winning system's shape (docs/pipelines/eventa-vlm.toml) run end to end on tiny models."""
 from __future__ import annotations
 
 import csv
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fixtures.tiny_families import build_tiny_clip
+from fixtures.tiny_families import build_tiny_clip, build_tiny_qwen2_vl
 
 from engine.tasks.eventa.fixture import make_eventa_fixture
 
@@ -19,17 +20,21 @@ EXAMPLE_LLM = "llm:Qwen/Qwen3-Reranker-0.6B"
 QUERY_PROMPT = "a news photo of: "
 
 
-@pytest.fixture(scope="module")
-def vlm_index(tmp_path_factory):
-    """A tiny CLIP-layout sentence-transformers model with a query prompt of its own (as a VLM embedder has its
-    query instruction), the generated EVENTA fixture and its index `eventa` built with the model as the image
-    stage's: (model folder, fixture paths, index root)."""
+@pytest.fixture(scope="module", params=["clip", "qwen2-vl"])
+def vlm_index(request, tmp_path_factory):
+    """A tiny image–text sentence-transformers model (CLIP-layout, or a Qwen2-VL embedder) with a query prompt
+    of its own (a VLM embedder's query instruction), the generated EVENTA fixture and its index `eventa` built
+    with the model as the image stage's: (model folder, fixture paths, index root)."""
     from typer.testing import CliRunner
 
     from engine.cli import app
     base = tmp_path_factory.mktemp("eventa-vlm")
-    model = build_tiny_clip(base / "clip", prompts={"query": QUERY_PROMPT})
     paths = make_eventa_fixture(base / "data", n_articles=6, images_per_article=2, image_size=64)
+    if request.param == "clip":
+        model = build_tiny_clip(base / "clip", prompts={"query": QUERY_PROMPT})
+    else:
+        words = " ".join(t for _, t in captions(paths)) + " " + QUERY_PROMPT
+        model = build_tiny_qwen2_vl(base / "qwen2-vl", prompts={"query": QUERY_PROMPT}, words=words)
     root = base / "indexes"
     res = CliRunner().invoke(app, ["eventa", "build", "--database", str(paths.database), "--images", str(paths.images),
                                    "--model", f"sbert:{model}", "--root", str(root), "--quiet"])
@@ -91,7 +96,8 @@ def test_the_default_pipeline_submits_on_the_sbert_image_model(vlm_index, run_cl
 
 
 def test_the_winners_shape_example_runs_end_to_end_on_tiny_models(vlm_index, tiny_lm, run_cli, tmp_path):
-    """docs/pipelines/eventa-vlm.toml, its LLM replaced by a tiny random one: `engine eventa submit --pipeline`
+    """docs/pipelines/eventa-vlm.toml, its LLM replaced by a tiny random one, its VLM embedder the index's tiny
+    image–text model: `engine eventa submit --pipeline`
     writes a valid submission, and `engine experiment --stages` shows every stage ran (the reranker scoring its
     pairs)."""
     from engine.tasks.eventa.submission import validate_eventa
