@@ -408,3 +408,20 @@ def test_build_batch_pixels_gives_the_same_collection(run_cli, tiny_clip, photos
     assert np.allclose(np.asarray(count.embeddings), np.asarray(pixels.embeddings), atol=1e-5)
     code, _, err = run_cli("build", "bad", "--images", photos, "--batch-pixels", "0", "--root", root)
     assert code != 0 and "--batch-pixels" in err and "Traceback" not in err
+
+
+def test_a_text_longer_than_a_two_tower_models_window_is_cut_there(tmp_path):
+    """A CLIP-layout model reads texts through its processor, which does not cut them at the window: the encoder
+    cuts them at the model's max_seq_length, so a long caption encodes as its first 62 words (64 positions less
+    [CLS] and [SEP]) do, where sentence-transformers alone would fail past the text tower's positions."""
+    from engine.core.encoders import torchvision_patch  # noqa: F401
+    from engine.core.encoders.registry import load_encoder
+    from sentence_transformers import SentenceTransformer
+    model_dir = build_tiny_clip(tmp_path / "clip", text_window=64)
+    words = ("dog cat boat river snow bread cheese red two plate " * 15).split()
+    long_text, head = " ".join(words), " ".join(words[:62])
+    with pytest.raises(Exception):
+        SentenceTransformer(str(model_dir)).encode([long_text])
+    enc = load_encoder(f"sbert:{model_dir}")
+    want = SentenceTransformer(str(model_dir)).encode([head], normalize_embeddings=True)
+    assert np.allclose(enc.encode_texts([long_text]), want, atol=1e-5)
