@@ -44,9 +44,31 @@ def bench_table(result: dict) -> Table:
         if key in result:
             s = result[key]
             table.add_row(label, f"{s['p50_ms']:.3f}", f"{s['p95_ms']:.3f}", f"{s['p99_ms']:.3f}", f"{s['qps']:.1f}")
+    for label, s in family_rows(result.get("families") or {}):
+        table.add_row(label, f"{s['p50_ms']:.3f}", f"{s['p95_ms']:.3f}", f"{s['p99_ms']:.3f}", f"{s['qps']:.1f}")
+    extra = "".join(f", {name} index {fam['index_bytes'] / 2**20:.1f} MiB"
+                    for name, fam in (result.get("families") or {}).items() if "index_bytes" in fam)
     table.caption = (f"index {result['index_bytes'] / 2**20:.1f} MiB, embeddings "
-                     f"{result['embeddings_bytes'] / 2**20:.1f} MiB; batch rows are per batch call, QPS per query")
+                     f"{result['embeddings_bytes'] / 2**20:.1f} MiB{extra}; batch rows are per batch call, QPS per "
+                     "query (per image or document in the encode rows)")
     return table
+
+
+FAMILY_ROWS = (("image_text", "encode_image_single", "image–text: encode image (single)"),
+               ("image_text", "encode_images_batch", "image–text: encode images (batch)"),
+               ("sparse", "encode_documents_batch", "sparse: encode documents (batch)"),
+               ("sparse", "search_single", "sparse: search (single)"),
+               ("multivector", "encode_documents_batch", "multivector: encode documents (batch)"),
+               ("multivector", "search_single", "multivector: search (single)"),
+               ("rerank", "rerank_single", "rerank {spec} top {depth} (single)"))
+"""`engine bench`'s rows of the model families (engine.core.bench_families): family, measurement, label."""
+
+
+def family_rows(families: dict) -> list[tuple[str, dict]]:
+    """(label, latency stats) of each family measurement a bench result holds, in FAMILY_ROWS order."""
+    return [(label.format(**{k: v for k, v in families[family].items() if k in ("spec", "depth")}),
+             families[family][key])
+            for family, key, label in FAMILY_ROWS if key in families.get(family, {})]
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]], markdown: bool = False,

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from engine.core.storage.builder.options import BuildOptions
+from engine.core.storage.builder.options import BATCH_PIXELS, BuildOptions
 from engine.core.collection import DEFAULT_ROOT
 from engine.core.encoders.registry import model_help
 from engine.commands.flags import RerankBatchTokens, RerankInstruction, RerankRounds, RerankTemplate
@@ -95,6 +95,11 @@ class BuildCommandOptions:
     recall_queries: Annotated[Optional[Path], cli(typer.Option("--recall-queries", help="Text queries to measure a "
                               "non-exact index's recall@10 with (default: generic captions or own vectors)."))] = None
     batch_size: Annotated[str, cli(BatchSize), BATCH_SIZE] = str(BUILD.batch_size)
+    batch_pixels: Annotated[Optional[int], cli(typer.Option("--batch-pixels", help="Images: also cut each forward "
+                            "pass at this many pixels (width × height as decoded; an image above it goes alone), "
+                            "for models whose own processor reads images at their size (sbert: VLM embedders), whose "
+                            "memory grows with the pixels; not on --ray.", show_default=False)), BATCH_PIXELS] \
+        = BUILD.batch_pixels
     device: Annotated[str, cli(Device)] = BUILD.device
     workers: Annotated[int, cli(typer.Option("--workers", help="Image-decoding threads running ahead of the model.")),
                        WORKERS] \
@@ -301,14 +306,23 @@ class BenchOptions:
     out: Annotated[Optional[Path], cli(typer.Option("--out", help="JSON result (default: <collection>/bench.json)."))] \
         = None
     threads: Annotated[int, cli(typer.Option("--threads", help="torch/FAISS threads (0: default).")), THREADS] = 0
+    rerank: Annotated[Optional[str], cli(typer.Option("--rerank", help="Also time this reranker (e.g. "
+                      "maxsim:DIR) reordering each text query's dense top --rerank-depth, one query at a time.",
+                      show_default=False))] = None
+    rerank_depth: Annotated[int, cli(typer.Option("--rerank-depth", help="Hits the timed reranker reads per query.")),
+                            RERANK_DEPTH] = 20
     device: Annotated[str, cli(Device)] = "auto"
     root: Annotated[Path, cli(Root)] = DEFAULT_ROOT
     quiet: Annotated[bool, cli(Quiet)] = False
 
 
 def _bench(o: BenchOptions) -> None:
-    """Query-encoding and search latency (p50/p95/p99, QPS), single and batched; index memory."""
+    """Query-encoding and search latency (p50/p95/p99, QPS), single and batched; index memory; the model
+    families the collection carries (an image–text encoder's images, sparse and multi-vector indexes) and
+    --rerank's reranker."""
     set_quiet(o.quiet)
+    from engine.core.ranking.rerankers.spec import RerankerSpec
+    rerank = RerankerSpec.parse(o.rerank) if o.rerank is not None else None  # parsed once, before anything loads
     from engine.core.encoders.device import set_device
     set_device(o.device)
     from rich.console import Console
@@ -321,7 +335,7 @@ def _bench(o: BenchOptions) -> None:
     configure_threads(o.threads)
     col = Collection.open(o.name, o.root)
     result = bench_collection(col, [t for _, t in read_queries(o.queries)] if o.queries else None, n=o.n,
-                              batch=o.batch, k=o.k, seconds=o.seconds)
+                              batch=o.batch, k=o.k, seconds=o.seconds, rerank=rerank, rerank_depth=o.rerank_depth)
     Console().print(bench_table(result))
     target = o.out or col.path / "bench.json"
     write_json(target, result)

@@ -65,21 +65,30 @@ def default_bench_queries(col, n: int) -> tuple[str, list[str]]:
             return "text", texts
         from engine.core.storage.builder.from_source import generic_captions
         return "text", generic_captions(n)
+    return "image", image_files(col, n)
+
+
+def image_files(col, n: int) -> list[str]:
+    """Up to n of the collection's own image files that are still where it was built from, drawn at random."""
     from pathlib import Path
+    rng = np.random.default_rng(0)
     paths = [it.get("path") for it in col.items]
     sources = col.manifest.get("sources") or []
     base = Path(sources[0]) if sources and Path(sources[0]).is_dir() else None
     full = [str(base / p) if base and p and not Path(p).is_absolute() else p for p in paths]
     full = [p for p in full if p and Path(p).is_file()]
     picks = rng.choice(len(full), min(n, len(full)), replace=False) if full else []
-    return "image", [full[i] for i in picks]
+    return [full[i] for i in picks]
 
 
 def bench_collection(col, queries: Sequence[str] | None = None, n: int = 200, batch: int = 64,
-                     k: int = 10, seconds: float | None = 3.0) -> dict:
+                     k: int = 10, seconds: float | None = 3.0, rerank=None, rerank_depth: int = 20) -> dict:
     """Time single and batched query encoding and search (each measurement at most `n` calls and about
     `seconds` of them, with a progress bar); report index and embedding memory. Queries go through the same
-    light encoders (ONNX where the model has them) as `engine search`."""
+    light encoders (ONNX where the model has them) as `engine search`. The model families the collection
+    carries are timed too (`families`: an image–text encoder's image side, its sparse and multi-vector
+    indexes), and `rerank` (a parsed RerankerSpec) over the dense top `rerank_depth`
+    (engine.core.bench_families)."""
     from engine.progress import make_progress
     if queries:
         modality, qs = "text", list(queries)
@@ -122,7 +131,37 @@ def bench_collection(col, queries: Sequence[str] | None = None, n: int = 200, ba
         result["search_batch"] = latency_stats(measure(f"searching batches of {len(qb[0])}",
                                                        lambda i: search_index(index, qb[i], k), nb, 1),
                                                per_call_items=len(qb[0]))
+        def timed(label: str, fn: Callable[[int], object], calls: int, warmup: int = 3,
+                  per_call_items: int = 1) -> dict:
+            return latency_stats(measure(label, fn, calls, warmup), per_call_items)
+
+        families = bench_families(col, qs if modality == "text" else [], batch, k, timed, rerank, rerank_depth)
+        if families:
+            result["families"] = families
     result["index_bytes"] = int(col.manifest.get("index_bytes") or col.file("index").stat().st_size)  # a Flat
     # collection's index file is a header over its embeddings: the manifest has the index's resident bytes
     result["embeddings_bytes"] = int(len(col) * col.dim * 4)
     return result
+
+
+def bench_families(col, texts: Sequence[str], batch: int, k: int, timed: Callable[..., dict], rerank=None,
+                   rerank_depth: int = 20) -> dict:
+    """{family: its timings} for what the collection carries beside its dense index (and `rerank`): text
+    `texts` query the sparse, multi-vector and rerank stages; none (an image-only encoder) skips them."""
+    from engine.core import bench_families as fam
+    out: dict = {}
+    modalities = col.encoder.modalities
+    if col.kind == "image" and {"text", "image"} <= set(modalities) and texts:
+        images = image_files(col, max(batch, 8))
+        if images:
+            out["image_text"] = fam.image_family(col, images, batch, timed)
+    roles = col.manifest.get("roles") or {}
+    for role in ("sparse", "multivector"):
+        if role in roles and texts:
+            out[role] = fam.index_family(col, role, texts, batch, k, timed)
+    if rerank is not None:
+        if not texts:
+            from engine.errors import EngineError
+            raise EngineError(f"--rerank {rerank.text}: the collection's queries are images; a reranker reads text")
+        out["rerank"] = fam.rerank_family(col, rerank, rerank_depth, texts, timed)
+    return out

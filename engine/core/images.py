@@ -123,9 +123,20 @@ def _prepare(encoder: "ImageModel", path: str):
         return None, f"unreadable ({type(exc).__name__}: {exc})"
 
 
-def iter_image_batches(encoder: "ImageModel", paths: Sequence[str], batch_size: int, workers: int
-                       ) -> Iterator[tuple[list[int], list, list[tuple[int, str]]]]:
-    """Yield (positions, tensors, failures) per batch; decoding runs `workers` threads ahead of the caller."""
+def pixels_of(prepared: Any) -> int:
+    """The pixels a prepared image puts into a forward pass: width × height of a PIL image (a model whose own
+    processor sizes it: a VLM embedder's grows with it), of the last two axes of a tensor or array."""
+    if isinstance(prepared, Image.Image):
+        return int(prepared.width) * int(prepared.height)
+    shape = getattr(prepared, "shape", ())
+    return int(shape[-1]) * int(shape[-2]) if len(shape) >= 2 else 1
+
+
+def iter_image_batches(encoder: "ImageModel", paths: Sequence[str], batch_size: int, workers: int,
+                       max_pixels: int | None = None) -> Iterator[tuple[list[int], list, list[tuple[int, str]]]]:
+    """Yield (positions, tensors, failures) per batch; decoding runs `workers` threads ahead of the caller. A
+    batch holds at most `batch_size` images and, with `max_pixels`, is cut before the image that would take its
+    pixels (`pixels_of`) above that budget (an image larger than the budget goes alone)."""
     if encoder.preprocess is None:
         encoder.encode_image_batch(None)  # raises the modality error
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
@@ -144,10 +155,15 @@ def iter_image_batches(encoder: "ImageModel", paths: Sequence[str], batch_size: 
         fill()
         while pending:
             pos, tensors, failed = [], [], []
+            pixels = 0
             while pending and len(pos) + len(failed) < batch_size:
-                i, fut = pending.popleft()
+                i, fut = pending[0]
                 tensor, err = fut.result()
+                if err is None and tensors and max_pixels is not None and pixels + pixels_of(tensor) > max_pixels:
+                    break  # the next batch begins with it
+                pending.popleft()
                 if err is None:
+                    pixels += pixels_of(tensor)
                     pos.append(i)
                     tensors.append(tensor)
                 else:
@@ -196,10 +212,12 @@ def stack(tensors: Sequence[Any]) -> Any:
 
 
 def encode_image_files(encoder: "ImageModel", paths: Sequence[str], batch_size: int = 32,
-                       workers: int = 2) -> ImageBatchResult:
+                       workers: int = 2, max_pixels: int | None = None) -> ImageBatchResult:
+    """The images' embeddings in batches of at most `batch_size` images and `max_pixels` pixels
+    (`iter_image_batches`); unreadable files are skipped and reported."""
     keep_freed_memory()
     chunks, ok, failed = [], [], []
-    for pos, tensors, bad in iter_image_batches(encoder, paths, batch_size, workers):
+    for pos, tensors, bad in iter_image_batches(encoder, paths, batch_size, workers, max_pixels):
         failed.extend(bad)
         if tensors:
             chunks.append(encoder.encode_image_batch(stack(tensors)))

@@ -333,3 +333,95 @@ def test_add_rebuilds_the_learned_indexes_over_every_row(run_cli, tiny_splade, t
     code, _, err = run_cli("build", "docs", "--texts", tmp_path / "b.csv", "--add", "--sparse", "sparse:other",
                            "--root", root)
     assert code != 0 and "keeps a sparse index of" in err
+
+
+def test_bench_times_every_family_a_collection_carries(run_cli, sparse_collection, tiny_colbert, fake_encoder,
+                                                       tmp_path):
+    out = tmp_path / "bench.json"
+    code, stdout, err = run_cli("bench", "docs", "--root", sparse_collection / "idx", "--n", "6", "--seconds", "0.2",
+                                "--batch", "4", "--rerank", f"maxsim:{tiny_colbert}", "--rerank-depth", "5",
+                                "--out", out)
+    assert code == 0, err
+    families = json.loads(out.read_text())["families"]
+    assert set(families) == {"sparse", "multivector", "rerank"}
+    for name, key in (("sparse", "search_single"), ("sparse", "encode_documents_batch"),
+                      ("multivector", "search_single"), ("multivector", "encode_documents_batch"),
+                      ("rerank", "rerank_single")):
+        assert families[name][key]["calls"] >= 1 and families[name][key]["p50_ms"] > 0, (name, key)
+    assert families["rerank"]["spec"] == f"maxsim:{tiny_colbert}" and families["sparse"]["index_bytes"] > 0
+    assert "sparse" in stdout and "multivector" in stdout and "rerank" in stdout
+
+
+def test_bench_times_an_image_text_models_images(run_cli, tiny_clip, photos, tmp_path):
+    root = tmp_path / "idx"
+    code, _, err = run_cli("build", "photos", "--images", photos, "--model", f"sbert:{tiny_clip}", "--root", root,
+                           "-q")
+    assert code == 0, err
+    out = tmp_path / "bench.json"
+    code, _, err = run_cli("bench", "photos", "--root", root, "--n", "4", "--seconds", "0.2", "--batch", "4",
+                           "--out", out)
+    assert code == 0, err
+    result = json.loads(out.read_text())
+    assert result["query_modality"] == "text" and set(result["families"]) == {"image_text"}
+    image = result["families"]["image_text"]
+    assert image["encode_image_single"]["calls"] >= 1 and image["encode_images_batch"]["calls"] >= 1
+    code, _, err = run_cli("bench", "photos", "--root", root, "--rerank", "maxsim:/no/such/model")
+    assert code != 0 and "no such" in err.lower() and "Traceback" not in err
+
+
+def test_image_batches_cut_by_a_pixel_budget(photos):
+    """Each forward pass holds images until the next would take its pixels above the budget (an image above
+    it alone); the embeddings are the count-batched ones, row for row."""
+    from engine.core.encoders.base import Encoder
+    from engine.core.images import encode_image_files
+    from engine.core.encoders.sbert import keep_image
+    batches: list[list[int]] = []
+
+    def embed(batch) -> np.ndarray:
+        batches.append([im.width * im.height for im in batch])
+        return np.stack([np.asarray(im, dtype=np.float32).mean(axis=(0, 1)) for im in batch])
+
+    enc = Encoder(spec="recording", dim=3, modalities=frozenset({"image"}), preprocess=keep_image,
+                  image_batch_fn=embed)
+    paths = [str(p) for p in sorted(photos.glob("*.png"))]
+    by_count = encode_image_files(enc, paths, batch_size=32).embeddings
+    assert [len(b) for b in batches] == [24]
+    batches.clear()
+    budget = 9000
+    by_pixels = encode_image_files(enc, paths, batch_size=32, max_pixels=budget)
+    assert np.array_equal(by_pixels.embeddings, by_count) and by_pixels.ok == list(range(24))
+    assert len(batches) > 2 and sum(map(len, batches)) == 24
+    for b, after in zip(batches, batches[1:]):
+        assert sum(b) <= budget or len(b) == 1
+        assert sum(b) + after[0] > budget  # cut only where the next image would not fit
+
+
+def test_build_batch_pixels_gives_the_same_collection(run_cli, tiny_clip, photos, tmp_path):
+    from engine.core.collection import Collection
+    root = tmp_path / "idx"
+    for name, extra in (("count", []), ("pixels", ["--batch-pixels", "5000"])):
+        code, _, err = run_cli("build", name, "--images", photos, "--model", f"sbert:{tiny_clip}", "--root", root,
+                               "-q", *extra)
+        assert code == 0, err
+    count, pixels = (Collection.open(n, root) for n in ("count", "pixels"))
+    assert count.ids == pixels.ids
+    assert np.allclose(np.asarray(count.embeddings), np.asarray(pixels.embeddings), atol=1e-5)
+    code, _, err = run_cli("build", "bad", "--images", photos, "--batch-pixels", "0", "--root", root)
+    assert code != 0 and "--batch-pixels" in err and "Traceback" not in err
+
+
+def test_a_text_longer_than_a_two_tower_models_window_is_cut_there(tmp_path):
+    """A CLIP-layout model reads texts through its processor, which does not cut them at the window: the encoder
+    cuts them at the model's max_seq_length, so a long caption encodes as its first 62 words (64 positions less
+    [CLS] and [SEP]) do, where sentence-transformers alone would fail past the text tower's positions."""
+    from engine.core.encoders import torchvision_patch  # noqa: F401
+    from engine.core.encoders.registry import load_encoder
+    from sentence_transformers import SentenceTransformer
+    model_dir = build_tiny_clip(tmp_path / "clip", text_window=64)
+    words = ("dog cat boat river snow bread cheese red two plate " * 15).split()
+    long_text, head = " ".join(words), " ".join(words[:62])
+    with pytest.raises(Exception):
+        SentenceTransformer(str(model_dir)).encode([long_text])
+    enc = load_encoder(f"sbert:{model_dir}")
+    want = SentenceTransformer(str(model_dir)).encode([head], normalize_embeddings=True)
+    assert np.allclose(enc.encode_texts([long_text]), want, atol=1e-5)

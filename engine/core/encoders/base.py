@@ -75,12 +75,14 @@ class Encoder:
                               f"(query with text, or build the collection with an image model)")
         return l2_normalize(self.image_batch_fn(batch))
 
-    def encode_images(self, paths: Sequence[str], batch_size: int | str = 32, workers: int = 2):
-        """Embed image files; unreadable ones are skipped and reported (see `engine.core.images`)."""
+    def encode_images(self, paths: Sequence[str], batch_size: int | str = 32, workers: int = 2,
+                      max_pixels: int | None = None):
+        """Embed image files, `batch_size` images a forward pass at most and, with `max_pixels`, batches cut by
+        that pixel budget; unreadable ones are skipped and reported (see `engine.core.images`)."""
         from engine.core.encoders.device import batch_size_for
         from engine.core.images import encode_image_files
         return encode_image_files(self, paths, batch_size=batch_size_for(batch_size, "image", self.device),
-                                  workers=workers)
+                                  workers=workers, max_pixels=max_pixels)
 
 
 def configure_threads(threads: int | None) -> None:

@@ -162,6 +162,7 @@ def sentence_encoder(arg: str = DEFAULT_TEXT_MODEL) -> Encoder:
     modalities = set(getattr(model, "modalities", None) or [TEXT]) & {TEXT, IMAGE}
     images = {}
     if IMAGE in modalities:
+        cap_text_window(model)
         document = (getattr(model, "prompts", None) or {}).get("document") or None
 
         def encode_images(batch) -> np.ndarray:
@@ -178,6 +179,21 @@ def sentence_encoder(arg: str = DEFAULT_TEXT_MODEL) -> Encoder:
                    info={"max_seq_length": int(getattr(model, "max_seq_length", 0) or 0), "device": device,
                          "prompts": dict(getattr(model, "prompts", None) or {}), "prompt_fn": encode,
                          "family": family(modalities), "images_as_pil": bool(images)}, **images)
+
+
+def cap_text_window(model) -> None:
+    """A two-tower model (CLIP layout: its text side is `get_text_features`) reads texts through its processor,
+    which does not cut them at the tokenizer's window: a text longer than the text tower's positions would end
+    the call. Cut there, at the model's own `max_seq_length`, as every sentence model truncates (a VLM
+    embedder reads text and image tokens in one sequence, so its messages are left whole)."""
+    first = model[0]
+    config = getattr(first, "modality_config", None) or {}
+    kwargs = getattr(first, "processing_kwargs", None)
+    window = int(getattr(model, "max_seq_length", 0) or 0)
+    if (config.get("text") or {}).get("method") != "get_text_features" or not isinstance(kwargs, dict) \
+            or not 0 < window < 1_000_000 or "max_length" in (kwargs.get("text") or {}):
+        return
+    first.processing_kwargs = {**kwargs, "text": {**(kwargs.get("text") or {}), "max_length": window}}
 
 
 def keep_image(img):

@@ -1,6 +1,6 @@
 """Building an EVENTA index, and what one looks like on disk (the index format, 2):
 
-    indexes/NAME/images/     image collection (image–text model: conse offline, clip:ARCH:WEIGHTS)
+    indexes/NAME/images/     image collection (image–text model: conse offline, clip:ARCH:WEIGHTS, sbert:DIR)
     indexes/NAME/articles/   passage collection (sentence model; item meta `article` = article id) with,
                              attached: `bm25` (BM25 over title + content, one doc per article),
                              `article_images` ({article id: [image ids]}) and, in its `extra`, the build's
@@ -44,12 +44,13 @@ _CORE = CoreBuildOptions()
 @dataclass(frozen=True)
 class BuildOptions:
     """How `engine eventa build` builds an index; the CLI's option defaults are these."""
-    model: str | None = None        # image–text model (None: the offline bridge, conse)
+    model: str | None = None        # image–text model: any spec that embeds images (None: conse)
     text_model: str | None = None   # sentence model of the passages (None: MiniLM)
     fields: Fields = Fields()
     passage_words: int = 150        # words per passage of whole sentences, title included
     index: str = _CORE.index        # FAISS factory string of both collections
     batch_size: int = _CORE.batch_size  # images per forward pass (passages: at least 64)
+    batch_pixels: int | None = None  # images: each forward pass also cut at this many pixels (VLM embedders)
     workers: int = _CORE.workers    # image-decoding threads
     force: bool = False             # rebuild an index that exists
     device: str = _CORE.device      # where the encoders run (engine.core.encoders.device)
@@ -59,6 +60,8 @@ class BuildOptions:
         from engine.core.encoders.device import check_device
         check_device(self.device)
         PASSAGE_WORDS.check("passage_words", self.passage_words, text=False)
+        from engine.core.storage.builder.options import BATCH_PIXELS
+        BATCH_PIXELS.check("batch_pixels", self.batch_pixels, text=False)
         return self
 
 
@@ -175,7 +178,8 @@ def _build(folder: Path, name: str, o: BuildOptions, read: SourcesRead) -> dict:
         info(f"image collection of {name!r} is already built: kept")
     else:
         image_col = Collection.build(IMAGES, items=img_items, kind="image", root=folder, model=image_spec,
-                                     index=o.index, batch_size=o.batch_size, workers=o.workers, force=True,
+                                     index=o.index, batch_size=o.batch_size, batch_pixels=o.batch_pixels,
+                                     workers=o.workers, force=True,
                                      device=o.device, ray=o.ray)
     image_seconds = time.perf_counter() - started
 

@@ -10,6 +10,7 @@ import typer
 from engine.commands.collection import Device, Quiet, RayAddress, Root
 from engine.io.options import BATCH, BATCH_SIZE, SEED, WORKERS, Int, cli, options_command, taken
 from engine.core.collection import DEFAULT_ROOT
+from engine.core.storage.builder.options import BATCH_PIXELS
 from engine.commands.eval import DocsOpt, QueriesOpt
 from engine.progress import set_quiet
 from engine.tasks.eventa import fixture
@@ -62,8 +63,11 @@ class EventaBuildOptions:
     images: Annotated[Path, cli(typer.Option("--images", help="Image folder; file names (without extension) are "
                       "image ids."))]
     name: Annotated[str, cli(EventaName)] = DEFAULT_NAME
-    model: Annotated[Optional[str], cli(typer.Option("--model", help="Image–text model: conse (offline, default) "
-                     "or clip:ARCH:WEIGHTS when you have CLIP weights.", show_default=False))] = BUILD.model
+    model: Annotated[Optional[str], cli(typer.Option("--model", help="Image–text model of the image stage (the "
+                     "global text→image search and the images of the top articles): conse (offline, default), "
+                     "clip:ARCH:WEIGHTS when you have CLIP weights, or sbert:NAME_OR_DIR, a sentence-transformers "
+                     "model that embeds images (a CLIP-layout model, or a VLM embedder such as gme-Qwen2-VL or "
+                     "Qwen3-VL-Embedding).", show_default=False))] = BUILD.model
     text_model: Annotated[Optional[str], cli(typer.Option("--text-model", help="Sentence model of the article "
                           "passages (default sbert:all-MiniLM-L6-v2, offline).", show_default=False))] \
         = BUILD.text_model
@@ -82,6 +86,10 @@ class EventaBuildOptions:
         = BUILD.index
     batch_size: Annotated[int, cli(typer.Option("--batch-size", help="Images per forward pass.")),
                           BATCH_SIZE] = BUILD.batch_size
+    batch_pixels: Annotated[Optional[int], cli(typer.Option("--batch-pixels", help="Also cut each forward pass of "
+                            "images at this many pixels (an image above it goes alone): for an sbert: VLM embedder, "
+                            "whose memory grows with the pixels it reads.", show_default=False)), BATCH_PIXELS] \
+        = BUILD.batch_pixels
     workers: Annotated[int, cli(typer.Option("--workers", help="Image-decoding threads.")), WORKERS] = BUILD.workers
     force: Annotated[bool, cli(typer.Option("--force", help="Rebuild an index that already exists (its image "
                      "embeddings are reused when the images and model are the same)."))] = BUILD.force
@@ -98,7 +106,8 @@ def _build(o: EventaBuildOptions) -> None:
     build_eventa(o.database, o.images, o.name, o.root, BuildOptions(
         model=o.model, text_model=o.text_model,
         fields=Fields(title=o.title_field, content=o.content_field, images=o.images_field, id=o.id_field),
-        passage_words=o.passage_words, index=o.index, batch_size=o.batch_size, workers=o.workers, force=o.force,
+        passage_words=o.passage_words, index=o.index, batch_size=o.batch_size, batch_pixels=o.batch_pixels,
+        workers=o.workers, force=o.force,
         device=o.device, ray=o.ray))
 
 

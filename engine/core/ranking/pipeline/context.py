@@ -35,8 +35,8 @@ class Shared:
     """What the stages of the runs in one context compute once and share, each kind in its own field."""
     positions: dict[str, dict[str, int]] = field(default_factory=dict)
     """collection → item id → row."""
-    query_vectors: dict[tuple[str, str, tuple[str, ...]], Any] = field(default_factory=dict)
-    """(encoder spec, pooling, texts) → the texts' sentence vectors."""
+    query_vectors: dict[tuple[str, str, tuple[str, ...], str], Any] = field(default_factory=dict)
+    """(encoder spec, pooling, texts, query prompt) → the texts' sentence vectors."""
     keys: dict[tuple[str, str | None], list[str]] = field(default_factory=dict)
     """(collection, group field) → each row's key: its group's value, or its id."""
     group_fields: dict[tuple[str, str | None], dict[str, dict]] = field(default_factory=dict)

@@ -19,11 +19,16 @@ FUSIONS = ("weighted", "rrf")
 
 
 def _vectors(ctx: Context, col, texts: Sequence[str], pooling: str):
-    """Sentence vectors of the texts under a pooling, computed once per encoder in a run."""
+    """Sentence vectors of the texts under a pooling, computed once per encoder and query prompt in a run: the
+    query prompt the collection was built with applies to every sentence, as `search_rows` applies it to whole
+    queries (a VLM embedder's or e5's query instruction)."""
+    from engine.core.encoders.prompts import query_prompted
     from engine.core.ranking.text_pooling import encode_queries
-    key = (col.encoder.text_spec if hasattr(col.encoder, "text_spec") else col.encoder.spec, pooling, tuple(texts))
+    prompt = (col.manifest.get("prompts") or {}).get("query") or ""
+    key = (col.encoder.text_spec if hasattr(col.encoder, "text_spec") else col.encoder.spec, pooling, tuple(texts),
+           prompt)
     if key not in ctx.state.query_vectors:
-        ctx.state.query_vectors[key] = encode_queries(col.encoder, list(texts), pooling)
+        ctx.state.query_vectors[key] = encode_queries(query_prompted(col.encoder, col.manifest), list(texts), pooling)
     return ctx.state.query_vectors[key]
 
 

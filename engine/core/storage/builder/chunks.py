@@ -97,7 +97,7 @@ def encode_local(encoder, kind: str, items: Items, todo: Sequence[int], o: Build
         parts = []
         for lo in range(0, len(chunk), step):
             part = [it.source for it in chunk[lo:lo + step]]
-            res = encoder.encode_images(part, batch_size=o.batch_size, workers=o.workers)
+            res = encoder.encode_images(part, batch_size=o.batch_size, workers=o.workers, max_pixels=o.batch_pixels)
             parts.append((res.embeddings, res.ok, res.failed))
             if ticked is not None:
                 ticked(len(part))

@@ -9,6 +9,11 @@ from typing import Any
 from engine.core.encoders.device import check_batch_size, check_device
 from engine.core.storage.index.faiss_index import check_factory, store_factory
 from engine.errors import EngineError, opt
+from engine.io.options import Int
+
+
+BATCH_PIXELS = Int(1, 10**12)
+"""`--batch-pixels`: the pixels of one forward pass's images (`engine.core.images.iter_image_batches`)."""
 
 
 @dataclass(frozen=True)
@@ -21,6 +26,7 @@ class BuildOptions:
     recall: float = 0.95               # `auto` only: recall@10 the chosen operating point must reach
     device: str = "auto"               # auto|cpu|cuda|cuda:N|mps (engine.core.encoders.device)
     batch_size: int | str = 32         # items per forward pass; "auto": by device and kind of item
+    batch_pixels: int | None = None    # images: a forward pass also cut at this many pixels (None: by count alone)
     workers: int = 2                   # image-decoding threads running ahead of the model
     threads: int = 0                   # torch threads (0: torch's default)
     chunk_size: int = 1024             # items per flushed chunk: the resume unit
@@ -50,6 +56,7 @@ class BuildOptions:
             if getattr(self, name) < 1:
                 raise EngineError(f"{opt(name)} must be at least 1, not {getattr(self, name)}")
         check_batch_size(self.batch_size)
+        BATCH_PIXELS.check("batch_pixels", self.batch_pixels, text=False)
         check_device(self.device)
         parse_bytes(self.memory_budget)
         if not 0 < self.recall <= 1:
