@@ -3,6 +3,7 @@
 paired (CPU seconds of the process, every thread), medians; and the order int8 keeps against float32.
 
     python benchmarks/rerank_cross_floor.py [--queries 12] [--depth 100] [--threads 1] [--fit-batches 24]
+        [--ridge 0.01] [--models random,trained] [--out rerank_cross_floor.json]
 
 Two MiniLM-L6-sized cross-encoders (6 layers, 384 wide, the MiniLM tokenizer), documents of 20–40 words:
 - `random`: random weights (cost does not depend on the weights; its scores lie within a few hundredths of each
@@ -34,8 +35,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 
-def trained_minilm(folder: Path, batches: int, rng: np.random.Generator) -> Path:
-    """all-MiniLM-L6-v2's encoder with a one-logit head fitted (ridge, closed form, on `batches` × 32 pairs) to
+def trained_minilm(folder: Path, batches: int, rng: np.random.Generator, ridge: float = 1e-2) -> Path:
+    """all-MiniLM-L6-v2's encoder with a one-logit head fitted (ridge `ridge`, closed form, on `batches` × 32 pairs) to
     ten times the share of a document's words that are the query's: a cross-encoder whose scores follow its
     input, made without a training run."""
     import shutil
@@ -60,7 +61,7 @@ def trained_minilm(folder: Path, batches: int, rng: np.random.Generator) -> Path
             feats.append(model.bert(**batch).pooler_output.double())
     x, y = torch.cat(feats), torch.tensor(target, dtype=torch.float64)
     mx, my = x.mean(0), y.mean()
-    w = torch.linalg.solve((x - mx).T @ (x - mx) + 1e-2 * torch.eye(x.shape[1], dtype=x.dtype), (x - mx).T @ (y - my))
+    w = torch.linalg.solve((x - mx).T @ (x - mx) + ridge * torch.eye(x.shape[1], dtype=x.dtype), (x - mx).T @ (y - my))
     with torch.no_grad():
         model.classifier.weight.copy_(w[None].float())
         model.classifier.bias.fill_(float(my - mx @ w))
@@ -162,6 +163,9 @@ def main() -> None:
     ap.add_argument("--depth", type=int, default=100)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--fit-batches", type=int, default=24)
+    ap.add_argument("--ridge", type=float, default=1e-2, help="the fitted head's ridge penalty")
+    ap.add_argument("--models", default="random,trained", help="which of random,trained to time")
+    ap.add_argument("--out", default="rerank_cross_floor.json", help="the JSON's name under benchmarks/results/")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="rerank-cross-"))
     os.environ["ENGINE_CACHE"] = str(tmp / "cache")
@@ -178,8 +182,9 @@ def main() -> None:
     rng = np.random.default_rng(0)
     t0 = time.perf_counter()
     torch.set_num_threads(max(1, usable_cores()))
-    folders = {"random": minilm_sized_cross_encoder(tmp / "ce"),
-               "trained": trained_minilm(tmp / "trained", args.fit_batches, rng)}
+    make = {"random": lambda: minilm_sized_cross_encoder(tmp / "ce"),
+            "trained": lambda: trained_minilm(tmp / "trained", args.fit_batches, rng, args.ridge)}
+    folders = {m: make[m]() for m in args.models.split(",")}
     trained_s = time.perf_counter() - t0
     torch.set_num_threads(args.threads)
     queries = [" ".join(rng.choice(WORDS, 4, replace=False)) for _ in range(args.queries + 1)]
@@ -244,10 +249,10 @@ def main() -> None:
     print(f"{args.queries} queries × {args.depth} candidates, {args.threads} thread(s); score spread per query "
           + ", ".join(f"{m} {s:.3g}" for m, s in table) + f"; models made in {trained_s:.0f} s; load average "
           f"{load[0]:.2f}")
-    out = HERE / "results" / "rerank_cross_floor.json"
+    out = HERE / "results" / args.out
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps({"queries": args.queries, "depth": args.depth, "threads": args.threads,
-                               "fit_batches": args.fit_batches, "score_spread": dict(table), "rows": rows,
+                               "fit_batches": args.fit_batches, "ridge": args.ridge, "score_spread": dict(table), "rows": rows,
                                "loadavg": load}, indent=2))
     print(f"wrote {out}")
 
