@@ -255,6 +255,8 @@ def main() -> None:
                                "fit_batches": args.fit_batches, "ridge": args.ridge, "score_spread": dict(table), "rows": rows,
                                "loadavg": load}, indent=2))
     print(f"wrote {out}")
+    import shutil
+    shutil.rmtree(tmp, ignore_errors=True)  # the models and their exports: hundreds of MB
 
 
 if __name__ == "__main__":
