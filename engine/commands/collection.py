@@ -11,7 +11,7 @@ import typer
 from engine.core.storage.builder.options import BATCH_PIXELS, BuildOptions
 from engine.core.collection import DEFAULT_ROOT
 from engine.core.encoders.registry import model_help
-from engine.commands.flags import RerankBatchTokens, RerankInstruction, RerankRounds, RerankTemplate
+from engine.commands.flags import RerankBatchTokens, RerankDtype, RerankInstruction, RerankRounds, RerankTemplate
 from engine.core.ranking.rerankers.registry import reranker_help
 from engine.errors import EngineError, opt
 from engine.core.ranking.rerankers.prompts import BATCH_TOKENS, ROUNDS
@@ -192,6 +192,7 @@ class SearchOptions:
     rerank_instruction: Annotated[Optional[str], cli(RerankInstruction)] = None
     rerank_rounds: Annotated[Optional[int], cli(RerankRounds), ROUNDS] = None
     rerank_batch_tokens: Annotated[Optional[int], cli(RerankBatchTokens), BATCH_TOKENS] = None
+    rerank_dtype: Annotated[Optional[str], cli(RerankDtype)] = None
     api_key: Annotated[Optional[str], cli(typer.Option("--api-key", envvar=API_KEY_ENV, show_envvar=True,
                        help="Key for a --server that needs one."))] = None
     ray: Annotated[Optional[str], cli(typer.Option("--ray", metavar="[ADDRESS]", help="Search a sharded "

@@ -18,3 +18,6 @@ RerankBatchTokens = Annotated[Optional[int], typer.Option("--rerank-batch-tokens
                               "batches, short ones in large (a GPU's memory bound).", show_default=False)]
 RerankRounds = Annotated[Optional[int], typer.Option("--rerank-rounds", help="llm-list: grouped voting with R "
                          "shuffled rounds instead of the sliding window (1-100).", show_default=False)]
+RerankDtype = Annotated[Optional[str], typer.Option("--rerank-dtype", help="cross: weights on a CPU (onnxruntime): "
+                        "float32 (the default) or int8 (dynamic quantization, exported once into the model cache: "
+                        "faster, the order close to float32's; docs/rerank.md).", show_default=False)]

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 from typer.core import TyperGroup
 
-from engine.commands.flags import RerankBatchTokens, RerankInstruction, RerankRounds, RerankTemplate
+from engine.commands.flags import RerankBatchTokens, RerankDtype, RerankInstruction, RerankRounds, RerankTemplate
 from engine.core.ranking.rerankers.prompts import BATCH_TOKENS, ROUNDS
 from engine.core.ranking.rerankers.registry import DEFAULT_DEPTH, RERANK_DEPTH, reranker_help
 from engine.core.ranking.rerankers.train import PATIENCE, RANGES as TRAIN_RANGES, TrainOptions
@@ -54,13 +54,15 @@ class RerankRunOptions:
     rerank_instruction: Annotated[Optional[str], cli(RerankInstruction)] = None
     rerank_rounds: Annotated[Optional[int], cli(RerankRounds), ROUNDS] = None
     rerank_batch_tokens: Annotated[Optional[int], cli(RerankBatchTokens), BATCH_TOKENS] = None
+    rerank_dtype: Annotated[Optional[str], cli(RerankDtype)] = None
     device: Annotated[str, cli(Device)] = "auto"
     quiet: Annotated[bool, cli(typer.Option("--quiet", "-q", help="No status lines."))] = False
 
     def reranker_options(self) -> dict:
         """The reranker loader's keyword options (None: its default)."""
         return {"template": self.rerank_template, "instruction": self.rerank_instruction,
-                "rounds": self.rerank_rounds, "batch_tokens": self.rerank_batch_tokens}
+                "rounds": self.rerank_rounds, "batch_tokens": self.rerank_batch_tokens,
+                "dtype": self.rerank_dtype}
 
 
 def _run(o: RerankRunOptions) -> None:

@@ -45,7 +45,7 @@ def reranker(o) -> "RerankerSpec | None":
     checked against -k (`SearchSettings.parsed`); everything below takes the parsed spec."""
     from engine.core.ranking.search_settings import SearchSettings
     options = {"template": o.rerank_template, "instruction": o.rerank_instruction, "rounds": o.rerank_rounds,
-               "batch_tokens": o.rerank_batch_tokens}
+               "batch_tokens": o.rerank_batch_tokens, "dtype": o.rerank_dtype}
     return SearchSettings(k=o.k, rerank=o.rerank, rerank_depth=o.rerank_depth, rerank_options=options).parsed().rerank
 
 

@@ -85,22 +85,26 @@ def relevance(model, pairs: list[tuple[str, str]], batch_size: int) -> np.ndarra
 
 class CrossReranker(Reranker):
     """`cross:NAME_OR_DIR`; scores are the model's raw logits (no activation), batched, fp16 autocast on CUDA;
-    on a CPU on onnxruntime where it can be exported (`cross_onnx`).
+    on a CPU on onnxruntime where it can be exported (`cross_onnx`), float32 or (option `dtype`) int8.
     A batch across queries is one list of pairs (the model's batches fill across query boundaries)."""
 
     def __init__(self, spec: "RerankerSpec") -> None:
-        from engine.core.encoders.device import resolve_device
+        from engine.core.encoders.device import on_cpu, resolve_device
+        from engine.core.ranking.rerankers.cross_onnx import onnx_cross, runtime
         from engine.core.ranking.rerankers.fingerprint import model_key
-        from engine.core.ranking.rerankers.cross_onnx import enabled, onnx_cross
         options = spec.kwargs
-        from engine.core.encoders.device import on_cpu
+        identity, max_length, dtype = model_key(spec), options.get("max_length"), options.get("dtype", "float32")
+        where = runtime(identity, max_length, dtype, spec.arg)  # int8 on torch: refused before anything loads
         device = "cpu" if on_cpu() else resolve_device()  # a CPU is known without importing torch
-        identity, max_length = model_key(spec), options.get("max_length")
         load = lambda: load_cross_encoder(spec.arg, device, max_length, identity)  # noqa: E731
-        onnx = onnx_cross(spec.arg, identity, max_length, load) if enabled(device) else None
+        onnx = None
+        if where == "onnx":
+            onnx = onnx_cross(spec.arg, identity, max_length, load, dtype)
+            if onnx is None:  # its export failed just now: int8 is refused, float32 goes on on torch
+                runtime(identity, max_length, dtype, spec.arg)
         self.model = onnx if onnx is not None else load()
         self.batch_size = options.get("batch_size", BATCH_SIZE)
-        super().__init__(spec, device=device, runtime="torch" if onnx is None else "onnx",
+        super().__init__(spec, device=device, runtime="torch" if onnx is None else "onnx", dtype=dtype,
                          max_length=onnx.config["max_length"] if onnx is not None else
                          getattr(self.model, "max_length", None))
 

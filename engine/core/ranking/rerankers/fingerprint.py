@@ -116,11 +116,23 @@ def model_key(spec: Any) -> str:
 
 
 def fingerprint(spec: Any) -> str:
-    """A hex digest of what computes the scores of a `RerankerSpec` (no model loads)."""
+    """A hex digest of what computes the scores of a `RerankerSpec` (no model loads); a cross-encoder's also
+    names its runtime and weights (`backend`), so int8 scores never answer for float32 ones, nor torch's for
+    onnxruntime's."""
     from engine.version import __version__
     parts = [__version__, spec.kind, model_identity(spec.kind, spec.arg),
-             [[k, option_identity(k, v)] for k, v in spec.options]]
+             [[k, option_identity(k, v)] for k, v in spec.options if k != "dtype"]]
+    if spec.kind == "cross":
+        parts.append(backend(spec))
     return hashlib.sha256(json.dumps(parts, default=str).encode("utf-8")).hexdigest()[:32]
+
+
+def backend(spec: Any) -> dict:
+    """A cross-encoder's runtime (onnx on a CPU where it exports, else torch) and weights' dtype (float32 unless
+    given): `cross_onnx.runtime`, which refuses int8 on torch."""
+    from engine.core.ranking.rerankers.cross_onnx import runtime
+    dtype = spec.kwargs.get("dtype", "float32")
+    return {"runtime": runtime(model_key(spec), spec.kwargs.get("max_length"), dtype, spec.arg), "dtype": dtype}
 
 
 def spec_files(spec: str) -> str:

@@ -27,6 +27,9 @@ ROUNDS = Int(1, 100)
 MAX_ROUNDS = int(ROUNDS.hi)
 BATCH_TOKENS = Int(1, 16_777_216)
 """llm: tokens of one forward pass: --rerank-batch-tokens and `rerank(batch_tokens=)`."""
+DTYPES = ("float32", "int8")
+"""cross: weights of the CPU (onnxruntime) scorer: --rerank-dtype and `rerank(dtype=)`; the first is the default.
+int8 is onnxruntime's dynamic quantization of the exported graph (`cross_onnx`), a CPU's alone."""
 
 
 def default_template(model: str) -> str:
@@ -62,6 +65,13 @@ def check_instruction(value: object, label: str = "") -> str:
     return value.strip()
 
 
+def check_dtype(value: object, label: str = "") -> str:
+    """One of `DTYPES` (any case)."""
+    if not isinstance(value, str) or value.strip().lower() not in DTYPES:
+        raise EngineError(f"{label or opt('rerank_dtype')} must be {' or '.join(DTYPES)}, not {value!r}")
+    return value.strip().lower()
+
+
 def check_in(name: str, declared: Range, flag: str = ""):
     """A check of a numeric option against its declared range, named by the caller's label, else `flag`, else
     its name."""
@@ -77,6 +87,7 @@ OPTION_CHECKS = {
     "batch_size": check_in("batch_size", Int(1, 4096)),
     "max_length": check_in("max_length", Int(1, 131_072)),
     "batch_tokens": check_in("batch_tokens", BATCH_TOKENS, opt("rerank_batch_tokens")),
+    "dtype": check_dtype,
 }
 """Each reranker option a registry entry may accept → the check that returns its clean value."""
 

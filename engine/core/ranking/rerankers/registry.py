@@ -29,7 +29,8 @@ class RerankerEntry:
 RERANKERS: tuple[RerankerEntry, ...] = (
     RerankerEntry("cross", "engine.core.ranking.rerankers.cross:cross_reranker", "cross:NAME_OR_DIR", "text",
                   "sentence-transformers CrossEncoder (a Hugging Face id or a local folder): reads query and "
-                  "document together; batched, --device, fp16 on CUDA"),
+                  "document together; batched, --device, fp16 on CUDA; on a CPU on onnxruntime (--rerank-dtype "
+                  "int8: quantized)", ("dtype",)),
     RerankerEntry("embed", "engine.core.ranking.rerankers.embed:embed_reranker", "embed:SPEC", "text, image",
                   "re-score the candidates with a second bi-encoder (any encoder spec, e.g. a larger sbert: or "
                   "a clip: for image collections)", arg="encoder"),
@@ -102,7 +103,7 @@ def checked_options(entry: RerankerEntry, /, keywords: bool = False, **options) 
     for name, value in options.items():
         if value is None:
             continue
-        cli = name in ("template", "instruction", "rounds", "batch_tokens") and not keywords
+        cli = name in ("template", "instruction", "rounds", "batch_tokens", "dtype") and not keywords
         label = opt(f"rerank_{name}") if cli else name
         if name not in entry.options:
             takers = [f"{e.prefix}:" for e in RERANKERS if name in e.options]
