@@ -26,7 +26,8 @@ ROUNDS = Int(1, 100)
 """llm-list: grouped-voting rounds: --rerank-rounds and `rerank(rounds=)`."""
 MAX_ROUNDS = int(ROUNDS.hi)
 BATCH_TOKENS = Int(1, 16_777_216)
-"""llm: tokens of one forward pass: --rerank-batch-tokens and `rerank(batch_tokens=)`."""
+"""llm: tokens of one forward pass, llm-list: of one generate call: --rerank-batch-tokens and
+`rerank(batch_tokens=)`."""
 
 
 def default_template(model: str) -> str:
