@@ -20,8 +20,7 @@ WARN_AT = (1, 10, 100, 1000, 10_000)
 """Queries with an unreadable window after which the running count is reported (a bounded number of lines)."""
 
 
-BATCH_ROWS = 16                 # prompts of one local generate call at most (`batch_size` overrides)
-DEFAULT_BATCH_TOKENS = 32_768   # … and rows × (padded prompt + its new tokens) at most (`batch_tokens` overrides)
+BATCH_ROWS = 16   # prompts of one local generate call (`batch_size`; `batch_tokens`: cut by tokens instead)
 CALLS = [0]
 """Backend calls made in this process: local generate calls, or served requests (what batching reduces)."""
 
@@ -104,7 +103,7 @@ class ListwiseReranker(Reranker):
             from engine.core.ranking.rerankers.fingerprint import model_key
             from engine.core.ranking.rerankers.llm_prefix import Batching
             answers = local_answers(spec.arg, model_key(spec),
-                                    Batching(rows or BATCH_ROWS, o.get("batch_tokens", DEFAULT_BATCH_TOKENS)))
+                                    Batching(rows or BATCH_ROWS, o.get("batch_tokens")))
         self.lister = Listwise(answers, o.get("instruction"))
         self.rounds = o.get("rounds")
         self.affected = 0
