@@ -25,8 +25,9 @@ WORDS = "cats dogs boats trains cheese rain music chess bread rivers stars maps"
 def lists(sizes: list[int], seed: int = 0) -> list[tuple[str, list[str]]]:
     """(query, candidates) of the given sizes, in words the tiny models' tokenizer knows."""
     rng = np.random.default_rng(seed)
-    return [(" ".join(rng.choice(WORDS, 2)), [f"document {i} about {' '.join(rng.choice(WORDS, int(rng.integers(1, 6))))}"
-                                               for i in range(n)]) for n in sizes]
+    def doc(i: int) -> str:
+        return f"document {i} about {' '.join(rng.choice(WORDS, int(rng.integers(1, 6))))}"
+    return [(" ".join(rng.choice(WORDS, 2)), [doc(i) for i in range(n)]) for n in sizes]
 
 
 def hashed(messages: list[dict], max_new_tokens: int) -> str:
@@ -136,6 +137,7 @@ class Judge(BaseHTTPRequestHandler):
     now = 0
     most = 0
     requests = 0
+    hold = False   # a request waits (up to 0.5 s) for another to be in flight with it
 
     def log_message(self, *args):  # quiet
         pass
@@ -148,24 +150,27 @@ class Judge(BaseHTTPRequestHandler):
         try:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             user = body["messages"][-1]["content"]
-            time.sleep(0.02)   # long enough for requests sent together to overlap
-            found = re.findall(r"^\[(\d+)\] doc (\d+)", user, re.M)
-            text = ("I would rather not say." if "garbage" in user else
-                    " > ".join(f"[{i}]" for i, _ in sorted(found, key=lambda p: -int(p[1]))))
-            data = json.dumps({"choices": [{"message": {"role": "assistant", "content": text}}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            until = time.monotonic() + (0.5 if Judge.hold else 0)
+            while Judge.now < 2 and time.monotonic() < until:   # requests sent together: wait for a second one
+                time.sleep(0.005)
         finally:
-            with Judge.lock:
+            with Judge.lock:   # out of flight before the answer is sent (the next request may follow at once)
                 Judge.now -= 1
+        found = re.findall(r"^\[(\d+)\] doc (\d+)", user, re.M)
+        text = ("I would rather not say." if "garbage" in user else
+                " > ".join(f"[{i}]" for i, _ in sorted(found, key=lambda p: -int(p[1]))))
+        data = json.dumps({"choices": [{"message": {"role": "assistant", "content": text}}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
 
 @pytest.fixture()
 def judge():
     Judge.now = Judge.most = Judge.requests = 0
+    Judge.hold = False
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Judge)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -194,6 +199,7 @@ def test_served_requests_in_flight_together_rank_as_one_at_a_time(judge, rounds)
     want = [one.score(q, d) for q, d, _ in items]
     assert Judge.most == 1 and Judge.requests == one.unread()[1]
     Judge.most = Judge.requests = 0
+    Judge.hold = True
     many = load_reranker(f"llm-list:{judge}#judge-7b", rounds=rounds)
     got = many.score_batch(items)
     for g, w in zip(got, want):

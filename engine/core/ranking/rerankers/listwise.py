@@ -2,9 +2,10 @@
 grouped voting, and the parsing of answers such as `[3] > [1] > [2]`.
 
 The model is a function from prompts (chat messages, most new tokens) to their answer texts, asked many
-independent prompts at once (a backend batches them: `Answers`); everything else here is plain bookkeeping, so no candidate is ever lost or duplicated whatever the model says: an answer is read as the
-identifiers it names (each once, in range), the ones it leaves out follow in their input order, and an answer
-that names none keeps its window's input order (counted, so the caller can warn).
+independent prompts at once (a backend batches them: `Answers`); everything else here is plain bookkeeping,
+so no candidate is ever lost or duplicated whatever the model says: an answer is read as the identifiers it
+names (each once, in range), the ones it leaves out follow in their input order, and an answer that names
+none keeps its window's input order (counted, so the caller can warn).
 """
 from __future__ import annotations
 
