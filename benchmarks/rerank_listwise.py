@@ -149,8 +149,8 @@ def main() -> None:
               f"{r['calls_alone']} → {r['calls_together']} | {r['cpu_s_alone']:.1f} | {r['cpu_s_together']:.1f} | "
               f"{r['cpu_ratio']:.3f} "
               f"({lo:.3f}–{hi:.3f}) | {r['wall_ratio']:.3f} | {'yes' if r['same_scores'] else 'NO'} |")
-    print(f"CPU, {torch.get_num_threads()} torch thread(s), {args.runs} alternated paired runs (SmolLM2: 1); load average "
-          f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+    print(f"CPU, {torch.get_num_threads()} torch thread(s), {args.runs} alternated paired runs (SmolLM2: 1); load "
+          f"average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
     out = Path(args.out)
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps({"rows": rows, "threads": torch.get_num_threads(), "loadavg": load,
