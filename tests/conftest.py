@@ -291,6 +291,27 @@ def tiny_lm(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory) -> Path:
+    """A random-weight Llama causal LM (2 layers, grouped-query attention) with the same word-level tokenizer
+    as `tiny_lm`'s (the reranking prompts' words and the tests' documents)."""
+    import torch
+
+    from engine.core.encoders import torchvision_patch  # noqa: F401  (before transformers)
+    from engine.core.ranking.rerankers.listwise import RANKGPT_PROMPT_WORDS
+    from engine.core.ranking.rerankers.prompts import QWEN3_RERANKER
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(1)
+    out = tmp_path_factory.mktemp("tiny-llama")
+    tok = word_tokenizer([LM_WORDS, QWEN3_RERANKER, RANKGPT_PROMPT_WORDS, "system user assistant"])
+    tok.save_pretrained(out)
+    config = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+                         initializer_range=0.5, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+    LlamaForCausalLM(config).save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="session")
 def lm_words() -> str:
     """The words every tiny causal LM's vocabulary knows (`LM_WORDS`)."""
     return LM_WORDS

@@ -15,7 +15,8 @@ RerankInstruction = Annotated[Optional[str], typer.Option("--rerank-instruction"
                               "passages that answer the query\").", show_default=False)]
 RerankBatchTokens = Annotated[Optional[int], typer.Option("--rerank-batch-tokens", help="llm: batches cut by "
                               "tokens (rows × padded width at most N) instead of 16 rows: long prompts in small "
-                              "batches, short ones in large (a GPU's memory bound).", show_default=False)]
+                              "batches, short ones in large (a GPU's memory bound); llm-list: the same for a "
+                              "generate call's rows × (prompt + answer) tokens.", show_default=False)]
 RerankRounds = Annotated[Optional[int], typer.Option("--rerank-rounds", help="llm-list: grouped voting with R "
                          "shuffled rounds instead of the sliding window (1-100).", show_default=False)]
 RerankDtype = Annotated[Optional[str], typer.Option("--rerank-dtype", help="cross: weights on a CPU (onnxruntime): "

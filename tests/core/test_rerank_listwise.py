@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.core.ranking.rerankers.listwise import Listwise, parse_ranking, window_messages
+from engine.core.ranking.rerankers.listwise import Listwise, one_at_a_time, parse_ranking, window_messages
 
 
 @pytest.mark.parametrize("answer, n, want", [
@@ -41,7 +41,7 @@ def test_sliding_window_brings_the_top_ten_up_from_the_bottom():
     rng = np.random.default_rng(1)
     relevance = rng.permutation(45)
     docs = [f"doc {r}" for r in relevance]
-    lister = Listwise(oracle)
+    lister = Listwise(one_at_a_time(oracle))
     order = lister.sliding("q", docs)
     assert sorted(order) == list(range(45))
     assert [int(relevance[i]) for i in order[:10]] == list(range(44, 34, -1))
@@ -51,7 +51,7 @@ def test_sliding_window_brings_the_top_ten_up_from_the_bottom():
 def test_grouped_voting_ranks_the_best_first():
     relevance = np.random.default_rng(2).permutation(30)
     docs = [f"doc {r}" for r in relevance]
-    votes = Listwise(oracle).votes("q", docs, rounds=5)
+    votes = Listwise(one_at_a_time(oracle)).votes("q", docs, rounds=5)
     assert votes[int(np.argmax(relevance))] == 5
     assert votes[int(np.argmin(relevance))] == 0
     assert votes.sum() == 5 * (15 // 2 * 2)   # two groups of 15 a round, 7 votes each
@@ -76,7 +76,7 @@ def test_garbage_answers_keep_the_first_stage_order_and_set(n, answers, rounds):
         calls.append(1)
         return answers[len(calls) % len(answers)]
 
-    lister = Listwise(garbage)
+    lister = Listwise(one_at_a_time(garbage))
     scores = lister.scores("q", [f"doc {i}" for i in range(n)], rounds)
     assert len(scores) == n
     order = list(np.argsort(-scores, kind="stable"))
@@ -87,7 +87,7 @@ def test_garbage_answers_keep_the_first_stage_order_and_set(n, answers, rounds):
 @settings(max_examples=60, deadline=None)
 @given(n=st.integers(0, 70), answer=st.text(max_size=120), rounds=st.sampled_from([None, 2]))
 def test_any_answer_is_a_permutation(n, answer, rounds):
-    lister = Listwise(lambda m, t: answer)
+    lister = Listwise(one_at_a_time(lambda m, t: answer))
     scores = lister.scores("q", [f"doc {i}" for i in range(n)], rounds)
     assert len(scores) == n and np.all(np.isfinite(scores))
     if rounds is None:

@@ -18,25 +18,6 @@ DOCS = [["cats", "dogs and cats in the rain", "music"],
 INSTRUCTION = "Given a web search query, retrieve relevant passages that answer the query"
 
 
-@pytest.fixture(scope="module")
-def tiny_llama(tmp_path_factory, make_word_tokenizer, lm_words):
-    """A random-weight Llama causal LM (2 layers, grouped-query attention) with the tests' word tokenizer."""
-    import torch
-
-    from engine.core.encoders import torchvision_patch  # noqa: F401  (before transformers)
-    from engine.core.ranking.rerankers.prompts import QWEN3_RERANKER
-    from transformers import LlamaConfig, LlamaForCausalLM
-    torch.manual_seed(1)
-    out = tmp_path_factory.mktemp("tiny-llama")
-    tok = make_word_tokenizer([lm_words, QWEN3_RERANKER, "system user assistant"])
-    tok.save_pretrained(out)
-    config = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
-                         initializer_range=0.5, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
-    LlamaForCausalLM(config).save_pretrained(out)
-    return out
-
-
 def prompts() -> list[str]:
     return [PUBLISHED.format(instruction=INSTRUCTION, query=q, doc=d) for q, docs in zip(QUERIES, DOCS) for d in docs]
 

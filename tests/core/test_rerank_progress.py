@@ -102,9 +102,9 @@ def test_advance_counts_on_the_innermost_meter_and_outside_none():
 @pytest.mark.parametrize("n, rounds", [(1, None), (2, None), (20, None), (21, None), (45, None), (100, None),
                                        (20, 3), (7, 2), (41, 5), (3, 1)])
 def test_window_count_is_the_windows_asked(n, rounds):
-    from engine.core.ranking.rerankers.listwise import Listwise, window_count
+    from engine.core.ranking.rerankers.listwise import Listwise, one_at_a_time, window_count
     asked = []
-    lister = Listwise(lambda messages, tokens: asked.append(1) or "[1] > [2]")
+    lister = Listwise(one_at_a_time(lambda messages, tokens: asked.append(1) or "[1] > [2]"))
     lister.scores(query="q", docs=[f"d{i}" for i in range(n)], rounds=rounds)
     assert window_count(n, rounds) == len(asked)
 

@@ -134,12 +134,19 @@ class Endpoint:
         except (KeyError, IndexError, TypeError):
             return ""  # an answer without text is an unparseable window, counted by the caller
 
-    def each(self, fn, items: Sequence) -> list:
-        """`fn` over the items, at most IN_FLIGHT requests at once, results in order."""
-        if len(items) <= 1:
+    def each(self, fn, items: Sequence, in_flight: int = IN_FLIGHT) -> list:
+        """`fn` over the items, at most `in_flight` requests at once, results in order; the first failure is
+        raised once the requests already in flight end (those not yet sent are not sent)."""
+        if len(items) <= 1 or in_flight <= 1:
             return [fn(x) for x in items]
-        with ThreadPoolExecutor(max_workers=min(IN_FLIGHT, len(items))) as pool:
-            return list(pool.map(fn, items))
+        with ThreadPoolExecutor(max_workers=min(in_flight, len(items))) as pool:
+            futures = [pool.submit(fn, x) for x in items]
+            try:
+                return [f.result() for f in futures]
+            except BaseException:
+                for f in futures:
+                    f.cancel()
+                raise
 
 
 UNREADABLE = ("the answers held no readable \"yes\"/\"no\" logprobs; serve a model that returns logprobs "

@@ -78,6 +78,21 @@ def answer_ids(tokenizer, name: str) -> tuple[int, int]:
     return ids[0], ids[1]
 
 
+def left_padded(rows: list[list[int]], pad: int, device):
+    """Left-padded input ids, attention mask and position ids (0 at each row's first real token): every row's
+    last position is its next token, and a row's positions and attended tokens are those it has alone."""
+    import torch
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for n, r in enumerate(rows):
+        if r:
+            ids[n, width - len(r):] = torch.tensor(r, dtype=torch.long)
+            mask[n, width - len(r):] = 1
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    return ids.to(device), mask.to(device), positions.to(device)
+
+
 SAID: set[tuple[str, str]] = set()
 """Templates whose fallback to whole prompts was said (once per process)."""
 
@@ -132,18 +147,7 @@ class PointwiseLM:
         return self.batching.cut(by_length, [(0, len(s)) for s in seqs])
 
     def padded(self, rows: list[list[int]]):
-        """Left-padded input ids, attention mask and position ids (0 at each row's first real token)."""
-        import torch
-        width = max(len(r) for r in rows)
-        ids = torch.full((len(rows), width), self.pad, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for n, r in enumerate(rows):
-            if r:
-                ids[n, width - len(r):] = torch.tensor(r, dtype=torch.long)
-                mask[n, width - len(r):] = 1
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        device = self.model.device
-        return ids.to(device), mask.to(device), positions.to(device)
+        return left_padded(rows, self.pad, self.model.device)
 
     def next_token_logits(self, rows: list[list[int]]):
         import torch

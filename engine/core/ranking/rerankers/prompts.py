@@ -26,7 +26,8 @@ ROUNDS = Int(1, 100)
 """llm-list: grouped-voting rounds: --rerank-rounds and `rerank(rounds=)`."""
 MAX_ROUNDS = int(ROUNDS.hi)
 BATCH_TOKENS = Int(1, 16_777_216)
-"""llm: tokens of one forward pass: --rerank-batch-tokens and `rerank(batch_tokens=)`."""
+"""llm: tokens of one forward pass, llm-list: of one generate call: --rerank-batch-tokens and
+`rerank(batch_tokens=)`."""
 DTYPES = ("float32", "int8")
 """cross: weights of the CPU (onnxruntime) scorer: --rerank-dtype and `rerank(dtype=)`; the first is the default.
 int8 is onnxruntime's dynamic quantization of the exported graph (`cross_onnx`), a CPU's alone."""

@@ -41,7 +41,7 @@ RERANKERS: tuple[RerankerEntry, ...] = (
     RerankerEntry("llm-list", "engine.core.ranking.rerankers.llm_list:llm_list_reranker", "llm-list:NAME_OR_DIR", "text",
                   "a chat LLM ordering 20 candidates at a time (RankGPT's sliding window; --rerank-rounds R: "
                   "grouped voting); http://HOST:PORT/v1#MODEL for a served one",
-                  ("instruction", "rounds"), "served"),
+                  ("instruction", "rounds", "batch_size", "batch_tokens"), "served"),
     RerankerEntry("maxsim", "engine.core.ranking.rerankers.maxsim:maxsim_reranker", "maxsim:NAME_OR_DIR", "text",
                   "late interaction: a MultiVectorEncoder (ColBERT, PyLate checkpoints) scores the query's and each "
                   "candidate's token vectors by MaxSim"),

@@ -99,38 +99,35 @@ def _pairs(spec: "RerankerSpec", load: Callable[[], Reranker], items: Sequence[I
 
 def _lists(spec: "RerankerSpec", load: Callable[[], Reranker], items: Sequence[Item],
            cache: "ScoreCache | None") -> Scored:
+    """Each query's list read from the kept scores, or ranked: every list not kept goes to the reranker at
+    once (its windows of a step batched across the queries). A query none of whose windows named a candidate
+    is refused, in query order (the lists before it kept)."""
     from engine.core.ranking.rerankers.listwise import window_count
-    from engine.progress import meter
-    out = Scored()
-    counts = [window_count(len(docs), spec.kwargs.get("rounds")) for _, docs, _ in items]
-    with meter(meter_label(spec), sum(counts), "windows") as m:
-        for n, item in enumerate(items):
-            _list(spec, load, item, cache, out)
-            m.advance(sum(counts[:n + 1]) - m.done)  # a kept list's windows, and any the model skipped
-    return out
-
-
-def _list(spec: "RerankerSpec", load: Callable[[], Reranker], item: Item, cache: "ScoreCache | None",
-          out: Scored) -> None:
-    """One query's list scored (or read from the kept scores) into `out`."""
     from engine.core.ranking.rerankers.score_cache import content_key
-    query, docs, kind = item
-    keys = [content_key(d, kind) for d in docs]
-    kept = cache.scores_of_list(query, keys) if cache is not None and len(docs) else None
-    if kept is not None:
-        out.scores.append(kept)
-        out.cached += len(docs)
-        return
-    reranker = load()
-    unread, asked = reranker.unread()
-    scores = reranker.score(query, docs, kind)
-    unread, asked = reranker.unread()[0] - unread, reranker.unread()[1] - asked
-    if asked and unread == asked:
-        raise EngineError(f"reranker {spec}: no answer about the query {query[:60]!r} named a candidate "
-                          f"({unread} windows); is the model answering a ranking such as [2] > [1]?")
-    out.scores.append(scores)
-    out.scored += len(docs)
-    out.unread += unread
-    out.asked += asked
-    if cache is not None and not unread and len(docs):
-        cache.put_list(query, keys, scores)
+    from engine.progress import meter
+    out = Scored(scores=[np.zeros(0)] * len(items))
+    counts = [window_count(len(docs), spec.kwargs.get("rounds")) for _, docs, _ in items]
+    keys = [[content_key(d, kind) for d in docs] for _, docs, kind in items]
+    todo = []
+    with meter(meter_label(spec), sum(counts), "windows") as m:
+        for n, (query, docs, _) in enumerate(items):
+            kept = cache.scores_of_list(query, keys[n]) if cache is not None and len(docs) else None
+            if kept is not None:
+                out.scores[n] = kept
+                out.cached += len(docs)
+                m.advance(counts[n])
+            elif len(docs):
+                todo.append(n)
+        listed = load().rank([(items[n][0], items[n][1]) for n in todo]) if todo else []
+        m.advance(sum(counts) - m.done)  # any window the model skipped
+    for n, got in zip(todo, listed):
+        if got.windows and got.unread == got.windows:
+            raise EngineError(f"reranker {spec}: no answer about the query {items[n][0][:60]!r} named a candidate "
+                              f"({got.unread} windows); is the model answering a ranking such as [2] > [1]?")
+        out.scores[n] = got.scores
+        out.scored += len(items[n][1])
+        out.unread += got.unread
+        out.asked += got.windows
+        if cache is not None and not got.unread:
+            cache.put_list(items[n][0], keys[n], got.scores)
+    return out
