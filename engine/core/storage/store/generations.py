@@ -6,8 +6,9 @@
 
 Opening a collection only checks the manifest and that every listed file exists with its recorded size
 (`check`: cheap, O(files)); `verify` reads every byte against the sha256 (`engine verify NAME`). A commit
-records the sha256 of every file it writes: the large ones (embeddings, items rows) hashed as their bytes are
-written (`HashedFile`: one pass, no read back), the others read back from disk once written.
+records the sha256 of every file it writes: the embeddings (`npy_blocks`, `kept_rows_npy`) and a
+compaction's items rows hashed as their bytes are written (`HashedFile`: one pass, no read back), the
+others read back from disk once written.
 
 A commit writes the new generation's files under temporary names and renames them, then replaces
 manifest.json (the commit point), then deletes files no manifest refers to any more; a crash anywhere
