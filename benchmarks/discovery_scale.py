@@ -5,7 +5,14 @@ batches). Reports rows/s and wall time of the read, checks the run is valid (eve
 and, run under /usr/bin/time -v, the peak RSS is the process's. `--fraction 0.1` reads a tenth of the questions
 (every LLM still answers each one). Prints a table, writes benchmarks/results/discovery_scale.json.
 
+`--embed-only` times the other half of the discovery step instead: the embedding of the discovery questions
+(the generator's texts, `--question-words` more words each for longer questions) with the default text
+encoder through `embed_cached`, as `engine mllm --discovery` embeds them (each distinct text once, remembered
+by content), then the same call again over its cache; the table adds the read of the full-size run
+(`--read-json`, the committed results/discovery_scale_full.json) to state the whole step's time.
+
     /usr/bin/time -v nice python benchmarks/discovery_scale.py [--fraction 0.1] [--tokens 32] [--keep FILE]
+    python benchmarks/discovery_scale.py --embed-only [--fraction 1] [--question-words 0] [--out FILE]
 """
 from __future__ import annotations
 
@@ -29,6 +36,51 @@ RESULTS = Path(__file__).resolve().parent / "results" / "discovery_scale.json"
 QUESTIONS, LLMS = 14_950, 1_131
 
 
+def question_text(q: int) -> str:
+    return f"discovery question {q}: how does topic {q % 97} relate to item {q % 13}?"
+
+
+def embed_questions(questions: int, words: int, read_json: Path, out: Path) -> None:
+    """Time `embed_cached` over the discovery questions (first call: the encoder loaded and every text
+    embedded; second: the cache read), print the table with the whole step at this size, write `out`."""
+    import json
+
+    from engine.core.encoders.registry import DEFAULT_TEXT_SPEC
+    from engine.tasks.model_ranking.mllm import embed_cached
+    rng = np.random.default_rng(1)
+    vocabulary = ["model", "answer", "reason", "number", "history", "chemistry", "law", "proof", "function",
+                  "country", "language", "energy", "market", "protein", "theorem", "court", "river", "signal"]
+    texts = [question_text(q) + "".join(" " + vocabulary[j] for j in rng.integers(0, len(vocabulary), words))
+             for q in range(questions)]
+    with tempfile.TemporaryDirectory() as tmp:
+        start, cpu = time.perf_counter(), time.process_time()
+        emb = embed_cached(texts, DEFAULT_TEXT_SPEC, Path(tmp))
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+        start2 = time.perf_counter()
+        again = embed_cached(texts, DEFAULT_TEXT_SPEC, Path(tmp))
+        cached = time.perf_counter() - start2
+    same = bool(np.array_equal(emb, again))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    read = json.loads(read_json.read_text()) if read_json.is_file() else None
+    read = read if read and read["questions"] == questions else None  # the read of the same size only
+    whole = read["read_s"] + wall if read else None
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; {DEFAULT_TEXT_SPEC}, "
+          f"{np.mean([len(t.split()) for t in texts]):.0f} words a question")
+    print("| questions | embed (wall) | CPU | questions/s | again, from the cache | peak RSS | read of the answers "
+          "(wall) | whole discovery step |")
+    print("|---|---|---|---|---|---|---|---|")
+    print(f"| {questions:,} | {wall:.0f} s | {cpu:.0f} s | {questions / wall:,.0f} | {cached:.2f} s (same: {same}) | "
+          f"{peak:,.0f} MiB | {f'{read_s:.0f} s' if (read_s := (read or {}).get('read_s')) else '—'} | "
+          f"{f'{whole:.0f} s ({whole / 60:.1f} min)' if whole else '—'} |")
+    write_json(out, {"questions": questions, "model": DEFAULT_TEXT_SPEC, "question_words": words,
+                     "mean_words": float(np.mean([len(t.split()) for t in texts])), "embed_s": wall,
+                     "embed_cpu_s": cpu, "questions_per_s": questions / wall, "cached_s": cached,
+                     "cached_equal": same, "peak_rss_mib": peak, "read_s": (read or {}).get("read_s"),
+                     "whole_step_s": whole, "load_average": os.getloadavg()[0], "cpus": os.cpu_count(),
+                     "machine": platform.platform()})
+    print(f"wrote {out}")
+
+
 def generate(path: Path, questions: int, llms: int, tokens: int, seed: int = 0) -> int:
     """Write the JSONL (one row per question and LLM, LLMs in a shuffled order per question); returns its bytes."""
     import orjson
@@ -37,7 +89,7 @@ def generate(path: Path, questions: int, llms: int, tokens: int, seed: int = 0) 
     ids = [f"llm_{i:04d}" for i in range(llms)]
     with open(path, "wb") as fh:
         for q in range(questions):
-            text = f"discovery question {q}: how does topic {q % 97} relate to item {q % 13}?"
+            text = question_text(q)
             lengths = rng.integers(max(1, tokens // 2), tokens * 3 // 2 + 1, llms)
             values = np.minimum(rng.normal(-1.5, 0.8, int(lengths.sum())), 0.0).round(4)
             start = 0
@@ -56,11 +108,20 @@ def main() -> None:
     ap.add_argument("--fraction", type=float, default=0.1, help="share of the 14,950 questions (0 < f ≤ 1)")
     ap.add_argument("--tokens", type=int, default=32, help="mean tokens per answer (1..4096)")
     ap.add_argument("--keep", type=Path, help="write (or reuse) the generated file here instead of a temporary one")
-    ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--embed-only", action="store_true", help="time the questions' embedding instead of the read")
+    ap.add_argument("--question-words", type=int, default=0, help="words added to each question (0..200)")
+    ap.add_argument("--read-json", type=Path, default=RESULTS.with_name("discovery_scale_full.json"),
+                    help="the full-size read's JSON, added to the embedding for the whole step")
+    ap.add_argument("--out", type=Path)
     args = ap.parse_args()
-    if not 0 < args.fraction <= 1 or not 1 <= args.tokens <= 4096:
-        ap.error("--fraction must be in (0, 1] and --tokens in 1..4096")
+    if not 0 < args.fraction <= 1 or not 1 <= args.tokens <= 4096 or not 0 <= args.question_words <= 200:
+        ap.error("--fraction must be in (0, 1], --tokens in 1..4096 and --question-words in 0..200")
     questions = max(1, round(QUESTIONS * args.fraction))
+    if args.embed_only:
+        embed_questions(questions, args.question_words, args.read_json,
+                        args.out or RESULTS.with_name("discovery_embed.json"))
+        return
+    args.out = args.out or RESULTS
     with tempfile.TemporaryDirectory() as tmp:
         path = args.keep or Path(tmp) / "discovery.jsonl"
         start = time.perf_counter()

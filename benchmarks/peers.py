@@ -18,8 +18,13 @@ it saw (other processes share the CPUs; ratios of alternated runs are what to re
                        first filtered query; then deleting every 10th item of a fresh copy and the dense queries
                        right after. Every filtered and dense top-10 checked against brute force; BM25 and hybrid
                        (each side's own scoring) compared with each other. Needs `pip install lancedb`.
+    costs              the store's own costs beside LanceDB's and a numpy floor over the same --vectors-n × 384
+                       vectors (peers_vectors.py costs; a fresh process per side and run, sides alternated): build,
+                       delete every 10th id, compact (LanceDB: `compact_files` forced, old versions removed);
+                       wall and CPU of each step, bytes on disk after it, the process's CPU and peak memory.
+                       Needs `pip install lancedb pylance` (LanceDB's compaction is pylance's).
 
-    python benchmarks/peers.py [--n 20000] [--build-n 20000] [--repeat 5] [--only cold,image,serve,build,vectors,features]
+    python benchmarks/peers.py [--n 20000] [--build-n 20000] [--repeat 5] [--only cold,image,serve,build,vectors,costs,features]
                                [--peers-python PATH/TO/PEERS-VENV/bin/python] [--vectors-n 200000]
 """
 from __future__ import annotations
@@ -336,6 +341,53 @@ def vectors_vs_lancedb(n: int, nq: int, repeat: int, tmp: Path, env: dict) -> di
     return {"n": n, "queries": nq, "repeat": repeat, "runs": runs, "engine_lancedb_overlap_at_10": overlap}
 
 
+def store_costs(n: int, repeat: int, tmp: Path, env: dict) -> dict:
+    """Each side's build, delete of 10 % and compaction in a fresh process of its own, sides alternated run by
+    run (the order reversed every other round)."""
+    from bench_core import synthetic
+    folder = tmp / "costs"
+    folder.mkdir()
+    np.save(folder / "vectors.npy", synthetic(n, 1, 384)[0])
+    sides = ("engine", "lancedb", "numpy")
+    runs: dict = {s: [] for s in sides}
+    for r in range(repeat):
+        for side in (sides if r % 2 == 0 else sides[::-1]):
+            os.sync()  # the previous run's writes on disk first
+            la = loadavg()
+            out = subprocess.run([sys.executable, str(HERE / "peers_vectors.py"), side, "costs", str(folder), "0"],
+                                 env={**env, "RUST_LOG": "error"}, capture_output=True, text=True)
+            if out.returncode:
+                raise SystemExit(f"{side} costs failed:\n{out.stderr[-3000:]}")
+            res = json.loads(out.stdout.strip().splitlines()[-1])
+            res["load"] = [la, loadavg()]
+            runs[side].append(res)
+            print(f"  {side}: " + ", ".join(f"{k} {res[k + '_s']:.2f} s / {res[k + '_cpu_s']:.2f} CPU s, "
+                                            f"{res[k + '_bytes'] / 2**20:.0f} MiB" for k in ("build", "delete", "compact"))
+                  + f"; process {res['process_cpu_s']:.2f} CPU s, {res['peak_mib']:.0f} MiB (load {la})", flush=True)
+    return {"n": n, "repeat": repeat, "runs": runs}
+
+
+def costs_rows(v: dict) -> list[list[str]]:
+    """Table rows: each step's medians per side (min–max), the medians of per-run ratios engine / LanceDB and
+    engine / numpy (runs paired by round)."""
+    med = statistics.median
+    rows = []
+    r = v["runs"]
+    for key, label, fmt in (("build_cpu_s", "build, CPU s", "{:.2f}"), ("build_s", "build, wall s", "{:.2f}"),
+                            ("delete_cpu_s", "delete 10 %, CPU s", "{:.3f}"), ("delete_s", "delete 10 %, wall s", "{:.3f}"),
+                            ("compact_cpu_s", "compact, CPU s", "{:.2f}"), ("compact_s", "compact, wall s", "{:.2f}"),
+                            ("process_cpu_s", "whole process (imports, build, delete, compact), CPU s", "{:.2f}"),
+                            ("peak_mib", "whole process, peak MiB", "{:.0f}"),
+                            ("build_bytes", "bytes on disk after the build, MiB", "{:.1f}"),
+                            ("compact_bytes", "bytes on disk after the compaction, MiB", "{:.1f}")):
+        scale = 2**20 if key.endswith("bytes") else 1
+        e, lq, f = ([x[key] / scale for x in r[s]] for s in ("engine", "lancedb", "numpy"))
+        cell = lambda vals: f"{fmt.format(med(vals))} ({fmt.format(min(vals))}–{fmt.format(max(vals))})"  # noqa: E731
+        rows.append([f"{v['n']:,} × 384, {label}", cell(e), f"LanceDB {cell(lq)}; numpy {cell(f)}",
+                     f"{med(a / b for a, b in zip(e, lq)):.2f} × LanceDB, {med(a / b for a, b in zip(e, f)):.2f} × numpy"])
+    return rows
+
+
 def vectors_rows(v: dict) -> list[list[str]]:
     """Table rows: each measure's medians per side, the median of per-run ratios (engine / LanceDB)."""
     med = statistics.median
@@ -435,6 +487,8 @@ def report(result: dict) -> list[list[str]]:
                          f"{e[per] / t['raw_onnx'][per]:.2f} × raw (goal ≥ 1 × the faster)"])
     if "vectors" in result:
         rows.extend(vectors_rows(result["vectors"]))
+    if "costs" in result:
+        rows.extend(costs_rows(result["costs"]))
     if "features" in result:
         f = result["features"]
         rows.append([f"model-ranking features, {f['tasks']} tasks × {f['models']} checkpoints",
@@ -454,7 +508,7 @@ def main() -> None:
     ap.add_argument("--requests", default="1:200,8:600,32:1200", help="clients:requests per round")
     ap.add_argument("--budget-s", type=float, default=600, help="wall-clock bound of the service phase")
     ap.add_argument("--only", default="cold,image,serve,build",
-                    help="sections: cold,image,serve,build,vectors,features")
+                    help="sections: cold,image,serve,build,vectors,costs,features")
     ap.add_argument("--feature-tasks", type=int, default=21, help="tasks in the model-ranking feature path")
     ap.add_argument("--feature-models", type=int, default=20, help="tiny checkpoints in the feature path")
     ap.add_argument("--feature-texts", type=int, default=64, help="texts per task in the feature path")
@@ -468,8 +522,8 @@ def main() -> None:
     only = set(args.only.split(","))
     counts = (args.n, args.build_n, args.repeat, args.build_repeat, args.rounds, args.vectors_n, args.vectors_queries,
               args.feature_tasks, args.feature_models, args.feature_texts)
-    if not only <= {"cold", "image", "serve", "build", "vectors", "features"} or min(counts) < 1:
-        raise SystemExit("--only takes cold,image,serve,build,vectors,features; --n, --build-n, --repeat, "
+    if not only <= {"cold", "image", "serve", "build", "vectors", "costs", "features"} or min(counts) < 1:
+        raise SystemExit("--only takes cold,image,serve,build,vectors,costs,features; --n, --build-n, --repeat, "
                          "--build-repeat, --rounds, --vectors-n, --vectors-queries, --feature-* must be ≥ 1")
     from engine.display import format_table
     result: dict = {"n": args.n, "build_n": args.build_n, "cores": os.cpu_count(), "load_before": os.getloadavg()}
@@ -510,6 +564,9 @@ def main() -> None:
         if "vectors" in only:
             print(f"vectors: the engine vs LanceDB, {args.vectors_n:,} × 384", flush=True)
             result["vectors"] = vectors_vs_lancedb(args.vectors_n, args.vectors_queries, args.repeat, tmp, env)
+        if "costs" in only:
+            print(f"the store's costs: the engine, LanceDB and numpy, {args.vectors_n:,} × 384", flush=True)
+            result["costs"] = store_costs(args.vectors_n, args.repeat, tmp, env)
         if "features" in only:
             import feature_path
             print(f"model-ranking features: {args.feature_tasks} tasks × {args.feature_models} checkpoints", flush=True)

@@ -11,6 +11,7 @@ import pytest
 import numpy as np
 
 from engine.core.collection import Collection
+from engine.errors import EngineError
 from engine.core.storage.builder.update import compact, delete_ids
 from engine.core.storage.index.faiss_index import FlatFile
 from engine.core.storage.store import generations
@@ -129,11 +130,12 @@ def test_kept_rows_are_streamed_in_order_as_numpy_takes_them(tmp_path, keep):
     np.save(tmp_path / "x.npy", x)
     rows = {"every_third": np.arange(0, 1000, 3), "runs": np.r_[5:70, 300:301, 640:1000],
             "all": np.arange(1000), "none": np.zeros(0, int), "last": np.array([999])}[keep]
-    writer = generations.kept_rows_npy(tmp_path / "x.npy", rows, block=64)
-    writer.write(tmp_path / "kept.npy")
+    writer = generations.kept_rows_npy(tmp_path / "x.npy", rows, window=64 * 48)  # 64 rows a window
+    digest = writer.write(tmp_path / "kept.npy")
     got = np.load(tmp_path / "kept.npy")
     assert got.shape == (len(rows), 12)
     np.testing.assert_array_equal(got, x[rows])
+    assert digest == generations.sha256(tmp_path / "kept.npy")  # hashed while written: what the file holds
     np.save(tmp_path / "h.npy", x.astype(np.float16))
     assert generations.kept_rows_npy(tmp_path / "h.npy", rows) is None  # another dtype: gathered as before
 
@@ -151,3 +153,44 @@ def test_the_index_over_the_embeddings_reads_them_as_raw_faiss_holds_them(tmp_pa
         got = index.search(q, 7)
         np.testing.assert_array_equal(got[1], want[1])
         np.testing.assert_array_equal(got[0], want[0])
+
+
+def test_a_truncated_embeddings_file_is_refused_by_the_streamed_compaction(tmp_path):
+    x = np.random.default_rng(3).normal(size=(100, 8)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    writer = generations.kept_rows_npy(tmp_path / "x.npy", np.arange(0, 100, 2))
+    with open(tmp_path / "x.npy", "r+b") as fh:
+        fh.truncate((tmp_path / "x.npy").stat().st_size - 40)
+    with pytest.raises(EngineError, match="ends before its 100 rows"):
+        writer.write(tmp_path / "kept.npy")
+
+
+@pytest.mark.parametrize("n, d", [(0, 8), (49, 8), (200_000, 384), (3, 1536)])
+def test_the_flat_header_is_the_one_faiss_writes(tmp_path, n, d):
+    import faiss
+
+    from engine.core.storage.store.structure import flat_ip_header
+    index = faiss.IndexFlatIP(d)
+    if n <= 1000:
+        index.add(np.zeros((n, d), np.float32))
+        assert flat_ip_header(n, d) == faiss.serialize_index(index).tobytes()[:45]
+    else:  # the header of a large index without its rows: FAISS's with the counts filled in
+        empty = bytearray(faiss.serialize_index(index).tobytes())
+        empty[8:16], empty[37:45] = np.int64(n).tobytes(), np.uint64(n * d).tobytes()
+        assert flat_ip_header(n, d) == bytes(empty)
+
+
+def test_a_compaction_records_the_checksums_of_what_it_wrote(tmp_path):
+    n = 3000
+    ids = [f"d{i}" for i in range(n)]
+    x = _unit(n, 16)
+    Collection.from_vectors("c", ids, x, None, "text", root=tmp_path, meta=[{"g": i % 7} for i in range(n)])
+    delete_ids("c", ids[::10] + ids[1000:1400], root=tmp_path, compact_at=1.0)
+    stored = np.array(Collection.open("c", tmp_path).embeddings)
+    compact("c", root=tmp_path)
+    col = Collection.open("c", tmp_path, verify=True)  # every byte against the manifest's sha256
+    keep = [i for i in range(n) if i % 10 and not 1000 <= i < 1400]
+    assert col.ids == [ids[i] for i in keep]
+    np.testing.assert_array_equal(np.asarray(col.embeddings), stored[keep])
+    for name, record in col.manifest["files"].items():
+        assert record["sha256"] == generations.sha256(col.path / name)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.core.storage.store.structure import FLAT_HEADER_BYTES, VECTORS_IN
+from engine.core.storage.store.structure import VECTORS_IN, flat_ip_header
 from engine.io.ranking import merge_top_k
 from engine.errors import EngineError, opt
 
@@ -242,17 +242,11 @@ class FlatFile:
 
     def write_header(self, path) -> bool:
         """Only the header of the index `write` writes (its count and width, no rows): the collection's
-        embeddings role holds the rows (`read_flat_over`), so each vector is written once. False where FAISS's
-        header is a layout this writer does not know (then nothing is written)."""
-        faiss = faiss_module()
+        embeddings role holds the rows (`read_flat_over`), so each vector is written once. Made without
+        importing FAISS (`flat_ip_header`, the layout the store checks on open); True: it was written."""
         n, dim = self.vectors.shape
-        header = bytearray(faiss.serialize_index(faiss.IndexFlatIP(dim)).tobytes())
-        if len(header) != FLAT_HEADER_BYTES or header[:4] != b"IxFI":
-            return False
-        header[8:16] = np.int64(n).tobytes()
-        header[37:45] = np.uint64(n * dim).tobytes()
         with open(path, "wb") as fh:
-            fh.write(header)
+            fh.write(flat_ip_header(n, dim))
         return True
 
 

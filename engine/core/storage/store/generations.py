@@ -5,8 +5,10 @@
                               JSON documents or folders a task stores beside them
 
 Opening a collection only checks the manifest and that every listed file exists with its recorded size
-(`check`: cheap, O(files)); `verify` reads every byte against the sha256 (`engine verify NAME`, and a
-commit hashes every file it has just written back from disk).
+(`check`: cheap, O(files)); `verify` reads every byte against the sha256 (`engine verify NAME`). A commit
+records the sha256 of every file it writes: the embeddings (`npy_blocks`, `kept_rows_npy`) and a
+compaction's items rows hashed as their bytes are written (`HashedFile`: one pass, no read back), the
+others read back from disk once written.
 
 A commit writes the new generation's files under temporary names and renames them, then replaces
 manifest.json (the commit point), then deletes files no manifest refers to any more; a crash anywhere
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import json
 import mmap
+import os
 import re
 import shutil
 from dataclasses import dataclass
@@ -38,9 +41,54 @@ _GENERATION_FILE = re.compile(r"^(?P<role>[a-z0-9_.]+)-(?P<gen>\d{6})(?:\.[a-z0-
 
 @dataclass(frozen=True)
 class FileWriter:
-    """How to write one role: the file name's suffix ("" for a folder) and a function that writes it at a path."""
+    """How to write one role: the file name's suffix ("" for a folder) and a function that writes it at a path
+    and returns the sha256 (hex) of the bytes it wrote where it hashed them while writing (`HashedFile`), or
+    None: then the commit reads the file back to hash it."""
     suffix: str
-    write: Callable[[Path], None]
+    write: Callable[[Path], str | None]
+
+
+class HashedFile:
+    """A file opened for writing that hashes every byte written through it (sha256): the writer hands the
+    digest to the commit, which then need not read the file back. Every byte must go through `write`."""
+
+    def __init__(self, path: Path):
+        import hashlib  # checksums are written and verified, never computed by a query
+        self._fh = open(path, "wb")
+        self._hash = hashlib.sha256()
+
+    def write(self, data) -> int:
+        self._hash.update(data)
+        return self._fh.write(data)
+
+    def write_views(self, views: list) -> None:
+        """Write (and hash) several buffers in order with as few system calls as the OS allows (`os.writev`):
+        runs of rows written straight from where they lie, without joining them first."""
+        self._fh.flush()
+        fd = self._fh.fileno()
+        for lo in range(0, len(views), 1024):  # IOV_MAX on Linux
+            group = views[lo:lo + 1024]
+            for v in group:
+                self._hash.update(v)
+            done = os.writev(fd, group)
+            for v in group:  # a short write (rare on regular files): the rest one buffer at a time
+                if done >= len(v):
+                    done -= len(v)
+                    continue
+                rest = v[done:]
+                while len(rest):
+                    rest = rest[os.write(fd, rest):]
+                done = 0
+        # the buffered file's position follows the descriptor's: later `write`s append
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()
+
+    def __enter__(self) -> "HashedFile":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._fh.close()
 
 
 def npy(array: np.ndarray) -> FileWriter:
@@ -53,22 +101,25 @@ def npy(array: np.ndarray) -> FileWriter:
 def npy_blocks(array: np.ndarray, transform: Callable[[np.ndarray], np.ndarray] | None = None,
                block: int = 65536) -> FileWriter:
     """A float32 .npy written block by block (`transform` applied to each block): no full-size copy."""
-    def write(path: Path) -> None:
+    def write(path: Path) -> str:
         n = len(array)
         shape = (n, *array.shape[1:])
-        with open(path, "wb") as fh:
+        with HashedFile(path) as fh:
             np.lib.format.write_array_header_1_0(fh, {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
                                                       "fortran_order": False, "shape": shape})
             for lo in range(0, n, block):
                 part = np.asarray(array[lo:lo + block], dtype=np.float32)
                 fh.write(np.ascontiguousarray(transform(part) if transform else part).data)  # no bytes copy
+        return fh.hexdigest()
     return FileWriter(".npy", write)
 
 
-def kept_rows_npy(source: Path, keep: np.ndarray, block: int = 16384) -> FileWriter | None:
-    """The rows `keep` (sorted) of a float32 `.npy` file as a new `.npy`, streamed in order: the source read
-    forwards block by block into one buffer, each block's kept rows gathered and written (no memory map, no
-    full-size copy). None for an array this does not stream (another dtype, Fortran order)."""
+def kept_rows_npy(source: Path, keep: np.ndarray, window: int = 1 << 25) -> FileWriter | None:
+    """The rows `keep` (sorted) of a float32 `.npy` file as a new `.npy`, streamed in order: the source mapped a
+    window (`window` bytes, about) at a time and each run of consecutive kept rows written straight from the
+    map (no copy in this process) and hashed on the way; a window is unmapped before the next, so memory stays
+    one window whatever the file's size. None for an array this does not stream (another dtype, Fortran
+    order)."""
     with open(source, "rb") as fh:
         version = np.lib.format.read_magic(fh)
         readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
@@ -81,28 +132,30 @@ def kept_rows_npy(source: Path, keep: np.ndarray, block: int = 16384) -> FileWri
     n, dim = shape
     keep = np.asarray(keep, dtype=np.int64)
 
-    def write(path: Path) -> None:
-        buf, out = np.empty((block, dim), np.float32), np.empty((block, dim), np.float32)
-        with open(source, "rb") as src, open(path, "wb") as dst:
+    def write(path: Path) -> str:
+        row = 4 * dim
+        breaks = np.flatnonzero(np.diff(keep) != 1) + 1
+        firsts = keep[np.concatenate([[0], breaks])] if len(keep) else keep
+        ends = keep[np.concatenate([breaks - 1, [len(keep) - 1]])] + 1 if len(keep) else keep
+        step = max(1, window // max(1, row))  # rows per window
+        with open(source, "rb") as src, HashedFile(path) as dst:
             np.lib.format.write_array_header_1_0(dst, {"descr": "<f4", "fortran_order": False,
                                                        "shape": (len(keep), dim)})
-            src.seek(start)
-            bounds = np.searchsorted(keep, np.arange(0, n + block, block))
-            for b, lo in enumerate(range(0, n, block)):
-                m = min(block, n - lo)
-                view = memoryview(buf[:m]).cast("B")
-                got = 0
-                while got < len(view):
-                    read = src.readinto(view[got:])
-                    if not read:
-                        raise EngineError(f"{source} ends before its {n} rows")
-                    got += read
-                rows = keep[bounds[b]:bounds[b + 1]] - lo
-                if len(rows) == m:  # every row of the block kept
-                    dst.write(buf[:m].data)
-                elif len(rows):
-                    np.take(buf[:m], rows, axis=0, out=out[:len(rows)])
-                    dst.write(out[:len(rows)].data)
+            if os.fstat(src.fileno()).st_size < start + n * row:
+                raise EngineError(f"{source} ends before its {n} rows")
+            for lo in range(0, n, step):
+                hi = min(n, lo + step)
+                a, b = np.searchsorted(ends, lo, side="right"), np.searchsorted(firsts, hi)
+                if a >= b or not row:
+                    continue
+                base = (start + lo * row) // mmap.ALLOCATIONGRANULARITY * mmap.ALLOCATIONGRANULARITY
+                los = (start + np.maximum(firsts[a:b], lo) * row - base).tolist()
+                his = (start + np.minimum(ends[a:b], hi) * row - base).tolist()
+                with mmap.mmap(src.fileno(), his[-1], access=mmap.ACCESS_READ, offset=base) as mapped:
+                    view = memoryview(mapped)
+                    dst.write_views([view[x:y] for x, y in zip(los, his)])
+                    view.release()
+        return dst.hexdigest()
     return FileWriter(".npy", write)
 
 
@@ -186,9 +239,12 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _records(folder: Path, name: str) -> dict[str, dict]:
-    """Size and checksum of a role's file, or of every file inside a role's folder."""
+def _records(folder: Path, name: str, digest: str | None = None) -> dict[str, dict]:
+    """Size and checksum of a role's file (`digest`: its sha256 as its writer hashed it), or of every file
+    inside a role's folder."""
     path = folder / name
+    if digest is not None:
+        return {name: {"bytes": path.stat().st_size, "sha256": digest}}
     paths = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
     return {p.relative_to(folder).as_posix(): {"bytes": p.stat().st_size, "sha256": sha256(p)} for p in paths}
 
@@ -249,14 +305,16 @@ def next_generation(folder: Path) -> int:
         return 1
 
 
-def _write_role(folder: Path, name: str, writer: FileWriter) -> None:
+def _write_role(folder: Path, name: str, writer: FileWriter) -> str | None:
+    """Write a role's file (or folder) under a temporary name and rename it; the sha256 its writer returned."""
     target = folder / name
     if writer.suffix:
         with atomic_path(target) as tmp:
-            writer.write(tmp)
-        return
+            digest = writer.write(tmp)
+        return digest if isinstance(digest, str) else None  # a writer returning anything else hashed nothing
     with atomic_dir(target) as tmp:
         writer.write(tmp)
+    return None
 
 
 def commit(folder: Path, manifest: dict, writers: Mapping[str, FileWriter],
@@ -280,9 +338,9 @@ def commit(folder: Path, manifest: dict, writers: Mapping[str, FileWriter],
         files.update(kept or _records(folder, name))
     for role, writer in writers.items():
         name = f"{role}-{gen:06d}{writer.suffix}"
-        _write_role(folder, name, writer)
+        digest = _write_role(folder, name, writer)
         roles[role] = name
-        files.update(_records(folder, name))
+        files.update(_records(folder, name, digest))
     manifest = {"format": FORMAT, **{k: v for k, v in manifest.items() if k not in ("roles", "files")},
                 "generation": gen, "roles": roles, "files": files}
     write_json(folder / MANIFEST, manifest)

@@ -27,6 +27,15 @@ VECTORS_IN = "index_vectors"
 FLAT_HEADER_BYTES = 45
 """Bytes of an `IndexFlatIP`'s header in FAISS's layout: all an index over the embeddings role holds."""
 _FAISS_HEADER = struct.Struct("<4siq")  # fourcc, d, ntotal: the start of every FAISS index file
+_FLAT_IP_HEADER = struct.Struct("<4siqqq?iQ")
+"""FAISS's `IndexFlatIP` header: fourcc, d, ntotal, two unused int64 (2**20 each), is_trained, metric type
+(0: inner product), then the length of the codes that follow (ntotal × d floats)."""
+
+
+def flat_ip_header(n: int, dim: int) -> bytes:
+    """The header FAISS writes before an `IndexFlatIP`'s n × dim rows (`faiss.serialize_index`, byte for byte:
+    tested), made without importing FAISS (a compaction or a `--vectors` build writes only this header)."""
+    return _FLAT_IP_HEADER.pack(b"IxFI", dim, n, 1 << 20, 1 << 20, True, 0, n * dim)
 
 
 def check_manifest(path: Path, manifest: dict, rebuild: str) -> None:
