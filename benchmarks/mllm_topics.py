@@ -5,6 +5,8 @@ the worst seed). Prints the table, writes benchmarks/results/mllm_topics.json.
 
     nice python benchmarks/mllm_topics.py [--seeds 0,1,2] [--constructions a,b] [--no-default] [--previous]
     python benchmarks/mllm_topics.py --merge part1.json part2.json ... [--out F.json]   (parts run in parallel)
+    python benchmarks/mllm_topics.py --categories [--seeds 200,201,202,203,204]   (where nDCG@10 is lost, per
+                                                                                  question, on generalist-first)
 
 Variants:
 
@@ -99,6 +101,52 @@ def study(name: str, seed: int, folds: int, default: bool, previous: bool, tmp: 
             for k, fn in variants.items()}
 
 
+CATEGORIES = ("the topic's expert graded 1", "expert not relevant, a generalist relevant", "neither")
+
+
+def categories(seed: int, tmp: Path) -> dict[str, dict[str, list[float]]]:
+    """generalist-first, one 5-fold CV: variant → question category → [sum of nDCG@10, questions], for the prior,
+    transfer at BROAD, the topic mixture and the ceilings (no LambdaRank: cheap)."""
+    from engine.core.folds import fold_assignment
+    name = "generalist-first"
+    files, raw, _ = mllm_planted.make_set(tmp / f"cat-{seed}", name, seed)
+    options = MllmOptions(root=tmp / "idx", name=f"cat-{seed}")
+    side = mllm.dev_side(files["dev"], files["qrels"], files["ids"], options, raw)
+    gain = grade_gains(options.targets)
+    emb, scores, grades = l2_normalize(side.embeddings[mllm.EMBEDDING]), side.scores, side.grades
+    raw = np.asarray(side.embeddings[mllm.EMBEDDING], np.float64)
+    topic = np.array([int(q[1:3]) for q in side.query_ids])
+    n, m = scores.shape
+    fold_of = fold_assignment(n, 5, 0)
+    out = {k: np.zeros((n, m)) for k in (PRIOR, "transfer broad", "topic mixture", *CEILINGS)}
+    for f in range(5):
+        te, tr = np.flatnonzero(fold_of == f), np.flatnonzero(fold_of != f)
+        out[PRIOR][te] = column_prior(scores[tr])
+        out["transfer broad"][te] = transfer(emb[te] @ emb[tr].T, scores[tr], column_prior(scores[tr]), mllm.BROAD)
+        out["topic mixture"][te] = topics.topic_mixture(emb[tr], scores[tr], emb[te])
+        for ceiling, p in _told(raw, emb, scores, topic, mllm_planted.NOISE[name], tr, te).items():
+            out[ceiling][te] = p
+    expert_first = grades[np.arange(n), 3 + 2 * topic] == 1  # mllm_planted's expert of topic t: LLM 3 + 2t
+    generalist = (grades[:, mllm_planted.GENERALISTS] > 0).any(axis=1)
+    masks = dict(zip(CATEGORIES, (expert_first, ~expert_first & generalist, ~expert_first & ~generalist)))
+    result = {}
+    for variant, p in out.items():
+        v = mllm.per_query_scores(grades, gain, p)["ndcg@10"]
+        result[variant] = {c: [float(v[mask].sum()), int(mask.sum())] for c, mask in masks.items()}
+    return result
+
+
+def category_table(per_seed: list[dict]) -> str:
+    rows = ["| variant | " + " | ".join(f"{c}: nDCG@10" for c in CATEGORIES) + " | all |",
+            "|---|" + "---|" * (len(CATEGORIES) + 1)]
+    for variant in per_seed[0]:
+        sums = {c: sum(s[variant][c][0] for s in per_seed) for c in CATEGORIES}
+        counts = {c: sum(s[variant][c][1] for s in per_seed) for c in CATEGORIES}
+        cells = [f"{sums[c] / max(counts[c], 1):.3f} (n {counts[c]})" for c in CATEGORIES]
+        rows.append(f"| {variant} | {' | '.join(cells)} | {sum(sums.values()) / sum(counts.values()):.3f} |")
+    return "\n".join(rows)
+
+
 def table(results: dict[str, dict[str, dict]]) -> str:
     rows = ["| construction | variant | nDCG@10 | Δ nDCG@10 vs prior (min) | MRR | Δ MRR vs prior (min) |",
             "|---|---|---|---|---|---|"]
@@ -124,6 +172,8 @@ def main() -> None:
     ap.add_argument("--no-default", action="store_true", help="leave the guarded default out (the costly part)")
     ap.add_argument("--previous", action="store_true", help="also the previous default (ensemble without topics)")
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--categories", action="store_true", help="where nDCG@10 is lost per question on "
+                    "generalist-first (prior, broad transfer, topic mixture, the ceilings); writes --out")
     ap.add_argument("--merge", type=Path, nargs="+", help="print one table over these outputs (runs of other seeds "
                     "or constructions, e.g. in parallel), write them merged to --out; runs nothing")
     args = ap.parse_args()
@@ -151,6 +201,14 @@ def main() -> None:
         ap.error("--seeds: each ≥ 0; --folds ≥ 2")
     set_quiet(True)
     start = time.perf_counter()
+    if args.categories:
+        with tempfile.TemporaryDirectory() as tmp:
+            per_seed = [categories(seed, Path(tmp)) for seed in seeds]
+        print(f"generalist-first, seeds {args.seeds}, one 5-fold CV each; nDCG@10 per question category, pooled")
+        print(category_table(per_seed))
+        write_json(args.out, {"seeds": seeds, "construction": "generalist-first", "categories": per_seed})
+        print(f"wrote {args.out}")
+        return
     results: dict[str, dict[str, dict]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
