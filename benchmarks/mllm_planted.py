@@ -74,6 +74,8 @@ PREVIOUS = "LTR guarded per position (previous default)"
 """The default two versions ago (LambdaRank alone blended per rank position)."""
 ENSEMBLE_GUARDED = "ensemble guarded per position"
 """The previous default: the ensemble alone blended per rank position (the default takes it or LambdaRank)."""
+EITHER = "ensemble or LTR guarded per position"
+"""The rule before the topic mixture joined the default's methods (its ensemble now holds the topic mixture)."""
 ONE_WEIGHT = "guarded, one weight"
 DISCOVERY = " + discovery"
 NOISE = {"experts": 1.5, "generalists": 2.5, "second-best": 2.0, "mixture": 2.0, "noisy": 3.0, "pure-prior": 2.0,
@@ -241,8 +243,10 @@ def _delta(res: dict, variant: str, metric: str) -> str:
 def _key(variant: str) -> str:
     if variant.startswith("guarded: LTR"):
         return PREVIOUS
-    if variant.startswith("guarded: ensemble or LTR"):
+    if variant.startswith("guarded: ensemble, LTR or topics"):
         return GUARDED
+    if variant.startswith("guarded: ensemble or LTR"):
+        return EITHER
     if variant.startswith("guarded") and "per position" in variant:
         return ENSEMBLE_GUARDED
     if variant.startswith("guarded"):

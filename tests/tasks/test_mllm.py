@@ -90,13 +90,13 @@ def test_cv_transfer_and_ltr_beat_the_prior(track, tmp_path: Path, encoder):
                                       "--llm-ids", str(track["ids"]), "--cv", "--folds", "4", "--repeats", "2", "--full",
                                       "--report", str(report), "--root", str(tmp_path / "idx"), "--quiet"])
     assert result.exit_code == 0, result.output
-    assert "| guarded: ensemble or LTR ⊕ prior per position (default) |" in result.output and "| nDCG@10 | p nDCG@10 | MRR | p MRR |" in result.output
+    assert "| guarded: ensemble, LTR or topics ⊕ prior per position (default) |" in result.output and "| nDCG@10 | p nDCG@10 | MRR | p MRR |" in result.output
     cv = json.loads(report.read_text())
     assert cv["repeats"] == 2 and cv["baseline"] == "prior (mean target)"
     rows = cv["all"]
     prior = rows["prior (mean target)"]
     for variant in ("transfer", "transfer, params tuned per fold", "LTR (LambdaRank)", "ensemble",
-                    "guarded: ensemble or LTR ⊕ prior per position (default)"):
+                    "topic mixture", "guarded: ensemble, LTR or topics ⊕ prior per position (default)"):
         assert rows[variant]["ndcg@10"]["mean"] > prior["ndcg@10"]["mean"] + 0.3, variant
         assert rows[variant]["mrr"]["mean"] > 0.9 > prior["mrr"]["mean"], variant
         assert rows[variant]["ndcg@10"]["p"] < 0.01
@@ -449,11 +449,12 @@ def _often_second(seed: int, signal: bool, topics: int = 10, per_topic: int = 6,
 
 
 def test_default_keeps_the_gain_where_generalists_are_second_and_is_the_prior_without_signal(seed: int = 0):
-    """The default (the ensemble of LambdaRank and transfer, or LambdaRank alone, blended with the prior per rank
-    position) out of fold:
+    """The default (the ensemble, LambdaRank alone or the topic mixture alone, blended with the prior per rank
+    position, `mllm.fold_methods`) out of fold:
     with question signal nDCG@10 ≥ the prior's + 0.1 and MRR ≥ the prior's; without, the prior (a weight
     qualifies by chance in at most one fold, the rule's level) and never below it beyond noise."""
-    from engine.tasks.model_ranking.study import memoized, out_of_fold
+    from engine.core.encoders.base import l2_normalize
+    from engine.tasks.model_ranking.study import out_of_fold
     from engine.tasks.model_ranking.transfer import column_prior
     gain = data.grade_gains(data.DEFAULT_TARGETS)
     for signal in (True, False):
@@ -461,11 +462,9 @@ def test_default_keeps_the_gain_where_generalists_are_second_and_is_the_prior_wi
         scores = np.vectorize(gain.get, otypes=[float])(grades)
         n, m = grades.shape
         ids = [f"llm_{j:03d}" for j in range(m)]
-        ltr_fold = memoized(lambda tr, te: mllm.ltr_predict(emb[tr], emb[te], scores[tr], grades[tr], gain,
-                                                            mllm.Evidence(ids), mllm.FIXED))
-        fold = lambda tr, te: mllm.ensemble(ltr_fold(tr, te), emb[te] @ emb[tr].T, scores[tr], mllm.FIXED)  # noqa: E731
+        methods = mllm.fold_methods(l2_normalize(emb), scores, grades, gain, mllm.Evidence(ids), mllm.FIXED)
         chosen: list = []
-        default = mllm.guarded_positions([fold, ltr_fold], scores, grades, gain, m, chosen)
+        default = mllm.guarded_positions(list(methods), scores, grades, gain, m, chosen)
         got = mllm.scores_of(grades, gain, out_of_fold(default, n, m, 3, seed))
         base = mllm.scores_of(grades, gain, out_of_fold(
             lambda tr, te: np.tile(column_prior(scores[tr]), (len(te), 1)), n, m, 3, seed))

@@ -5,9 +5,9 @@ Dev questions are embedded with a sentence model; their qrels grades (0 not rele
 gives the nDCG gains; `transfer` does the rest. The dev side (embeddings, targets, grades, LLM ids) is stored
 as a collection (`training_store`) and reused while the dev files, the model and the grade map are unchanged.
 The discovery set (`discovery.py`), when given, is stored with it and feeds LambdaRank and the ensemble. The
-default blends an ensemble of LambdaRank and transfer at two scales (`ensemble`), or LambdaRank alone, with the
-popularity prior per rank position (`guarded_positions`): which of the two, and with what weight, is decided per
-band inside the dev questions.
+default blends an ensemble of LambdaRank, transfer at two scales and the latent-topic mixture (`ensemble`), or
+LambdaRank alone, or the topic mixture alone (`topics.py`), with the popularity prior per rank position
+(`guarded_positions`): which of the three, and with what weight, is decided per band inside the dev questions.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from engine.io.runs import write_run
 from engine.eval.validate import check_written
 from engine.io.tables import read_queries
 from engine.progress import info
-from engine.tasks.model_ranking import baseline_blend, ltr, matrix_metrics, training_store
+from engine.tasks.model_ranking import baseline_blend, ltr, matrix_metrics, topics, training_store
 from engine.tasks.model_ranking.data import DEFAULT_TARGETS, DevSet, grade_gains, parse_targets, read_dev
 from engine.tasks.model_ranking.study import Study, memoized, run_variant
 from engine.tasks.model_ranking.training_store import TrainingSide
@@ -59,11 +59,12 @@ class MllmOptions:
     """grade → target map; also the nDCG gains."""
     model: str = DEFAULT_TEXT_SPEC
     method: str = "guarded"
-    """guarded: the ensemble (LambdaRank and transfer at two scales, `ensemble`) or LambdaRank alone blended
-    with the prior per rank position: the first place by the (method, weight) that must raise MRR, the rest by
-    one that must raise nDCG@10, each by CV inside the dev questions and the prior unless a gain is shown
-    (`baseline_blend.guarded_positions` over both methods); guarded-ranking: one weight for the whole ranking, 0 unless nDCG@10 and
-    MRR both gain; ensemble: the mean rank position of LambdaRank, transfer at FIXED and at BROAD params (and
+    """guarded: the ensemble (LambdaRank, transfer at two scales and the topic mixture, `ensemble`), LambdaRank
+    alone or the topic mixture alone (`topics.topic_mixture`) blended with the prior per rank position: the
+    first place by the (method, weight) that must raise MRR, the rest by one that must raise nDCG@10, each by CV
+    inside the dev questions and the prior unless a gain is shown (`baseline_blend.guarded_positions` over the
+    three methods); guarded-ranking: one weight for the whole ranking, 0 unless nDCG@10 and MRR both gain;
+    ensemble: the mean rank position of LambdaRank, transfer at FIXED and at BROAD params, the topic mixture (and
     with a discovery set its confidences at BROAD, `discovery_transfer`); ltr:
     LambdaRank over transfer features; transfer: FIXED params; tuned:
     params by leave-one-out nDCG@10 (the first version's default)."""
@@ -307,19 +308,34 @@ def ltr_predict(train_emb: np.ndarray, query_emb: np.ndarray, scores: np.ndarray
 
 
 def ensemble(ltr_predictions: np.ndarray, sim: np.ndarray, scores: np.ndarray, params: TransferParams,
-             discovery: np.ndarray | None = None) -> np.ndarray:
+             discovery: np.ndarray | None = None, topic_predictions: np.ndarray | None = None) -> np.ndarray:
     """The mean rank position (1 best … 0 worst per question) of LambdaRank's predictions and of transfer at
     `params` and at BROAD from the training questions (`sim`: questions × training questions, their `scores`),
-    and with a discovery set of `discovery` (`discovery_transfer` at BROAD: the confidences of the 30 nearest
-    discovery questions, a view of the question that the dev questions' few neighbours cannot give).
+    with a discovery set of `discovery` (`discovery_transfer` at BROAD: the confidences of the 30 nearest
+    discovery questions, a view of the question that the dev questions' few neighbours cannot give), and of
+    `topic_predictions` (`topics.topic_mixture`: the questions' latent topics, where a topic's centre averages
+    out the noise that single neighbours carry).
     LambdaRank learns the LLMs' base rates and the neighbours' evidence together but varies with ~100 training
     questions; transfer is steadier; averaging the rankings holds up better than any one on the planted sets
     (docs/model-ranking.md)."""
     prior = column_prior(scores)
     parts = [ltr_predictions, transfer(sim, scores, prior, params), transfer(sim, scores, prior, BROAD)]
-    if discovery is not None:
-        parts.append(discovery)
+    parts += [p for p in (discovery, topic_predictions) if p is not None]
     return np.mean([rank_targets(p) for p in parts], axis=0)
+
+
+def fold_methods(emb: np.ndarray, scores: np.ndarray, grades: np.ndarray, gain: Mapping[int, float],
+                 evidence: Evidence, params: TransferParams) -> tuple[Callable, Callable, Callable]:
+    """The default's methods as fold predictors over the rows of `emb` (unit embeddings; `scores` and `grades`
+    of the judged rows), each memoized per split, in `GUARDED_NAMES`' order: the ensemble (LambdaRank, transfer
+    at `params` and at BROAD, the topic mixture; with a discovery set in `evidence.arrays` its confidences),
+    LambdaRank alone and the topic mixture alone."""
+    arrays = evidence.arrays or {}
+    ltr_fold = memoized(lambda tr, te: ltr_predict(emb[tr], emb[te], scores[tr], grades[tr], gain, evidence, params))
+    topics_fold = memoized(lambda tr, te: topics.topic_mixture(emb[tr], scores[tr], emb[te]))
+    ensemble_fold = memoized(lambda tr, te: ensemble(ltr_fold(tr, te), emb[te] @ emb[tr].T, scores[tr], params,
+                                                     discovery_transfer(emb[te], arrays, BROAD), topics_fold(tr, te)))
+    return ensemble_fold, ltr_fold, topics_fold
 
 
 def dev_side(dev_queries: str | Path, qrels: str | Path, llm_ids: str | Path | None, options: MllmOptions,
@@ -351,21 +367,16 @@ def cross_validate_dev(dev_queries: str | Path, qrels: str | Path, llm_ids: str 
         best, _ = tune(emb[tr] @ emb[tr].T, scores[tr], objective, grid, rows=tr)
         return transfer(emb[te] @ emb[tr].T, scores[tr], column_prior(scores[tr]), best)
 
-    @memoized
-    def ltr_fold(tr, te):
-        return ltr_predict(emb[tr], emb[te], scores[tr], grades[tr], gain, Evidence(side.candidate_ids, side.arrays),
-                           params)
-
-    @memoized
-    def ensemble_fold(tr, te):
-        return ensemble(ltr_fold(tr, te), emb[te] @ emb[tr].T, scores[tr], params,
-                        discovery_transfer(emb[te], side.arrays, BROAD))
+    ensemble_fold, ltr_fold, topics_fold = fold_methods(emb, scores, grades, gain,
+                                                        Evidence(side.candidate_ids, side.arrays), params)
 
     chosen: list[float] = []
     per_position: list[tuple[float, ...]] = []
     ltr_positions: list[tuple[float, ...]] = []
     either_positions: list[tuple[float, ...]] = []
     either_picked: list[tuple[int, ...]] = []
+    three_positions: list[tuple[float, ...]] = []
+    three_picked: list[tuple[int, ...]] = []
 
     variants: list[tuple[str, Callable, str]] = [
         (BASELINE, lambda tr, te: np.tile(column_prior(scores[tr]), (len(te), 1)), "mean target per LLM"),
@@ -375,8 +386,9 @@ def cross_validate_dev(dev_queries: str | Path, qrels: str | Path, llm_ids: str 
          "k/T/w by inner leave-one-out nDCG@10 (the first version's default)"),
         ("LTR (LambdaRank)" + (" (default)" if options.method == "ltr" else ""), ltr_fold,
          f"LightGBM {ltr.LTRParams()}; transfer features at {params}"),
+        ("topic mixture", topics_fold, f"latent topics by EM over embeddings and relevance, K in {topics.KS}"),
         ("ensemble" + (" (default)" if options.method == "ensemble" else ""), ensemble_fold,
-         f"mean rank position of LTR, transfer at {params} and at {BROAD}"
+         f"mean rank position of LTR, transfer at {params} and at {BROAD}, the topic mixture"
          + (" and the discovery confidences at the broad scale" if DISCOVERY_EMB in side.arrays else "")),
         ("guarded: LTR ⊕ prior per position", guarded_positions(ltr_fold, scores, grades, gain, m, ltr_positions),
          "the blend per position over LTR alone (the previous default)"),
@@ -386,21 +398,29 @@ def cross_validate_dev(dev_queries: str | Path, qrels: str | Path, llm_ids: str 
         ("guarded: ensemble ⊕ prior per position", guarded_positions(ensemble_fold, scores, grades, gain, m,
                                                                      per_position),
          "the blend per position over the ensemble alone"),
-        ("guarded: ensemble or LTR ⊕ prior per position" + (" (default)" if options.method == "guarded" else ""),
+        ("guarded: ensemble or LTR ⊕ prior per position",
          guarded_positions([ensemble_fold, ltr_fold], scores, grades, gain, m, either_positions, either_picked),
-         f"per band the ensemble or LTR and its weight (first place by MRR, the rest by nDCG@10): "
-         f"{baseline_blend.rule(2)} (both methods' weights), per metric (nested)")]
+         f"per band the ensemble or LTR and its weight (the previous default's rule): "
+         f"{baseline_blend.rule(2)} (both methods' weights), per metric (nested)"),
+        (DEFAULT_VARIANT + (" (default)" if options.method == "guarded" else ""),
+         guarded_positions([ensemble_fold, ltr_fold, topics_fold], scores, grades, gain, m, three_positions,
+                           three_picked),
+         f"per band the ensemble, LTR or the topic mixture and its weight (first place by MRR, the rest by "
+         f"nDCG@10): {baseline_blend.rule(len(GUARDED_NAMES))} (all methods' weights), per metric (nested)")]
     if not options.full_cv:
         variants = [v for v in variants if "per fold" not in v[0] or "(default)" in v[0]]
     scored = [run_variant(name, fn, lambda p: per_query_scores(grades, gain, p), n, m, folds, repeats, note)
               for name, fn, note in variants]
     values, counts = np.unique(np.asarray(chosen), return_counts=True)
-    scored[-3].note += "; weights chosen: " + ", ".join(f"{v:g} ×{c}" for v, c in zip(values, counts))
-    names = ("ensemble", "LTR")
-    either = ["/".join(f"{names[i]} {w:g}" if w else "prior" for w, i in zip(weights, picks))
-              for weights, picks in zip(either_positions, either_picked)]
-    for variant, pairs in ((scored[-4], [f"{a:g}/{b:g}" for a, b in ltr_positions]),
-                           (scored[-2], [f"{a:g}/{b:g}" for a, b in per_position]), (scored[-1], either)):
+    scored[-4].note += "; weights chosen: " + ", ".join(f"{v:g} ×{c}" for v, c in zip(values, counts))
+
+    def picks_of(positions: list[tuple[float, ...]], picked: list[tuple[int, ...]]) -> list[str]:
+        return ["/".join(f"{GUARDED_NAMES[i]} {w:g}" if w else "prior" for w, i in zip(weights, picks))
+                for weights, picks in zip(positions, picked)]
+    for variant, pairs in ((scored[-5], [f"{a:g}/{b:g}" for a, b in ltr_positions]),
+                           (scored[-3], [f"{a:g}/{b:g}" for a, b in per_position]),
+                           (scored[-2], picks_of(either_positions, either_picked)),
+                           (scored[-1], picks_of(three_positions, three_picked))):
         variant.note += "; weights chosen (first/rest): " + ", ".join(f"{v} ×{pairs.count(v)}"
                                                                        for v in sorted(set(pairs)))
     return Study(scored, [metric.name for metric in METRICS], BASELINE, folds, repeats)
@@ -414,6 +434,15 @@ def guarded(method: Callable, scores: np.ndarray, grades: np.ndarray, gain: Mapp
     return baseline_blend.guarded(method, lambda tr, te: np.tile(column_prior(scores[tr]), (len(te), 1)),
                                   lambda p, rows: per_query_scores(grades[rows], gain, p), metrics, metrics, m,
                                   chosen)
+
+
+DEFAULT_VARIANT = "guarded: ensemble, LTR or topics ⊕ prior per position"
+"""The default's row in `engine mllm --cv`."""
+GUARDED_NAMES = ("ensemble", "LTR", "topics")
+"""The methods the default chooses among per band, in this order: the ensemble (which holds up where a topic's
+questions are few), LambdaRank alone (where the questions' neighbours are mixed and it learns how far to trust
+them) and the topic mixture alone (where a topic's questions are many: its centre is steadier than any ranking
+that also averages single neighbours); chosen on planted sets of other seeds than the reported ones."""
 
 
 POSITION_BANDS = ("mrr", TUNED.name)
@@ -436,8 +465,9 @@ def rank_questions(dev_queries: str | Path, qrels: str | Path, queries: str | Pa
                    embeddings: Mapping[str, np.ndarray] | None = None) -> str:
     """`engine mllm --queries`: rank every LLM for every question and write a TREC run.
 
-    `guarded` (default) blends the ensemble (LambdaRank and transfer at two scales) or LambdaRank alone with the
-    prior per rank position, `guarded-ranking` the ensemble with one weight, `ensemble` is that ensemble alone, `ltr` trains LambdaRank on the dev questions' transfer features, `transfer` uses FIXED params (or
+    `guarded` (default) blends the ensemble (LambdaRank, transfer at two scales, the topic mixture), LambdaRank
+    alone or the topic mixture alone with the prior per rank position, `guarded-ranking` the ensemble with one
+    weight, `ensemble` is that ensemble alone, `ltr` trains LambdaRank on the dev questions' transfer features, `transfer` uses FIXED params (or
     those the user sets), `tuned` chooses them by leave-one-out nDCG@10 over the dev questions. `embeddings`
     ({"dev": ..., "queries": ..., "discovery": ...}) replace the sentence model, e.g. in tests.
     """
@@ -455,21 +485,18 @@ def rank_questions(dev_queries: str | Path, qrels: str | Path, queries: str | Pa
     if options.method in ("guarded", "guarded-ranking", "ensemble"):
         emb = l2_normalize(np.concatenate([side.embeddings[EMBEDDING], new_emb]))
         n, m, chosen = len(side.query_ids), len(side.candidate_ids), []
-        ltr_fold = memoized(lambda tr, te: ltr_predict(emb[tr], emb[te], side.scores[tr], side.grades[tr], gain,
-                                                       Evidence(side.candidate_ids, side.arrays), params))
-        fold = lambda tr, te: ensemble(  # noqa: E731
-            ltr_fold(tr, te), emb[te] @ emb[tr].T, side.scores[tr], params,
-            discovery_transfer(emb[te], side.arrays, BROAD))
-        what = (f"the ensemble (LambdaRank, transfer at {params} and at {BROAD}"
+        fold, ltr_fold, topics_fold = fold_methods(emb, side.scores, side.grades, gain,
+                                                   Evidence(side.candidate_ids, side.arrays), params)
+        what = (f"the ensemble (LambdaRank, transfer at {params} and at {BROAD}, the topic mixture"
                 + (", discovery confidences at the broad scale)" if DISCOVERY_EMB in side.arrays else ")"))
         if options.method == "guarded":
             picked: list[tuple[int, ...]] = []
-            predictions = guarded_positions([fold, ltr_fold], side.scores, side.grades, gain, m, chosen, picked)(
-                np.arange(n), np.arange(n, len(emb)))
-            names = (what, "LambdaRank alone")
+            predictions = guarded_positions([fold, ltr_fold, topics_fold], side.scores, side.grades, gain, m,
+                                            chosen, picked)(np.arange(n), np.arange(n, len(emb)))
+            names = (what, "LambdaRank alone", "the topic mixture alone")
             band = [f"{w:g} on {names[i]}" if w else "the prior" for w, i in zip(chosen[0], picked[0])]
             how = (f"first place: {band[0]}; the rest: {band[1]}; the remainder on the prior "
-                   f"({baseline_blend.rule(2)} (both methods' weights), per metric)")
+                   f"({baseline_blend.rule(len(names))} (all methods' weights), per metric)")
         elif options.method == "guarded-ranking":
             predictions = guarded(fold, side.scores, side.grades, gain, m, chosen)(
                 np.arange(n), np.arange(n, len(emb)))
