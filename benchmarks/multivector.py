@@ -78,8 +78,8 @@ def exact_top10(tokens: np.ndarray, offsets: np.ndarray, query: np.ndarray, bloc
     for lo in range(0, n, block):
         hi = min(n, lo + block)
         t0, t1 = int(offsets[lo]), int(offsets[hi])
-        sims = query @ tokens[t0:t1].T
-        scores[lo:hi] = np.maximum.reduceat(sims, offsets[lo:hi] - t0, axis=1).sum(axis=0)
+        sims = tokens[t0:t1] @ query.T                          # token-major: each row's tokens contiguous
+        scores[lo:hi] = np.maximum.reduceat(sims, offsets[lo:hi] - t0, axis=0).sum(axis=1)
     return np.argsort(-scores, kind="stable")[:10]
 
 
