@@ -16,6 +16,7 @@ from engine.core.ranking.rerankers.registry import reranker_help
 from engine.errors import EngineError, opt
 from engine.core.ranking.rerankers.prompts import BATCH_TOKENS, ROUNDS
 from engine.core.ranking.rerankers.registry import RERANK_DEPTH
+from engine.core.storage.index.multivector import CENTROIDS
 from engine.io.options import (BATCH, BATCH_SIZE, COUNT, K, SHARE, THREADS, WAIT, WORKERS, Float, Int, cli,
                                options_command, split_list)
 from engine.io.jsonio import print_json
@@ -82,6 +83,11 @@ class BuildCommandOptions:
     multivector_store: Annotated[str, cli(typer.Option("--multivector-store", help="How --multivector keeps token "
                                  "vectors: float16, or int8 with one scale a vector (half the disk)."))] \
         = BUILD.multivector_store
+    multivector_centroids: Annotated[int, cli(typer.Option("--multivector-centroids", help="Centroids of the "
+                                     "inverted file of --multivector's token vectors (spherical k-means; the "
+                                     "multivector(NAME) stage probes each query token's nearest): 0 picks by their "
+                                     "number, the power of two at or below 4·√tokens.")), CENTROIDS] \
+        = BUILD.multivector_centroids
     bm25_analyzer: Annotated[Optional[str], cli(typer.Option("--bm25-analyzer", help="How --bm25 analyses texts: "
                              "english (stop words dropped, Snowball stemming: 'floods' finds 'flooding') or none "
                              "(lower-cased words as written). Stored in the collection; --add keeps its own. "

@@ -242,6 +242,32 @@ def test_multivector_stage_ranks_by_exact_maxsim(run_cli, sparse_collection, tin
     assert index.tokens.dtype == np.float16 and index.meta["count"] == len(DOCS)
 
 
+def test_multivector_centroids_rank_as_sentence_transformers_and_ranges_are_refused(run_cli, sparse_collection,
+                                                                                     tiny_colbert, fake_encoder,
+                                                                                     tmp_path):
+    """via="centroids" with every row a candidate is sentence-transformers' MaxSim top 10; nprobe and
+    --multivector-centroids out of their ranges, or nprobe beside another via, are one line each."""
+    ref = colbert_reference(tiny_colbert, QUERIES, DOCS)
+    want = {f"q{i}": [f"d{j:02d}" for j in np.argsort(-row, kind="stable")[:10]] for i, row in enumerate(ref)}
+    got = run_pipeline_file(run_cli, sparse_collection, 'multivector("docs", k=10, via="centroids", nprobe=4096, '
+                            'candidates=15)', QUERIES)
+    assert got == want
+    folder = sparse_collection
+    (folder / "q.tsv").write_text("q0\tboats\n")
+    for expression, message in (('multivector("docs", nprobe=0)', "multivector(…): nprobe must be"),
+                                ('multivector("docs", nprobe=4097)', "multivector(…): nprobe must be at most 4096"),
+                                ('multivector("docs", via="fde", nprobe=4)', "nprobe is for via=\"centroids\"")):
+        (folder / "bad.toml").write_text(f"pipeline = '{expression}'\n")
+        code, _, err = run_cli("pipeline", "run", folder / "bad.toml", "--queries", folder / "q.tsv", "--out",
+                               tmp_path / "x.run", "--root", folder / "idx", "--no-cache", "-q")
+        assert code != 0 and message in err and len(err.strip().splitlines()) == 1, err
+    (tmp_path / "d.csv").write_text("id,text\na,one two\n")
+    for value in ("-1", "2000000"):
+        code, _, err = run_cli("build", "x", "--texts", tmp_path / "d.csv", "--multivector",
+                               f"multivector:{tiny_colbert}", "--multivector-centroids", value, "--root", tmp_path)
+        assert code != 0 and "--multivector-centroids" in err and len(err.strip().splitlines()) == 1, err
+
+
 def test_token_candidates_are_the_rows_of_each_query_tokens_nearest_tokens(tiny_colbert):
     from engine.core.encoders.multivector import encode_tokens
     from engine.core.storage.index.multivector import MultiVectorIndex

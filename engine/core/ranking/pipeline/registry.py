@@ -25,7 +25,8 @@ STAGES: tuple[StageEntry, ...] = (
                "weights, dot product (first stage)"),
     StageEntry("multivector", "engine.core.ranking.pipeline.multivector:MultiVector",
                "top k of a collection's multi-vector index (build --multivector multivector:NAME_OR_DIR): "
-               "candidates by each query token's nearest tokens or by MUVERA encodings, then exact MaxSim "
+               "candidates by each query token's nearest centroids (PLAID), nearest tokens or MUVERA "
+               "encodings, then exact MaxSim "
                "(first stage)"),
     StageEntry("score", "engine.core.ranking.pipeline.retrieve:Score",
                "every item scored by the query's text or its example items, top k (first stage)"),

@@ -1,7 +1,7 @@
 """The roles a text collection may keep beside its dense vectors, each made by a model of its own family:
 `sparse` (`engine build --texts F --sparse sparse:NAME_OR_DIR`: a SparseEncoder's document weights as an
 inverted index, engine.core.storage.index.sparse) and `multivector` (`--multivector multivector:NAME_OR_DIR`:
-a MultiVectorEncoder's token vectors and their fixed-dimensional encodings, engine.core.storage.index.multivector).
+a MultiVectorEncoder's token vectors, their fixed-dimensional encodings and the inverted file of their centroids, engine.core.storage.index.multivector).
 
 Like the BM25 role, a commit that changes the rows through a build (`--add`, `--update`) rebuilds them over
 every row with the model they were built with, so they never drift from the vectors; each records the rows it
@@ -69,7 +69,8 @@ def learned_files(old: Any, o: Any, ids: Sequence[str], texts: Sequence[str]) ->
         info(f"multi-vector index: {len(texts)} texts through {multivector}")
         tokens = encode_tokens(model_name(multivector), list(texts), query=False, batch_size=batch)
         store = old_store(old) or o.multivector_store
-        files[MULTIVECTOR] = MultiVectorIndex.build(tokens, [str(i) for i in ids], multivector, store).writer()
+        files[MULTIVECTOR] = MultiVectorIndex.build(tokens, [str(i) for i in ids], multivector, store,
+                                                    centroids=o.multivector_centroids).writer()
     return files
 
 

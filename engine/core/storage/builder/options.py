@@ -48,6 +48,7 @@ class BuildOptions:
     sparse: str | None = None          # sparse:NAME_OR_DIR: also an inverted index of learned sparse vectors
     multivector: str | None = None     # multivector:NAME_OR_DIR: also token vectors for late interaction
     multivector_store: str = "float16"  # how those token vectors are kept: float16, or int8 with a scale each
+    multivector_centroids: int = 0     # centroids of the token vectors' inverted file (0: by their number)
 
     def check(self) -> "BuildOptions":
         from engine.core.storage.index.auto import parse_bytes  # a build's modules: not on a query's start-up
@@ -82,6 +83,8 @@ class BuildOptions:
             check_factory(factory)  # before a model loads or an item is encoded
         from engine.core.storage.builder.learned_roles import check_learned
         check_learned(self.sparse, self.multivector, self.multivector_store, None)
+        from engine.core.storage.index.multivector import CENTROIDS
+        CENTROIDS.check("multivector_centroids", self.multivector_centroids, text=False)
         if self.dim is not None and self.model is not None:
             from engine.core.encoders.registry import with_dim
             with_dim(self.model, self.dim)  # refused in one line unless the model was trained for it

@@ -6,7 +6,11 @@ one matrix product instead of a scan of every token.
 Folder layout, plain numpy and JSON: `tokens.npy` (float16, or int8 with `scales.npy`: one float32 scale per
 token vector, `--multivector-store int8`), `offsets.npy` (int64, where each row's tokens start, plus their end),
 `fde.npy` (float32, rows × R·2^k·d_proj), `multivector.json` (the model spec, the FDE's settings and seed,
-the rows covered and a hash of their ids: an index that no longer matches its collection is refused).
+the rows covered and a hash of their ids: an index that no longer matches its collection is refused), and the
+token-level inverted file (PLAID/ColBERTv2's candidate generation): `centroids.npy` (float32, C × dim: spherical
+k-means of the token vectors), `codes.npy` (each token's centroid), `lists_offsets.npy` and `lists_rows.npy`
+(for each centroid, the rows owning a token there). Indexes written before the inverted file existed have no
+`ivf` entry in their JSON and keep opening; their stage takes candidates by token scan.
 
 The encoding, per repetition r: each token vector falls in one of 2^k buckets by the signs of k random
 Gaussian projections (SimHash) and is projected to d_proj dimensions by a random ±1 matrix; a document's
@@ -25,11 +29,19 @@ import numpy as np
 from engine.core.storage.index.sparse import ids_hash
 from engine.core.storage.store.generations import FileWriter
 from engine.errors import EngineError
+from engine.io.options import Int, Range
 from engine.io.ranking import top_k
 
 ROLE = "multivector"
 META_FILE = "multivector.json"
 STORES = ("float16", "int8")
+CENTROIDS = Range(1, 1 << 20, integer=True, zero=True)
+"""Centroids of the token-level inverted file (`--multivector-centroids`; 0 is "by size": `auto_centroids`)."""
+NPROBE = Int(1, 4096)
+"""Centroids each query token probes (`multivector(…, nprobe=)`)."""
+DEFAULT_NPROBE = 8      # benchmarks/multivector.py: 8 probes and 1024 rows scored exactly reach 0.98 recall@10
+DEFAULT_EXACT = 1024    # at 100,000 documents (docs/models.md)
+SAMPLE_PER_CENTROID = 32
 
 
 @dataclass(frozen=True)
@@ -99,6 +111,39 @@ def _nearest_tokens(empty: np.ndarray, codes: np.ndarray, lengths: np.ndarray, b
     return nearest[doc, bucket]
 
 
+def auto_centroids(tokens: int) -> int:
+    """ColBERTv2's rule scaled down to what spherical k-means trains on two cores: the power of two at or below
+    4·√tokens (4,096 at 1.6 million token vectors), at most one centroid per token."""
+    if tokens < 1:
+        return 0
+    return int(min(tokens, 1 << int(np.floor(np.log2(max(1.0, 4 * np.sqrt(tokens)))))))
+
+
+def train_ivf(flat: np.ndarray, offsets: np.ndarray, centroids: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Spherical k-means of the token vectors (FAISS, on a sample of SAMPLE_PER_CENTROID tokens a centroid),
+    every token assigned to its nearest centroid, and each centroid's list of the rows owning a token there."""
+    import faiss
+    n_rows, dim = len(offsets) - 1, flat.shape[1]
+    c = min(int(centroids), len(flat))
+    if c < 1:
+        return {}
+    km = faiss.Kmeans(dim, c, niter=10, seed=seed, spherical=True, max_points_per_centroid=SAMPLE_PER_CENTROID,
+                      min_points_per_centroid=1, verbose=False)
+    km.train(np.ascontiguousarray(flat, dtype=np.float32))
+    codes = np.empty(len(flat), dtype=np.int32)
+    for lo in range(0, len(flat), 1 << 18):
+        codes[lo:lo + (1 << 18)] = km.index.search(np.ascontiguousarray(flat[lo:lo + (1 << 18)]), 1)[1][:, 0]
+    owner = np.repeat(np.arange(n_rows, dtype=np.int64), np.diff(offsets))
+    pairs = np.unique(codes.astype(np.int64) * max(1, n_rows) + owner)
+    lists = pairs // max(1, n_rows)
+    return {"centroids": np.asarray(km.centroids, dtype=np.float32), "codes": codes,
+            "lists_offsets": np.searchsorted(lists, np.arange(c + 1)).astype(np.int64),
+            "lists_rows": (pairs % max(1, n_rows)).astype(np.int32)}
+
+
+IVF_ARRAYS = ("centroids", "codes", "lists_offsets", "lists_rows")
+
+
 @dataclass
 class MultiVectorIndex:
     tokens: np.ndarray
@@ -106,10 +151,12 @@ class MultiVectorIndex:
     fde: np.ndarray
     meta: dict
     scales: np.ndarray | None = None
+    ivf: dict | None = None
 
     @classmethod
     def build(cls, vectors: Sequence[np.ndarray], ids: Sequence[str], spec: str, store: str = "float16",
-              settings: FdeSettings = FdeSettings()) -> "MultiVectorIndex":
+              settings: FdeSettings = FdeSettings(), centroids: int = 0) -> "MultiVectorIndex":
+        """`centroids`: of the token-level inverted file (0: `auto_centroids`)."""
         if store not in STORES:
             raise EngineError(f"--multivector-store must be one of {', '.join(STORES)}, not {store!r}")
         if len(vectors) != len(ids):
@@ -130,7 +177,10 @@ class MultiVectorIndex:
         meta = {"spec": spec, "count": len(ids), "ids_hash": ids_hash(ids), "store": store, "dim": dim,
                 "tokens": int(len(flat)), "fde": {"reps": settings.reps, "bits": settings.bits,
                                                   "proj": settings.proj, "seed": settings.seed}}
-        return cls(tokens, offsets, fde, meta, scales)
+        ivf = train_ivf(flat, offsets, int(centroids) or auto_centroids(len(flat))) if len(flat) else {}
+        if ivf:
+            meta["ivf"] = {"centroids": int(len(ivf["centroids"])), "seed": 0}
+        return cls(tokens, offsets, fde, meta, scales, ivf or None)
 
     def writer(self) -> FileWriter:
         return FileWriter("", self.write_into)
@@ -142,6 +192,8 @@ class MultiVectorIndex:
             value = getattr(self, name)
             if value is not None:
                 np.save(folder / f"{name}.npy", np.ascontiguousarray(value))
+        for name, value in (self.ivf or {}).items():
+            np.save(folder / f"{name}.npy", np.ascontiguousarray(value))
         (folder / META_FILE).write_text(json.dumps(self.meta, indent=1) + "\n", encoding="utf-8")
 
     @classmethod
@@ -151,13 +203,19 @@ class MultiVectorIndex:
             meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
             arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in ("tokens", "offsets", "fde")}
             scales = np.load(folder / "scales.npy", mmap_mode="r") if meta.get("store") == "int8" else None
+            ivf = {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in IVF_ARRAYS} \
+                if meta.get("ivf") else None
         except (OSError, ValueError) as exc:
             raise EngineError(f"{folder}: unreadable multi-vector index ({type(exc).__name__}: {exc}); rebuild the "
                               "collection with --multivector") from None
         if len(arrays["offsets"]) != int(meta["count"]) + 1 or len(arrays["fde"]) != int(meta["count"]):
             raise EngineError(f"{folder}: damaged multi-vector index (its arrays' lengths disagree); rebuild the "
                               "collection with --multivector")
-        return cls(meta=meta, scales=scales, **arrays)
+        if ivf is not None and (len(ivf["codes"]) != len(arrays["tokens"])
+                                or len(ivf["lists_offsets"]) != len(ivf["centroids"]) + 1):
+            raise EngineError(f"{folder}: damaged multi-vector index (its inverted file's lengths disagree); "
+                              "rebuild the collection with --multivector")
+        return cls(meta=meta, scales=scales, ivf=ivf, **arrays)
 
     @property
     def settings(self) -> FdeSettings:
@@ -211,6 +269,32 @@ class MultiVectorIndex:
         rows = np.unique(np.searchsorted(np.asarray(self.offsets), np.unique(best_tokens), side="right") - 1)
         return rows[live[rows]] if live is not None else rows
 
+    def centroid_candidates(self, query: np.ndarray, nprobe: int, n: int,
+                            live: np.ndarray | None = None) -> np.ndarray:
+        """PLAID's candidate generation: the rows owning a token in any of the `nprobe` centroids nearest each
+        query token, ranked by their centroid MaxSim (each of a row's tokens stands for its centroid), the best
+        n kept for exact MaxSim."""
+        if self.ivf is None:
+            raise EngineError("this multi-vector index has no inverted file (built before it existed); rebuild the "
+                              "collection with --multivector, or take candidates with via=\"tokens\" or \"fde\"")
+        centroids, codes = self.ivf["centroids"], self.ivf["codes"]
+        lists_offsets, lists_rows = np.asarray(self.ivf["lists_offsets"]), self.ivf["lists_rows"]
+        sims = np.asarray(query, dtype=np.float32) @ np.asarray(centroids).T              # query tokens × C
+        nprobe = min(int(nprobe), sims.shape[1])
+        probed = np.unique(np.argpartition(-sims, nprobe - 1, axis=1)[:, :nprobe])
+        rows = np.unique(np.concatenate([np.asarray(lists_rows[lists_offsets[c]:lists_offsets[c + 1]])
+                                         for c in probed]))
+        if live is not None:
+            rows = rows[live[rows]]
+        if len(rows) <= n:
+            return rows.astype(np.int64)
+        offsets = np.asarray(self.offsets)
+        lo, lengths = offsets[rows], offsets[rows + 1] - offsets[rows]
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        take = np.repeat(lo - starts, lengths) + np.arange(lengths.sum())
+        approx = np.maximum.reduceat(sims[:, np.asarray(codes[take])], starts, axis=1).sum(axis=0)
+        return rows[top_k(approx, n)].astype(np.int64)
+
     def maxsim(self, query: np.ndarray, rows: Sequence[int]) -> np.ndarray:
         """Exact MaxSim of the query against the stored token vectors of `rows`: their tokens gathered, one
         product, a maximum per row segment."""
@@ -231,10 +315,14 @@ class MultiVectorIndex:
         return out
 
     def search(self, query: np.ndarray, k: int, candidates: int, live: np.ndarray | None = None,
-               via: str = "fde") -> tuple[np.ndarray, np.ndarray]:
+               via: str = "fde", nprobe: int = DEFAULT_NPROBE) -> tuple[np.ndarray, np.ndarray]:
         """(rows, MaxSim) of the k best candidates, best first: the `candidates` rows the encodings propose
-        (`via` "fde"), or the rows owning the `candidates` tokens nearest each query token ("tokens")."""
-        if via == "tokens":
+        (`via` "fde"), the rows owning the `candidates` tokens nearest each query token ("tokens"), or the
+        `candidates` rows of best centroid MaxSim among those the `nprobe` centroids nearest each query token
+        hold ("centroids")."""
+        if via == "centroids":
+            rows = self.centroid_candidates(query, nprobe, max(k, candidates), live)
+        elif via == "tokens":
             rows = self.token_candidates(query, candidates, live)
         else:
             rows = self.candidates(query, max(k, candidates), live)
