@@ -179,7 +179,7 @@ def flag_names(command: Any, argv: Sequence[str]) -> Callable[[str], str]:
 
 def main() -> None:
     """Console-script entry: user errors become one red line and exit code 2, never a traceback."""
-    from engine.progress import error_line, one_line_errors, quiet_libraries
+    from engine.progress import error_line, one_line_errors, quiet_libraries, set_quiet
     quiet_libraries()
     from engine.core.cluster import bare_ray_flag
     argv = sys.argv[1:] = bare_ray_flag(sys.argv[1:])
@@ -203,6 +203,7 @@ def main() -> None:
                 raise KeyboardInterrupt from None
     finally:
         set_option_names(str)
+        set_quiet(False)  # a command's --quiet ends with it (in-process callers run several)
 
 
 def __getattr__(name: str) -> typer.Typer:
