@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from engine.errors import EngineError
 
@@ -56,7 +56,7 @@ class Shared:
     fingerprints: dict[int, str] = field(default_factory=dict)
     """stage id → the fingerprint of what computes it (model files hashed once per context, not per use)."""
     indexes: dict[tuple[str, str], Any] = field(default_factory=dict)
-    """(kind, collection) → a stored index loaded once (a learned sparse index, a multi-vector store)."""
+    """(role, collection) → a stored index loaded once (a learned sparse index, a multi-vector store)."""
 
 
 @dataclass
@@ -111,6 +111,20 @@ class Context:
                 collection_path(part)   # a folder name too long is refused, not an OSError
             self.opened[name] = SearchableCollection.open(leaf, root / parent if parent else root)
         return self.opened[name]
+
+    def stored_index(self, name: str, role: str, load: Callable[[Path], Any], who: str, build_flag: str) -> Any:
+        """The index the collection `name` stores as `role` (a learned sparse index, a multi-vector store),
+        loaded by `load` once per context and checked against the collection's rows; `who` (the stage) and
+        `build_flag` (how to build one) name what is missing when it is not there."""
+        key = (role, name)
+        if key not in self.state.indexes:
+            col = self.collection(name)
+            if role not in (col.manifest.get("roles") or {}):
+                raise EngineError(f"{who}: the collection stores no {role} index; build it with {build_flag}")
+            index = load(col.file(role))
+            index.check_rows(col.ids, who)
+            self.state.indexes[key] = index
+        return self.state.indexes[key]
 
     def positions(self, name: str) -> dict[str, int]:
         """Item id → row of the collection `name`, built once (every stage that maps ids to rows shares it)."""

@@ -65,16 +65,7 @@ class MultiVector(Stage):
         return [self.collection]
 
     def _index(self, ctx: Context) -> MultiVectorIndex:
-        key = ("multivector-index", self.collection)
-        if key not in ctx.state.indexes:
-            col = ctx.collection(self.collection)
-            if ROLE not in (col.manifest.get("roles") or {}):
-                raise EngineError(f"multivector(\"{self.collection}\"): the collection stores no multi-vector "
-                                  "index; build it with --multivector multivector:NAME_OR_DIR")
-            index = MultiVectorIndex.load(col.file(ROLE))
-            index.check_rows(col.ids, f"multivector(\"{self.collection}\")")
-            ctx.state.indexes[key] = index
-        return ctx.state.indexes[key]
+        return ctx.stored_index(self.collection, ROLE, MultiVectorIndex.load, f'multivector("{self.collection}")', "--multivector multivector:NAME_OR_DIR")
 
     def check(self, ctx: Context) -> None:
         super().check(ctx)

@@ -32,16 +32,7 @@ class Sparse(Stage):
         return [self.collection]
 
     def _index(self, ctx: Context) -> SparseIndex:
-        key = ("sparse-index", self.collection)
-        if key not in ctx.state.indexes:
-            col = ctx.collection(self.collection)
-            if ROLE not in (col.manifest.get("roles") or {}):
-                raise EngineError(f"sparse(\"{self.collection}\"): the collection stores no sparse index; build "
-                                  "it with --sparse sparse:NAME_OR_DIR")
-            index = SparseIndex.load(col.file(ROLE))
-            index.check_rows(col.ids, f"sparse(\"{self.collection}\")")
-            ctx.state.indexes[key] = index
-        return ctx.state.indexes[key]
+        return ctx.stored_index(self.collection, ROLE, SparseIndex.load, f'sparse("{self.collection}")', "--sparse sparse:NAME_OR_DIR")
 
     def check(self, ctx: Context) -> None:
         super().check(ctx)
