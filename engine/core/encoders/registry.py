@@ -111,6 +111,20 @@ def modalities_of(spec: str) -> frozenset[str]:
     return frozenset(re.findall(r"text|image", entry.modalities.partition(" (")[0]))
 
 
+def check_embeds(spec: str, kind: str, who: str = "model") -> None:
+    """Refuse, before any model loads, a spec that cannot embed `kind` ("text", "image") where its files or
+    the registry say so; a model whose files are not here yet (a hub name), or a spec the loader is left to
+    refuse, is judged once it loads."""
+    try:
+        entry, arg = entry_for(spec)
+    except EngineError:
+        return
+    if not entry.wraps and entry.modalities_fn and _function(entry.modalities_fn)(arg) is None:
+        return
+    if kind not in modalities_of(spec):
+        raise EngineError(f"{who} {spec} cannot embed {kind}s; pick one of {', '.join(specs_for(kind))}")
+
+
 def _function(ref: str):
     module, _, function = ref.partition(":")
     return getattr(importlib.import_module(module), function)

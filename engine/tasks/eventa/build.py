@@ -62,6 +62,11 @@ class BuildOptions:
         PASSAGE_WORDS.check("passage_words", self.passage_words, text=False)
         from engine.core.storage.builder.options import BATCH_PIXELS
         BATCH_PIXELS.check("batch_pixels", self.batch_pixels, text=False)
+        from engine.core.encoders.registry import check_embeds
+        if self.model is not None:
+            check_embeds(self.model, "image", opt("model"))
+        if self.text_model is not None:
+            check_embeds(self.text_model, "text", opt("text_model"))
         return self
 
 

@@ -139,8 +139,9 @@ def _build_collection(name: str, source: BuildSource, root: str | Path | None, o
 
     from engine.core.encoders.device import set_device
     set_device(o.device)
-    from engine.core.encoders.registry import with_dim
+    from engine.core.encoders.registry import check_embeds, with_dim
     spec = model or (DEFAULT_IMAGE_SPEC if kind == "image" else DEFAULT_TEXT_SPEC)
+    check_embeds(spec, kind)  # a model its files show cannot embed `kind` is refused before it loads
     encoder = build_encoder(with_dim(spec, o.dim), kind, o)
     if kind not in encoder.modalities:
         raise EngineError(f"model {encoder.spec} cannot embed {kind}s; pick one of {', '.join(specs_for(kind))}")
