@@ -71,15 +71,23 @@ def _told(raw: np.ndarray, unit: np.ndarray, scores: np.ndarray, topic: np.ndarr
                                   means[np.minimum(at, len(found) - 1)], column_prior(scores[tr]))}
 
 
-def study(name: str, seed: int, folds: int, default: bool, previous: bool, tmp: Path) -> dict[str, dict[str, float]]:
-    """variant → metric → mean over the questions, on one planted set."""
-    files, raw, _ = mllm_planted.make_set(tmp / f"{name}-{seed}", name, seed)
-    options = MllmOptions(root=tmp / "idx", name=f"{name}-{seed}", transfer=TransferOptions(folds=folds))
+def planted_side(tmp: Path, name: str, seed: int, label: str, options: MllmOptions):
+    """One planted set read as the task reads its dev side: the side, the grade gains, the unit and the raw
+    question embeddings, and each question's planted topic."""
+    from dataclasses import replace
+    files, raw, _ = mllm_planted.make_set(tmp / label, name, seed)
+    options = replace(options, root=tmp / "idx", name=label)
     side = mllm.dev_side(files["dev"], files["qrels"], files["ids"], options, raw)
-    gain = grade_gains(options.targets)
-    emb, scores, grades = l2_normalize(side.embeddings[mllm.EMBEDDING]), side.scores, side.grades
     raw = np.asarray(side.embeddings[mllm.EMBEDDING], np.float64)
     topic = np.array([int(q[1:3]) for q in side.query_ids])
+    return side, grade_gains(options.targets), l2_normalize(side.embeddings[mllm.EMBEDDING]), raw, topic
+
+
+def study(name: str, seed: int, folds: int, default: bool, previous: bool, tmp: Path) -> dict[str, dict[str, float]]:
+    """variant → metric → mean over the questions, on one planted set."""
+    side, gain, emb, raw, topic = planted_side(tmp, name, seed, f"{name}-{seed}",
+                                               MllmOptions(transfer=TransferOptions(folds=folds)))
+    scores, grades = side.scores, side.grades
     n, m = scores.shape
     params = mllm.FIXED
     ensemble_fold, ltr_fold, topics_fold = mllm.fold_methods(emb, scores, grades, gain,
@@ -109,13 +117,8 @@ def categories(seed: int, tmp: Path) -> dict[str, dict[str, list[float]]]:
     transfer at BROAD, the topic mixture and the ceilings (no LambdaRank: cheap)."""
     from engine.core.folds import fold_assignment
     name = "generalist-first"
-    files, raw, _ = mllm_planted.make_set(tmp / f"cat-{seed}", name, seed)
-    options = MllmOptions(root=tmp / "idx", name=f"cat-{seed}")
-    side = mllm.dev_side(files["dev"], files["qrels"], files["ids"], options, raw)
-    gain = grade_gains(options.targets)
-    emb, scores, grades = l2_normalize(side.embeddings[mllm.EMBEDDING]), side.scores, side.grades
-    raw = np.asarray(side.embeddings[mllm.EMBEDDING], np.float64)
-    topic = np.array([int(q[1:3]) for q in side.query_ids])
+    side, gain, emb, raw, topic = planted_side(tmp, name, seed, f"cat-{seed}", MllmOptions())
+    scores, grades = side.scores, side.grades
     n, m = scores.shape
     fold_of = fold_assignment(n, 5, 0)
     out = {k: np.zeros((n, m)) for k in (PRIOR, "transfer broad", "topic mixture", *CEILINGS)}

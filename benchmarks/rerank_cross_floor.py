@@ -77,7 +77,6 @@ def tries(onnx, model: str, cores: int) -> dict:
     import onnxruntime as ort
 
     from engine.core.encoders.onnx_text import session_options
-    inputs, pad = onnx.config["inputs"], int(onnx.config["pad_id"])
 
     def session(level=None, threads=None):
         opts = session_options(optimized=True)
@@ -87,17 +86,7 @@ def tries(onnx, model: str, cores: int) -> dict:
             opts.intra_op_num_threads = threads
         return ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
 
-    def feed(enc, rows):
-        width = max(len(enc[i].ids) for i in rows)
-        out = {n: np.full((len(rows), width), pad if n == "input_ids" else 0, dtype=np.int64) for n in inputs}
-        for r, i in enumerate(rows):
-            e, n = enc[i], len(enc[i].ids)
-            out["input_ids"][r, :n] = e.ids
-            if "attention_mask" in out:
-                out["attention_mask"][r, :n] = 1
-            if "token_type_ids" in out:
-                out["token_type_ids"][r, :n] = e.type_ids
-        return out
+    feed = onnx.feed  # the engine's own padding of a batch
 
     def runner(sess, cut, sort=True, bind=False):
         def score(pairs):

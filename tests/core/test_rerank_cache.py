@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 import shutil
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import numpy as np
 import pytest
+from fixtures.json_stub import JsonHandler
 
 from engine.errors import EngineError
 
@@ -232,14 +233,11 @@ def test_a_replaced_model_behind_the_same_stage_text_is_never_served_from_the_st
 GARBAGE = {"nan": float("nan"), "inf": float("-inf"), "positive": 0.7, "word": "-0.5"}
 
 
-class Judge(BaseHTTPRequestHandler):
+class Judge(JsonHandler):
     """An OpenAI-compatible stub: a "yes"/"no" logprob pair from the document's text, garbage for a document
     naming a kind of garbage (GARBAGE, or "neither": no yes/no token listed), or for every one (`all_bad`)."""
     all_bad = False
     ranking = "[2] > [1]"
-
-    def log_message(self, *args):
-        pass
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -258,14 +256,6 @@ class Judge(BaseHTTPRequestHandler):
         else:
             top = {"yes": yes, "no": -1.0}
         return self.answer({"choices": [{"text": "yes", "logprobs": {"top_logprobs": [top]}}]})
-
-    def answer(self, payload: dict) -> None:
-        data = json.dumps(payload).encode()   # NaN and -Infinity written as JSON's extension, as servers do
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
 
 @pytest.fixture()

@@ -10,10 +10,11 @@ import re
 import threading
 import time
 import zlib
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import numpy as np
 import pytest
+from fixtures.json_stub import JsonHandler
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -130,7 +131,7 @@ def test_progress_counts_windows_as_batches_finish(tiny_lm):
 
 # ---------------------------------------------------------------- a served model
 
-class Judge(BaseHTTPRequestHandler):
+class Judge(JsonHandler):
     """An OpenAI-compatible chat endpoint answering each window by the relevance written in its passages
     (`doc R`), prose for a window holding the word "garbage"; it records how many requests were in flight."""
     lock = threading.Lock()
@@ -138,9 +139,6 @@ class Judge(BaseHTTPRequestHandler):
     most = 0
     requests = 0
     hold = False   # a request waits (up to 0.5 s) for another to be in flight with it
-
-    def log_message(self, *args):  # quiet
-        pass
 
     def do_POST(self):
         with Judge.lock:
@@ -159,12 +157,7 @@ class Judge(BaseHTTPRequestHandler):
         found = re.findall(r"^\[(\d+)\] doc (\d+)", user, re.M)
         text = ("I would rather not say." if "garbage" in user else
                 " > ".join(f"[{i}]" for i, _ in sorted(found, key=lambda p: -int(p[1]))))
-        data = json.dumps({"choices": [{"message": {"role": "assistant", "content": text}}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.answer({"choices": [{"message": {"role": "assistant", "content": text}}]})
 
 
 @pytest.fixture()

@@ -7,10 +7,11 @@ import json
 import re
 import threading
 import zlib
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import numpy as np
 import pytest
+from fixtures.json_stub import JsonHandler
 
 DOCS = ["cats on a mat", "dogs in a park", "boats at sea", "trains at night", "cheese and bread"]
 
@@ -21,43 +22,32 @@ def fake_logprobs(text: str) -> tuple[float, float]:
     return -((h % 1000) / 100.0) - 0.01, -(((h >> 10) % 1000) / 100.0) - 0.01
 
 
-class Stub(BaseHTTPRequestHandler):
+class Stub(JsonHandler):
     seen: list[tuple[str, dict]] = []
     rank_answer = staticmethod(lambda n: " > ".join(f"[{i}]" for i in range(n, 0, -1)))
     drop_no = False
-
-    def log_message(self, *args):  # quiet
-        pass
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         Stub.seen.append((self.path, body))
         if body.get("model") != "judge-7b":
-            return self.answer(404, {"error": {"message": f"model {body.get('model')} not served"}})
+            return self.answer({"error": {"message": f"model {body.get('model')} not served"}}, 404)
         if self.path == "/v1/completions":
             yes, no = fake_logprobs(body["prompt"])
             top = {"yes": yes, "maybe": -12.0} if Stub.drop_no else {"yes": yes, "no": no, "maybe": -12.0}
-            return self.answer(200, {"choices": [{"text": "yes", "logprobs": {"top_logprobs": [top]}}]})
+            return self.answer({"choices": [{"text": "yes", "logprobs": {"top_logprobs": [top]}}]})
         if self.path == "/v1/chat/completions":
             user = body["messages"][-1]["content"]
             if body.get("logprobs"):
                 yes, no = fake_logprobs(user)
                 top = [{"token": "yes", "logprob": yes}, {"token": " no", "logprob": no}]
-                return self.answer(200, {"choices": [{"message": {"content": "yes"},
+                return self.answer({"choices": [{"message": {"content": "yes"},
                                                       "logprobs": {"content": [{"token": "yes", "logprob": yes,
                                                                                 "top_logprobs": top}]}}]})
             n = len(re.findall(r"^\[\d+\] ", user, re.M))
-            return self.answer(200, {"choices": [{"message": {"role": "assistant",
+            return self.answer({"choices": [{"message": {"role": "assistant",
                                                               "content": Stub.rank_answer(n)}}]})
-        return self.answer(404, {"error": "no such path"})
-
-    def answer(self, code: int, payload: dict) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        return self.answer({"error": "no such path"}, 404)
 
 
 @pytest.fixture()

@@ -136,25 +136,29 @@ class OnnxCross:
                                             session_options(optimized=dtype == "float32"),
                                             providers=["CPUExecutionProvider"])
 
+    def feed(self, enc: Sequence, rows: Sequence[int]) -> dict[str, np.ndarray]:
+        """The graph's inputs for the encodings `enc[rows]`, right-padded to the longest of them."""
+        width = max(len(enc[i].ids) for i in rows)
+        pad = int(self.config["pad_id"])
+        feed = {n: np.full((len(rows), width), pad if n == "input_ids" else 0, dtype=np.int64)
+                for n in self.config["inputs"]}
+        for r, i in enumerate(rows):
+            e, n = enc[i], len(enc[i].ids)
+            feed["input_ids"][r, :n] = e.ids
+            if "attention_mask" in feed:
+                feed["attention_mask"][r, :n] = 1
+            if "token_type_ids" in feed:
+                feed["token_type_ids"][r, :n] = e.type_ids
+        return feed
+
     def __call__(self, pairs: Sequence[tuple[str, str]], batch_size: int) -> np.ndarray:
         from engine.progress import advance
         enc = self.tokenizer.encode_batch([(q, d) for q, d in pairs]) if pairs else []
         out = np.zeros(len(enc), dtype=np.float64)
         order = sorted(range(len(enc)), key=lambda i: -len(enc[i].ids))
-        pad = int(self.config["pad_id"])
         for at in range(0, len(order), max(1, batch_size)):
             rows = order[at:at + batch_size]
-            width = len(enc[rows[0]].ids)
-            feed = {n: np.full((len(rows), width), pad if n == "input_ids" else 0, dtype=np.int64)
-                    for n in self.config["inputs"]}
-            for r, i in enumerate(rows):
-                e, n = enc[i], len(enc[i].ids)
-                feed["input_ids"][r, :n] = e.ids
-                if "attention_mask" in feed:
-                    feed["attention_mask"][r, :n] = 1
-                if "token_type_ids" in feed:
-                    feed["token_type_ids"][r, :n] = e.type_ids
-            logits = self.session.run(None, feed)[0]
+            logits = self.session.run(None, self.feed(enc, rows))[0]
             out[rows] = logits[:, -1] if logits.ndim == 2 else logits
             advance(len(rows))
         return out
