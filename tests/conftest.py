@@ -12,6 +12,7 @@ from typing import Callable
 
 import numpy as np
 import pytest
+from fixtures.word_tokenizer import LM_WORDS, word_tokenizer
 
 # Class-name embeddings of the offline bridge are cached; keep tests from writing to the user's home.
 os.environ.setdefault("ENGINE_CACHE", tempfile.mkdtemp(prefix="engine-test-cache-"))
@@ -244,29 +245,6 @@ def tiny_cross_spread(tmp_path_factory) -> Path:
     return build_tiny_cross(tmp_path_factory.mktemp("tiny-cross-spread"), init=0.2)
 
 
-LM_WORDS = ("yes no Yes No [ ] > 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 "
-            "30 the a of and to in is it for on with about document question animals food drink travel by water "
-            "cats dogs boats trains cheese rain music chess bread rivers stars maps title caption photo image")
-LM_CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-                    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
-LM_SPECIAL = ["<unk>", "<pad>", "<|im_start|>", "<|im_end|>"]
-
-
-def word_tokenizer(texts, special=LM_SPECIAL, chat_template=LM_CHAT_TEMPLATE):
-    """A word-level fast tokenizer (Whitespace pre-tokenizer) whose vocabulary holds every word of `texts`."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    from engine.core.encoders import torchvision_patch  # noqa: F401  (before transformers)
-    from transformers import PreTrainedTokenizerFast
-    pre = pre_tokenizers.Whitespace()
-    words = {w for t in texts for w, _ in pre.pre_tokenize_str(t)}
-    vocab = {w: i for i, w in enumerate(special + sorted(words - set(special)))}
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>",
-                                   eos_token="<|im_end|>", additional_special_tokens=special[2:])
-    fast.chat_template = chat_template
-    return fast
 
 
 @pytest.fixture(scope="session")
