@@ -226,7 +226,8 @@ def test_damaged_dev_side_is_stored_again(track, tmp_path: Path, saved, capsys):
 def test_cv_then_ranking_embed_the_dev_questions_once(track, tmp_path: Path, monkeypatch, encoder):
     embedded: list[int] = []
     real = mllm.embed
-    monkeypatch.setattr(mllm, "embed", lambda texts, model: embedded.append(len(texts)) or real(texts, model))
+    monkeypatch.setattr(mllm, "embed", lambda texts, model, encoder=None: embedded.append(len(texts))
+                        or real(texts, model, encoder))
 
     def engine_mllm(root: str, *more: str) -> None:
         result = CliRunner().invoke(app, ["mllm", "--dev-queries", str(track["dev"]), "--qrels", str(track["qrels"]),
@@ -573,16 +574,14 @@ def _as_tsv(tmp_path: Path, rows) -> Path:
     return write_tsv(tmp_path / "rows.tsv", rows)
 
 
-def test_discovery_questions_are_embedded_once_by_content(tmp_path: Path, monkeypatch):
+def test_discovery_questions_are_embedded_once_by_content(tmp_path: Path, monkeypatch, fake_encoder):
     """Each distinct discovery question is embedded once; a new dev side (another grade map) over the same
-    questions reuses the embeddings, while another model embeds again."""
+    questions reuses the embeddings, while another model, or the same one on the other runtime, embeds again."""
     files, emb, _, _ = planted_discovery(tmp_path, disc_per_topic=2)
     calls: list[int] = []
-
-    def fake(texts, model):
-        calls.append(len(texts))
-        return np.stack([np.frombuffer(t.encode().ljust(8, b"_")[:8], np.uint8).astype(np.float32) for t in texts])
-    monkeypatch.setattr(mllm, "embed", fake)
+    real = mllm.embed
+    monkeypatch.setattr(mllm, "embed", lambda texts, model, encoder=None: calls.append(len(texts))
+                        or real(texts, model, encoder))
     sides = [mllm.dev_side(files["dev"], files["qrels"], files["ids"],
                            MllmOptions(root=tmp_path / "idx", discovery=files["discovery"], targets=targets),
                            embeddings=emb) for targets in ("0:0,1:1.0,2:0.7", "0:0,1:1.0,2:0.5")]
@@ -591,6 +590,25 @@ def test_discovery_questions_are_embedded_once_by_content(tmp_path: Path, monkey
     assert np.array_equal(sides[0].arrays[mllm.DISCOVERY_EMB], sides[1].arrays[mllm.DISCOVERY_EMB])
     texts = mllm.embed_cached(["b", "a", "b"], "other-model", tmp_path / "cache")
     assert calls == [questions, 2] and np.array_equal(texts[0], texts[2])
+    assert np.array_equal(mllm.embed_cached(["b", "a"], "other-model", tmp_path / "cache"), texts[:2])
+    assert calls == [questions, 2]
+    loaded = mllm.question_encoder("other-model")
+    monkeypatch.setattr(mllm, "question_encoder", lambda model: replace(loaded, info={**loaded.info, "runtime": "onnx"}))
+    mllm.embed_cached(["b", "a"], "other-model", tmp_path / "cache")
+    assert calls == [questions, 2, 2]
+
+
+def test_questions_are_embedded_on_onnxruntime_as_torch_embeds_them(encoder):
+    """On the CPU the questions go through the encoder `engine build` encodes texts with (the model's
+    onnxruntime sessions, slices in parallel, longest first); their rows equal the torch model's, in order."""
+    from engine.core.encoders.registry import DEFAULT_TEXT_SPEC
+    assert mllm.question_encoder(DEFAULT_TEXT_SPEC).info["runtime"] == "onnx"
+    rng = np.random.default_rng(0)
+    texts = [_question(t % len(TOPICS), rng) + " and" * int(rng.integers(0, 40)) for t in range(70)] + ["x", "?"]
+    got = mllm.embed(texts, DEFAULT_TEXT_SPEC)
+    want = encoder.encode_texts(texts)
+    assert got.shape == want.shape and got.dtype == np.float32
+    assert (1 - np.sum(got * want, axis=1)).max() < 1e-5 and np.abs(got - want).max() < 1e-4
 
 
 def test_discovery_batches_take_integer_then_decimal_logprobs(tmp_path: Path, monkeypatch):

@@ -138,24 +138,44 @@ def labels() -> dict[str, str]:
 # ---------------------------------------------------------------- the stored dev side
 
 
-def embed(texts: Sequence[str], model: str) -> np.ndarray:
-    from engine.core.encoders.registry import load_encoder
-    encoder = load_encoder(model)
-    info(f"embedding {len(texts)} questions with {encoder.spec}")
-    return encoder.encode_texts(list(texts))
+def question_encoder(model: str):
+    """The encoder `engine build` encodes texts with here (`build_encoder`): on the CPU the model's onnxruntime
+    sessions, one slice of questions per core, where it exports; else the whole (torch) model."""
+    from engine.core.storage.builder.from_source import build_encoder
+    from engine.core.storage.builder.options import BuildOptions
+    return build_encoder(model, "text", BuildOptions(model=model))
+
+
+def embed(texts: Sequence[str], model: str, encoder=None) -> np.ndarray:
+    """The questions' rows, encoded by `encoder` (default: `question_encoder(model)`) as a build encodes texts."""
+    from engine.core.storage.builder.chunks import encode_texts
+    from engine.core.storage.builder.options import BuildOptions
+    encoder = encoder if encoder is not None else question_encoder(model)
+    info(f"embedding {len(texts)} questions with {encoder.spec} ({encoder.info.get('runtime', 'torch')})")
+    return encode_texts(encoder, texts, BuildOptions(), "questions")
+
+
+def encoder_identity(encoder, model: str) -> list:
+    """What computes the embeddings: the spec, the runtime (onnx or torch) and the model's files where the spec
+    names local ones (`fingerprint.model_identity`): another model, its files replaced, or the other runtime is
+    another key."""
+    from engine.core.ranking.rerankers.fingerprint import model_identity
+    return [encoder.spec, encoder.info.get("runtime", "torch"), model_identity("embed", model)]
 
 
 def embed_cached(texts: Sequence[str], model: str, folder: Path) -> np.ndarray:
-    """`embed`, each distinct text once, remembered under `folder` by the model spec and the texts' content: the
-    discovery set's ~15,000 questions are embedded once, not again when the dev files, the grade map or the
-    answers change."""
+    """`embed`, each distinct text once, remembered under `folder` by the encoder's identity (`encoder_identity`)
+    and the texts' content: the discovery set's ~15,000 questions are embedded once, not again when the dev
+    files, the grade map or the answers change."""
     import hashlib
     import json
 
     from engine.io.atomic import write_npy
 
     unique = list(dict.fromkeys(texts))
-    key = hashlib.sha256(json.dumps([model, unique], ensure_ascii=False).encode()).hexdigest()
+    encoder = question_encoder(model)
+    key = hashlib.sha256(json.dumps([encoder_identity(encoder, model), unique], ensure_ascii=False,
+                                    default=str).encode()).hexdigest()
     path = folder / f"{key}.npy"
     emb = None
     if path.is_file():
@@ -168,7 +188,7 @@ def embed_cached(texts: Sequence[str], model: str, folder: Path) -> np.ndarray:
         if emb is not None:
             info(f"reusing the embeddings of {len(unique)} questions in {path}")
     if emb is None:
-        emb = np.asarray(embed(unique, model), np.float32)
+        emb = np.asarray(embed(unique, model, encoder), np.float32)
         folder.mkdir(parents=True, exist_ok=True)
         write_npy(path, emb)
     at = {t: i for i, t in enumerate(unique)}

@@ -106,12 +106,18 @@ def encode_local(encoder, kind: str, items: Items, todo: Sequence[int], o: Build
 
 def _texts_longest_first(encoder, chunk: Sequence[Item], step: int, o: BuildOptions,
                          tick: Callable[[int], None] | None) -> dict[str, np.ndarray]:
-    """A chunk's texts encoded longest first, in slices of `step` (the progress bar's unit), rows put back in
-    the chunk's order: slices cut in input order pad every batch to a random neighbour's length, slices cut from
-    the chunk's length order pad as little as one `encode` over the chunk does. An encoder whose info says
-    `parallel` N (the CPU build's ONNX sessions: `from_source.build_encoder`) takes N slices at once."""
+    """A chunk's texts encoded by `texts_longest_first`, as the chunk's data."""
+    return chunk_data(texts_longest_first(encoder, [it.source for it in chunk], step, o.batch_size, tick),
+                      range(len(chunk)), [])
+
+
+def texts_longest_first(encoder, texts: Sequence[str], step: int, batch_size: int | str,
+                        tick: Callable[[int], None] | None = None) -> np.ndarray:
+    """Texts encoded longest first, in slices of `step` (the progress bar's unit), rows put back in the input's
+    order: slices cut in input order pad every batch to a random neighbour's length, slices cut from the length
+    order pad as little as one `encode` over them does. An encoder whose info says `parallel` N (the CPU build's
+    ONNX sessions: `from_source.build_encoder`) takes N slices at once."""
     from concurrent.futures import ThreadPoolExecutor
-    texts = [it.source for it in chunk]
     order = np.argsort(-np.fromiter(map(len, texts), np.int64, len(texts)), kind="stable")
     parallel = int(getattr(encoder, "info", {}).get("parallel", 1))
     if len(order) <= step * parallel:  # too few for a full slice each: dealt in turn (alike in length), to as
@@ -122,7 +128,7 @@ def _texts_longest_first(encoder, chunk: Sequence[Item], step: int, o: BuildOpti
     parts = [[texts[i] for i in g] for g in groups]
 
     def encode(part: list[str]) -> np.ndarray:
-        return np.asarray(encoder.encode_texts(part, batch_size=o.batch_size), dtype=np.float32)
+        return np.asarray(encoder.encode_texts(part, batch_size=batch_size), dtype=np.float32)
     parallel = min(parallel, len(parts))
     rows = []
     with ThreadPoolExecutor(parallel) if parallel > 1 else contextlib.nullcontext() as pool:
@@ -133,7 +139,18 @@ def _texts_longest_first(encoder, chunk: Sequence[Item], step: int, o: BuildOpti
     emb = np.concatenate(rows) if rows else np.zeros((0, 0), np.float32)
     out = np.empty_like(emb)
     out[np.concatenate(groups) if groups else order] = emb
-    return chunk_data(out, range(len(texts)), [])
+    return out
+
+
+def encode_texts(encoder, texts: Sequence[str], o: BuildOptions, what: str = "texts") -> np.ndarray:
+    """Texts held in memory (a task's questions) encoded as a build encodes a chunk's (`texts_longest_first`,
+    in slices of the build's size), with a progress bar: float32 rows in the texts' order."""
+    if len(texts) == 0:
+        return np.zeros((0, encoder.dim), np.float32)
+    step = max(PROGRESS_STEP, batch_size_for(o.batch_size, "text", o.device) * 4)
+    with make_progress() as bar:
+        task = bar.add_task(f"encoding {what}", total=len(texts))
+        return texts_longest_first(encoder, list(texts), step, o.batch_size, lambda n: bar.advance(task, n))
 
 
 def _joined(parts: list, step: int) -> dict[str, np.ndarray]:
