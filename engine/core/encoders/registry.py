@@ -117,11 +117,12 @@ def check_embeds(spec: str, kind: str, who: str = "model") -> None:
     refuse, is judged once it loads."""
     try:
         entry, arg = entry_for(spec)
+        if not entry.wraps and entry.modalities_fn and _function(entry.modalities_fn)(arg) is None:
+            return
+        known = modalities_of(spec)   # a wrapping spec (adapted:DIR): its base's, which may be unknown too
     except EngineError:
         return
-    if not entry.wraps and entry.modalities_fn and _function(entry.modalities_fn)(arg) is None:
-        return
-    if kind not in modalities_of(spec):
+    if kind not in known:
         raise EngineError(f"{who} {spec} cannot embed {kind}s; pick one of {', '.join(specs_for(kind))}")
 
 
