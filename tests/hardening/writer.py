@@ -10,6 +10,7 @@ from pathlib import Path
 def _shared_fixtures():
     """tests/conftest.py, loaded by its path: a child process has no pytest to load it."""
     import importlib.util
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # its `fixtures` package, as pytest finds it
     spec = importlib.util.spec_from_file_location("engine_tests_conftest", Path(__file__).resolve().parents[1] / "conftest.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
