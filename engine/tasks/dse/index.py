@@ -19,7 +19,8 @@ import numpy as np
 
 from engine.core.storage.index.bm25 import BM25Index
 from engine.core.collection import DEFAULT_ROOT, MANIFEST, Collection, collection_path
-from engine.core.encoders.registry import DEFAULT_TEXT_SPEC, load_encoder
+from engine.core.encoders import registry
+from engine.core.encoders.registry import DEFAULT_TEXT_SPEC
 from engine.core.encoders.base import Encoder
 from engine.errors import EngineError, opt
 from engine.io.options import BATCH_SIZE
@@ -111,7 +112,7 @@ def build_dse(datasets: str | os.PathLike, name: str = DEFAULT_NAME, root: str |
 
 
 def _build(folder: Path, name: str, root, datasets, records: list[dict], options: BuildOptions) -> Collection:
-    encoder = load_encoder(options.model)
+    encoder = registry.load_encoder(options.model)
     info(f"dse build: {len(records)} records → {folder} ({encoder.spec})")
     texts = {f: [r[f] for r in records] for f in FIELDS}
     texts["all"] = [record_text(r) for r in records]

@@ -15,7 +15,7 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from engine.core.encoders.registry import load_encoder
+from engine.core.encoders import registry
 from engine.core.encoders.base import IMAGE, TEXT, Encoder
 from engine.core.encoders.registry import entry_for, specs_for
 from engine.errors import EngineError, opt
@@ -142,10 +142,10 @@ def make_extractor(image_spec: str = ExtractOptions.image_model,
     if len(clip_specs) > 1:
         raise EngineError(f"two different CLIP models ({', '.join(sorted(clip_specs))}); give the same spec as "
                           f"{opt('image_model')} and {opt('text_model')}")
-    clip = load_encoder(clip_specs.pop()) if clip_specs else None
+    clip = registry.load_encoder(clip_specs.pop()) if clip_specs else None
     joint: Encoder | None = None
     if wants_joint:
-        joint = clip if is_clip(joint_spec) else load_encoder(joint_spec)
+        joint = clip if is_clip(joint_spec) else registry.load_encoder(joint_spec)
         if not {TEXT, IMAGE} <= set(joint.modalities):
             raise EngineError(f"text model {joint_spec!r} is not an image–text encoder; use "
                               f"{' or '.join(image_text_specs())}")
@@ -171,7 +171,7 @@ def make_extractor(image_spec: str = ExtractOptions.image_model,
         return feats
 
     feeder = Encoder(spec="lora-features", dim=0, modalities=frozenset({IMAGE}), preprocess=preprocess)
-    pooled_spec = clip.spec if image_is_clip and clip is not None else load_encoder(image_spec).spec
+    pooled_spec = clip.spec if image_is_clip and clip is not None else registry.load_encoder(image_spec).spec
     return Extractor(pooled_spec, joint.spec if joint is not None else "none", feeder, run, joint)
 
 
