@@ -237,11 +237,17 @@ class StoredCollection:
                 with open(self.file("items"), encoding="utf-8") as fh:
                     self._items = self._checked_rows([json.loads(line) for line in fh if line.strip()])
             except FileNotFoundError:
-                raise self._gone() if self._rebuilt() else EngineError(
-                    f"{self.file('items')} is missing; {rebuild_hint(self.name)}") from None
+                raise self._missing("items") from None
             except (ValueError, UnicodeDecodeError) as exc:
                 raise EngineError(f"{self.file('items')}: damaged ({exc}); {rebuild_hint(self.name)}") from None
         return self._items
+
+    def _missing(self, role: str) -> EngineError:
+        """A role's file gone between finding it and opening it: a commit of a rebuild (open again), or damage."""
+        if self._rebuilt():
+            return self._gone()
+        return EngineError(f"{self.path / self.manifest.get('roles', {}).get(role, role)} is missing; "
+                           f"{rebuild_hint(self.name)}")
 
     @property
     def ids(self) -> list[str]:
@@ -258,14 +264,22 @@ class StoredCollection:
 
     def item_lines(self, rows: Sequence[int]) -> list[bytes]:
         """The items rows at these positions as stored (bytes, unparsed), reading only their lines."""
-        return generations.raw_lines(self.file("items"), self.item_offsets(), rows)
+        offsets = self.item_offsets()
+        try:
+            return generations.raw_lines(self.file("items"), offsets, rows)
+        except FileNotFoundError:   # a rebuild's commit between finding the file and opening it
+            raise self._missing("items") from None
 
     def item_offsets(self) -> np.ndarray:
         """Each items row's first byte and the file's end (mapped from the role, or found by a scan once)."""
         if self._offsets is None:
             roles = self.manifest.get("roles", {})
-            offsets = np.load(self.file("item_offsets"), mmap_mode="r") if "item_offsets" in roles \
-                else generations.line_offsets(self.file("items"))
+            role = "item_offsets" if "item_offsets" in roles else "items"
+            try:
+                offsets = np.load(self.file(role), mmap_mode="r") if role == "item_offsets" \
+                    else generations.line_offsets(self.file("items"))
+            except FileNotFoundError:   # a rebuild's commit between finding the file and opening it
+                raise self._missing(role) from None
             if len(offsets) != len(self) + 1:
                 raise EngineError(f"{self.file('items')} holds {len(offsets) - 1} rows, the manifest says "
                                   f"{len(self)}; {rebuild_hint(self.name)}")
