@@ -143,7 +143,8 @@ def paired(spec: str, work_file: Path, runs: int, threads: int, tmp: Path) -> di
     diff = max(float(np.max(np.abs(np.asarray(x) - np.asarray(y)))) for x, y in zip(ea["scores"], pb["scores"]))
     med = lambda rows, key: statistics.median(r[key] for r in rows)  # noqa: E731
     pairs = sum(len(s) for s in ea["scores"])
-    return {"spec": spec, "runs": runs, "pairs": pairs,
+    kind, _, arg = spec.partition(":")
+    return {"spec": f"{kind}:{Path(arg).name}" if "/" in arg else spec, "runs": runs, "pairs": pairs,
             "engine_cpu_s": med(a, "cpu_s"), "plain_cpu_s": med(b, "cpu_s"),
             "engine_wall_s": med(a, "wall_s"), "plain_wall_s": med(b, "wall_s"),
             "cpu_ratio": statistics.median(x["cpu_s"] / y["cpu_s"] for x, y in zip(a, b)),

@@ -96,7 +96,7 @@ def compare(spec: str, items, rounds: int | None, runs: int) -> dict:
         same &= all(np.array_equal(a, b) for a, b in zip(got["alone"], got["together"]))
     cpu_ratio = [t[0] / a[0] for a, t in zip(rows["alone"], rows["together"])]
     wall_ratio = [t[1] / a[1] for a, t in zip(rows["alone"], rows["together"])]
-    return {"spec": spec, "rounds": rounds, "queries": len(items), "candidates": len(items[0][1]), "runs": runs,
+    return {"spec": spec_shown(spec), "rounds": rounds, "queries": len(items), "candidates": len(items[0][1]), "runs": runs,
             "windows": together.unread()[1] // runs, "unread_windows": together.unread()[0] // runs,
             "calls_alone": rows["alone"][0][2], "calls_together": rows["together"][0][2],
             "cpu_s_alone": statistics.median(a[0] for a in rows["alone"]),
@@ -106,6 +106,12 @@ def compare(spec: str, items, rounds: int | None, runs: int) -> dict:
             "cpu_ratio": statistics.median(cpu_ratio), "cpu_ratio_range": [min(cpu_ratio), max(cpu_ratio)],
             "wall_ratio": statistics.median(wall_ratio), "same_scores": bool(same),
             "alone": rows["alone"], "together": rows["together"]}
+
+
+def spec_shown(spec: str) -> str:
+    """The spec as the results file records it: a model folder by its name (the temporary folder is not kept)."""
+    kind, _, arg = spec.partition(":")
+    return f"{kind}:{Path(arg).name}" if "/" in arg else spec
 
 
 def main() -> None:
@@ -154,7 +160,7 @@ def main() -> None:
     out = Path(args.out)
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps({"rows": rows, "threads": torch.get_num_threads(), "loadavg": load,
-                               "args": vars(args)}, indent=2))
+                               "args": {**vars(args), "out": out.name}}, indent=2))
     print(f"wrote {out}")
 
 
