@@ -14,6 +14,17 @@ import numpy as np
 import pytest
 from fixtures.word_tokenizer import LM_WORDS, word_tokenizer
 
+def pytest_sessionstart(session) -> None:
+    """One line, not an import error per test module, when this Python lacks the package or its test extras."""
+    try:
+        import engine  # noqa: F401
+        import typer  # noqa: F401
+    except ModuleNotFoundError as exc:
+        pytest.exit(f"{sys.executable} cannot import {exc.name!r}: run the tests in the environment the README's "
+                    "test command makes (`. .venv/bin/activate` first, or `pip install torch==2.13.0 -e \".[test]\"` "
+                    "into this one)", returncode=4)
+
+
 # Class-name embeddings of the offline bridge are cached; keep tests from writing to the user's home.
 os.environ.setdefault("ENGINE_CACHE", tempfile.mkdtemp(prefix="engine-test-cache-"))
 

@@ -41,12 +41,10 @@ def index_family(col, role: str, queries: Sequence[str], batch: int, k: int, tim
     if role == "sparse":
         from engine.core.encoders.sparse import encode_sparse as encode, sparse_model_name as model_name
         from engine.core.ranking.pipeline.sparse import Sparse as StageClass
-        from engine.core.storage.index.sparse import SparseIndex as Index
     else:
         from engine.core.encoders.multivector import encode_tokens as encode, model_name
         from engine.core.ranking.pipeline.multivector import MultiVector as StageClass
-        from engine.core.storage.index.multivector import MultiVectorIndex as Index
-    spec = str(Index.load(col.file(role)).meta.get("spec", ""))
+    spec = str(StageClass.load(col.file(role)).meta.get("spec", ""))
     name = model_name(spec)
     out: dict = {"spec": spec, "index_bytes": folder_bytes(col.file(role))}
     docs = document_texts(col, batch * 4)

@@ -240,21 +240,21 @@ class FlatFile:
                 part = np.asarray(self.vectors[lo:lo + self.block], dtype=np.float32)
                 fh.write(np.ascontiguousarray(l2_normalize(part) if self.normalize else part).tobytes())
 
-    def write_header(self, path) -> bool:
+    def write_header(self, path) -> None:
         """Only the header of the index `write` writes (its count and width, no rows): the collection's
         embeddings role holds the rows (`read_flat_over`), so each vector is written once. Made without
-        importing FAISS (`flat_ip_header`, the layout the store checks on open); True: it was written."""
+        importing FAISS (`flat_ip_header`, the layout the store checks on open)."""
         n, dim = self.vectors.shape
         with open(path, "wb") as fh:
             fh.write(flat_ip_header(n, dim))
-        return True
 
 
 def save_collection_index(index, path, manifest: dict, header_only: bool) -> None:
     """A collection's `index` role: a Flat index as a header over the embeddings role (`header_only`: the
     embeddings written are the index's rows), any other index whole; `manifest` records which and the
     index's resident bytes."""
-    if header_only and isinstance(index, FlatFile) and index.write_header(path):
+    if header_only and isinstance(index, FlatFile):
+        index.write_header(path)
         manifest[VECTORS_IN] = "embeddings"
         manifest["index_bytes"] = int(index.vectors.shape[0]) * int(index.vectors.shape[1]) * 4
         return
