@@ -50,7 +50,7 @@ def index_family(col, role: str, queries: Sequence[str], batch: int, k: int, tim
     name = model_name(spec)
     out: dict = {"spec": spec, "index_bytes": folder_bytes(col.file(role))}
     docs = document_texts(col, batch * 4) if images is None else list(images)
-    out["documents"] = "documents" if images is None else "page images"
+    out["documents"] = "documents" if images is None else "pages"
     if images is not None:
         from engine.core.encoders.multivector import encode_image_tokens
 
