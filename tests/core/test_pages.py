@@ -143,3 +143,16 @@ def test_maxsim_of_a_text_model_refused_on_page_candidates(run_cli, pages, tmp_p
     colbert = build_tiny_colbert(tmp_path / "colbert")
     code, _, err = run_cli("search", "pages", "a map", "--rerank", f"maxsim:{colbert}", "--root", pages / "idx")
     assert code != 0 and "holds images" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_maxsim_scores_an_unreadable_page_last(pages, tiny_colqwen2, tmp_path):
+    from engine.core.ranking.rerankers.spec import RerankerSpec
+    reranker = RerankerSpec.parse(f"maxsim:{tiny_colqwen2}").load()
+    assert reranker.candidates == {"text", "image"}
+    (tmp_path / "broken.png").write_bytes(b"not an image")
+    files = [str(pages / "pages" / "p03.png"), str(tmp_path / "broken.png"), str(tmp_path / "gone.png"),
+             str(pages / "pages" / "p07.png")]
+    got = reranker.score(QUERIES[1], files, "image")
+    ids, scores = reference(tiny_colqwen2, pages / "pages", QUERIES[1:2])
+    assert np.isneginf(got[1:3]).all()
+    np.testing.assert_allclose(got[[0, 3]], scores[0][[ids.index("p03"), ids.index("p07")]], rtol=1e-5)

@@ -100,25 +100,30 @@ def check_images(spec: str, modalities=None) -> None:
                           "transformers *ForRetrieval checkpoint)")
 
 
-def encode_image_tokens(name: str, files: Sequence[str], batch_size: int = 8) -> list[np.ndarray]:
+def encode_image_tokens(name: str, files: Sequence[str], batch_size: int = 8,
+                        unreadable_ok: bool = False) -> list[np.ndarray | None]:
     """Each image file's token vectors (float32, tokens × dim) from the model's document side, read
     `batch_size` images at a time (the engine's robust reader: upright, RGB); an unreadable file is refused
-    naming it."""
+    naming it, or with `unreadable_ok` gets None (a reranker's candidate whose file went away)."""
     from engine.core.images import ImageReadError, load_image
     if not files:
         return []
     model = load_multivector_model(name)
     check_images(name, getattr(model, "modalities", None) or ())
-    out: list[np.ndarray] = []
+    out: list[np.ndarray | None] = []
     for start in range(0, len(files), batch_size):
-        batch = []
+        batch: list = []
         for f in files[start:start + batch_size]:
             try:
                 batch.append(load_image(f))
             except ImageReadError as exc:
-                raise EngineError(f"{f}: {exc}") from None
-        got = model.encode_document(batch, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False)
-        out.extend(np.asarray(x, dtype=np.float32) for x in got)
+                if not unreadable_ok:
+                    raise EngineError(f"{f}: {exc}") from None
+                batch.append(None)
+        images = [b for b in batch if b is not None]
+        got = iter(model.encode_document(images, batch_size=batch_size, convert_to_numpy=True,
+                                         show_progress_bar=False) if images else [])
+        out.extend(None if b is None else np.asarray(next(got), dtype=np.float32) for b in batch)
     return out
 
 

@@ -39,16 +39,10 @@ class MaxSimReranker(Reranker):
         q = encode_tokens(self.name, [query], query=True)[0]
         if kind != IMAGE:
             return maxsim(q, encode_tokens(self.name, docs, query=False))
-        from engine.core.images import ImageReadError, load_image
-        readable = []
-        for n, f in enumerate(docs):
-            try:
-                load_image(f)
-                readable.append(n)
-            except ImageReadError:
-                pass
+        tokens = encode_image_tokens(self.name, docs, unreadable_ok=True)
+        readable = [n for n, t in enumerate(tokens) if t is not None]
         out = np.full(len(docs), -np.inf)
-        out[readable] = maxsim(q, encode_image_tokens(self.name, [docs[n] for n in readable]))
+        out[readable] = maxsim(q, [tokens[n] for n in readable])
         return out
 
 
