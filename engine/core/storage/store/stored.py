@@ -322,7 +322,6 @@ class StoredCollection:
         out["path"] = str(self.path)
         return out
 
-
     def _learned_families(self) -> dict[str, str]:
         """{role: "SPEC (family)"} of the learned indexes kept beside the vectors (their JSON's spec)."""
         from engine.core.encoders.registry import role_family
