@@ -156,3 +156,35 @@ def test_maxsim_scores_an_unreadable_page_last(pages, tiny_colqwen2, tmp_path):
     ids, scores = reference(tiny_colqwen2, pages / "pages", QUERIES[1:2])
     assert np.isneginf(got[1:3]).all()
     np.testing.assert_allclose(got[[0, 3]], scores[0][[ids.index("p03"), ids.index("p07")]], rtol=1e-5)
+
+
+def test_sync_delete_and_compact_keep_the_page_index_aligned(run_cli, pages, tiny_colqwen2, joint_encoder, tmp_path):
+    """A folder's vanished pages (`--sync`), a delete that marks rows and the compaction that drops them leave
+    the multi-vector index ranking the pages left as sentence-transformers does over them."""
+    folder, root = tmp_path / "few", tmp_path / "idx"
+    folder.mkdir()
+    for f in sorted((pages / "pages").glob("*.png"))[:8]:
+        shutil.copy(f, folder / f.name)
+    code, _, err = run_cli("build", "few", "--images", folder, "--multivector", f"multivector:{tiny_colqwen2}",
+                           "--root", root, "-q")
+    assert code == 0, err
+
+    def ranked() -> list[list[str]]:
+        return run_pipeline(run_cli, tmp_path, 'multivector("few", k=10)', QUERIES)[0]
+
+    (folder / "p01.png").unlink()
+    (folder / "p06.png").unlink()
+    code, _, err = run_cli("build", "few", "--images", folder, "--sync", "--root", root, "-q")
+    assert code == 0, err
+    assert ranked() == top10(*reference(tiny_colqwen2, folder, QUERIES, stored=True))
+    (tmp_path / "gone.txt").write_text("p03\n")
+    code, _, err = run_cli("delete", "few", "--ids", tmp_path / "gone.txt", "--root", root, "-q")
+    assert code == 0, err
+    (folder / "p03.png").unlink()
+    want = top10(*reference(tiny_colqwen2, folder, QUERIES, stored=True))
+    assert ranked() == want
+    code, _, err = run_cli("compact", "few", "--root", root, "-q")
+    assert code == 0, err
+    from engine.core.storage.index.multivector import MultiVectorIndex
+    assert MultiVectorIndex.load(next((root / "few").glob("multivector*"))).meta["count"] == 5
+    assert ranked() == want

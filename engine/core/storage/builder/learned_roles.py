@@ -5,17 +5,21 @@ a MultiVectorEncoder's token vectors, their fixed-dimensional encodings and the 
 An image collection keeps a `multivector` role too where the model embeds images (a ColPali/ColQwen2 page
 retriever): each image's token vectors, in the same index, searched by the same stage.
 
-Like the BM25 role, a commit that changes the rows through a build (`--add`, `--update`) rebuilds them over
-every row with the model they were built with, so they never drift from the vectors; each records the rows it
-covers, and a search refuses one that no longer matches them."""
+Like the BM25 role, a commit that changes the rows through a build (`--add`, `--update`, `--sync`) or drops
+rows (a delete's compaction, `engine compact`) rebuilds them over every row kept with the model they were built
+with, so they never drift from the vectors; a delete that only marks rows keeps them (the stages skip the
+marked rows). Each records the rows it covers, and a search refuses one that no longer matches them."""
 from __future__ import annotations
 
 from typing import Any, Sequence
 
+from engine.core.storage.builder.lexical import stored_texts
 from engine.core.storage.index.multivector import ROLE as MULTIVECTOR, STORES, MultiVectorIndex
 from engine.core.storage.index.sparse import ROLE as SPARSE, SparseIndex
 from engine.core.storage.store.generations import FileWriter
 from engine.errors import EngineError, opt
+
+LEARNED_ROLES = (SPARSE, MULTIVECTOR)
 
 
 def check_learned(sparse: str | None, multivector: str | None, store: str, kind: str | None) -> None:
@@ -91,3 +95,19 @@ def old_store(old: Any) -> str | None:
     if old is None or MULTIVECTOR not in old.manifest.get("roles", {}):
         return None
     return MultiVectorIndex.load(old.file(MULTIVECTOR)).meta.get("store")
+
+
+def kept_learned_files(old: Any, kept_rows: Sequence[dict], o: Any) -> dict[str, FileWriter]:
+    """`old`'s learned roles over the rows a commit keeps of it (`kept_rows`, its items rows in order: a
+    compaction, an update or sync that only drops rows), rebuilt with their own models (`o`: the build options,
+    for the batch size); none where it has none."""
+    if not any(role in old.manifest.get("roles", {}) for role in LEARNED_ROLES):
+        return {}
+    from engine.core.storage.store.stored import IMAGE_FILES
+    ids = [r["id"] for r in kept_rows]
+    if old.kind == "image":
+        files = old.document(IMAGE_FILES)
+        documents = [files[i] for i in ids]
+    else:
+        documents = stored_texts(kept_rows, old.manifest.get("text_fields"))
+    return learned_files(old, o, ids, documents, old.kind)
