@@ -139,8 +139,10 @@ def test_a_text_only_model_on_images_is_refused_before_anything_loads(run_cli, p
     assert fake_encoder["loads"] == 0
 
 
-def test_maxsim_of_a_text_model_refused_on_page_candidates(run_cli, pages, tmp_path, joint_encoder):
+def test_maxsim_of_a_text_model_refused_on_page_candidates(run_cli, pages, tmp_path, joint_encoder, monkeypatch):
+    from engine.core.encoders import multivector
     colbert = build_tiny_colbert(tmp_path / "colbert")
+    monkeypatch.setattr(multivector, "load_multivector_model", lambda name: pytest.fail("a model loaded"))
     code, _, err = run_cli("search", "pages", "a map", "--rerank", f"maxsim:{colbert}", "--root", pages / "idx")
     assert code != 0 and "holds images" in err and len(err.strip().splitlines()) == 1, err
 
