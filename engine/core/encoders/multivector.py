@@ -95,7 +95,8 @@ def check_images(spec: str, modalities=None) -> None:
     name = model_name(spec)
     known = model_modalities(name) if modalities is None else frozenset(modalities)
     if known is not None and IMAGE not in known:
-        raise EngineError(f"multi-vector model {spec} embeds texts only (its files say so); image collections "
+        said = "its files say so" if modalities is None else "as loaded"
+        raise EngineError(f"multi-vector model {spec} embeds texts only ({said}); image collections "
                           "need a page retriever whose modalities include images (ColPali, ColQwen2: a "
                           "transformers *ForRetrieval checkpoint)")
 
