@@ -58,7 +58,7 @@ FAMILY_ROWS = (("image_text", "encode_image_single", "image–text: encode image
                ("image_text", "encode_images_batch", "image–text: encode images (batch)"),
                ("sparse", "encode_documents_batch", "sparse: encode documents (batch)"),
                ("sparse", "search_single", "sparse: search (single)"),
-               ("multivector", "encode_documents_batch", "multivector: encode documents (batch)"),
+               ("multivector", "encode_documents_batch", "multivector: encode {documents} (batch)"),
                ("multivector", "search_single", "multivector: search (single)"),
                ("rerank", "rerank_single", "rerank {spec} top {depth} (single)"))
 """`engine bench`'s rows of the model families (engine.core.bench_families): family, measurement, label."""
@@ -66,7 +66,8 @@ FAMILY_ROWS = (("image_text", "encode_image_single", "image–text: encode image
 
 def family_rows(families: dict) -> list[tuple[str, dict]]:
     """(label, latency stats) of each family measurement a bench result holds, in FAMILY_ROWS order."""
-    return [(label.format(**{k: v for k, v in families[family].items() if k in ("spec", "depth")}),
+    return [(label.format(**{"documents": "documents",
+                             **{k: v for k, v in families[family].items() if k in ("spec", "depth", "documents")}}),
              families[family][key])
             for family, key, label in FAMILY_ROWS if key in families.get(family, {})]
 

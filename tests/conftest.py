@@ -158,6 +158,12 @@ HEAVY_MODULES = ("torch", "torchvision", "timm", "sentence_transformers", "trans
 
 
 @pytest.fixture(scope="session")
+def joint_load() -> Callable:
+    """The fake joint encoder's loader, for `install_fake(monkeypatch, joint_load)` in a module's builds."""
+    return lambda spec: fake_load(spec, joint=True)
+
+
+@pytest.fixture(scope="session")
 def image_query_in_new_process() -> Callable[..., tuple[str, str]]:
     """`(root, name, photo, *more_heavy)` → the top id of an image query in a fresh Python, and which of
     `HEAVY_MODULES` (and `more_heavy`) it imported, as the printed sorted list."""

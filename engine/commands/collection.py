@@ -78,7 +78,8 @@ class BuildCommandOptions:
         = BUILD.sparse
     multivector: Annotated[Optional[str], cli(typer.Option("--multivector", metavar="multivector:NAME_OR_DIR",
                            help="Also store a late-interaction model's (ColBERT, a MultiVectorEncoder) token vectors "
-                           "of the texts and their fixed-dimensional encodings: the pipeline stage "
+                           "of the texts — or, with --images and a page retriever (ColPali, ColQwen2), of the "
+                           "images — and their fixed-dimensional encodings: the pipeline stage "
                            "multivector(NAME) ranks by exact MaxSim over their candidates."))] = BUILD.multivector
     multivector_store: Annotated[str, cli(typer.Option("--multivector-store", help="How --multivector keeps token "
                                  "vectors: float16, or int8 with one scale a vector (half the disk)."))] \

@@ -158,7 +158,8 @@ def bench_families(col, texts: Sequence[str], batch: int, k: int, timed: Callabl
     roles = col.manifest.get("roles") or {}
     for role in ("sparse", "multivector"):
         if role in roles and texts:
-            out[role] = fam.index_family(col, role, texts, batch, k, timed)
+            pages = image_files(col, batch * 4) if col.kind == "image" and role == "multivector" else None
+            out[role] = fam.index_family(col, role, texts, batch, k, timed, pages)
     if rerank is not None:
         if not texts:
             from engine.errors import EngineError

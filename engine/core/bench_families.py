@@ -1,7 +1,7 @@
 """What `engine bench` times of the model families beside the dense index (docs/models.md), each through the
 code a search runs: an image–text encoder's image side (query images one at a time, and batches of the
 collection's own images: the build's rate), a collection's learned sparse and multi-vector indexes (the
-documents encoded in batches by the index's model: the build's rate; the `sparse(…)` and `multivector(…)`
+documents (an image collection's page images) encoded in batches by the index's model: the build's rate; the `sparse(…)` and `multivector(…)`
 stages one query at a time: the query's encoding, the index's search and the hits) and a reranker over the
 dense top `depth` (`--rerank maxsim:DIR`: the `rerank(…)` stage, documents encoded on the fly)."""
 from __future__ import annotations
@@ -33,9 +33,11 @@ def image_family(col, images: Sequence[str], batch: int, timed: Timed) -> dict:
                                          per_call_items=len(batches[0]))}
 
 
-def index_family(col, role: str, queries: Sequence[str], batch: int, k: int, timed: Timed) -> dict:
+def index_family(col, role: str, queries: Sequence[str], batch: int, k: int, timed: Timed,
+                 images: Sequence[str] | None = None) -> dict:
     """A learned sparse (`role` "sparse") or multi-vector ("multivector") index: its model encoding the
-    collection's documents in batches, and its stage answering one query at a time."""
+    collection's documents in batches (an image collection's: `images`, some of its own files), and its stage
+    answering one query at a time."""
     from engine.core.ranking.pipeline import Context, Query
     from engine.core.ranking.pipeline.run import run_pipeline
     if role == "sparse":
@@ -47,10 +49,16 @@ def index_family(col, role: str, queries: Sequence[str], batch: int, k: int, tim
     spec = str(StageClass.load(col.file(role)).meta.get("spec", ""))
     name = model_name(spec)
     out: dict = {"spec": spec, "index_bytes": folder_bytes(col.file(role))}
-    docs = document_texts(col, batch * 4)
+    docs = document_texts(col, batch * 4) if images is None else list(images)
+    out["documents"] = "documents" if images is None else "pages"
+    if images is not None:
+        from engine.core.encoders.multivector import encode_image_tokens
+
+        def encode(name: str, files: Sequence[str], query: bool, batch_size: int) -> list:
+            return encode_image_tokens(name, files, batch_size)
     if docs:
         chunks = [docs[i:i + batch] for i in range(0, len(docs), batch)]
-        out["encode_documents_batch"] = timed(f"{role}: encoding documents in batches of {len(chunks[0])}",
+        out["encode_documents_batch"] = timed(f"{role}: encoding {out['documents']} in batches of {len(chunks[0])}",
                                               lambda i: encode(name, chunks[i], query=False, batch_size=batch),
                                               len(chunks), 1, per_call_items=len(chunks[0]))
     stage, ctx = StageClass(col.path.name, k=k), Context(root=col.path.parent)

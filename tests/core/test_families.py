@@ -334,7 +334,7 @@ def test_image_text_model_on_ray_refused_in_one_line(run_cli, tiny_clip, photos,
     assert code != 0 and "sizes images with its own processor" in err and len(err.strip().splitlines()) == 1, err
 
 
-def test_add_rebuilds_the_learned_indexes_over_every_row(run_cli, tiny_splade, tiny_colbert, fake_encoder, tmp_path):
+def test_add_and_update_rebuild_the_learned_indexes_over_every_row(run_cli, tiny_splade, tiny_colbert, fake_encoder, tmp_path):
     from engine.core.storage.index.multivector import MultiVectorIndex
     from engine.core.storage.index.sparse import SparseIndex
     (tmp_path / "a.csv").write_text("id,text\n" + "".join(f"d{i:02d},{t}\n" for i, t in enumerate(DOCS[:3])))
@@ -359,6 +359,15 @@ def test_add_rebuilds_the_learned_indexes_over_every_row(run_cli, tiny_splade, t
     code, _, err = run_cli("build", "docs", "--texts", tmp_path / "b.csv", "--add", "--sparse", "sparse:other",
                            "--root", root)
     assert code != 0 and "keeps a sparse index of" in err
+    (tmp_path / "c.csv").write_text(f"id,text\nd01,{DOCS[7]}\n")  # --update re-encodes d01: both rebuilt
+    code, _, err = run_cli("build", "docs", "--texts", tmp_path / "c.csv", "--add", "--update", "--root", root, "-q")
+    assert code == 0, err
+    (tmp_path / "q.tsv").write_text(f"q\t{DOCS[7]}\n")
+    for stage in ('sparse("docs", k=1)', 'multivector("docs", k=1)'):
+        (tmp_path / "p.toml").write_text(f"pipeline = '{stage}'\n")
+        code, _, err = run_cli("pipeline", "run", tmp_path / "p.toml", "--queries", tmp_path / "q.tsv", "--out",
+                               tmp_path / "p.run", "--root", root, "--no-cache", "-q")
+        assert code == 0 and (tmp_path / "p.run").read_text().split()[2] == "d01", (stage, err)
 
 
 def test_bench_times_every_family_a_collection_carries(run_cli, sparse_collection, tiny_colbert, fake_encoder,

@@ -5,6 +5,11 @@ A text becomes one vector per token; a query scores a document by MaxSim: for ea
 document token, summed. The query and document sides go through the model's `encode_query` /
 `encode_document` (their prefixes, lengths and masks), and `maxsim` here is the same sum
 sentence-transformers' `similarity` computes, so a ranking equals the library's own brute force.
+
+Page retrievers (ColPali, ColQwen2, ColModernVBert: transformers' `*ForRetrieval` checkpoints) load the same
+way with text and image modalities: a page image becomes one vector per token of its image input (its patches
+and the model's visual prompt), a text query one per token, scored by the same MaxSim. Which modalities a
+model has is read from its files before it loads (`model_modalities`).
 """
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
+from engine.core.encoders.base import IMAGE, TEXT
 from engine.errors import EngineError
 
 PREFIX = "multivector"
@@ -49,6 +55,77 @@ def load_multivector_model(name: str):
         raise EngineError(f"multi-vector model {name!r} scores by {model.similarity_fn_name}; the engine scores "
                           "late interaction by MaxSim")
     return model
+
+
+def model_modalities(name: str) -> frozenset[str] | None:
+    """What the MultiVectorEncoder `name` embeds, read from its files (no model loads), as sentence-transformers
+    decides it: a saved model's first module's `modality_config` (modules.json), else a transformers checkpoint
+    whose architecture is a `*ForRetrieval` page retriever (ColPali, ColQwen2: text and image), else text; None
+    where the files are not here (a hub name not in the cache: judged once it loads)."""
+    import json
+
+    from engine.core.encoders.sbert import model_file, spec_modalities
+    found = spec_modalities(name)
+    if found is not None:
+        return found
+    config = model_file(name, "config.json")
+    if config is None:
+        return None
+    try:
+        architectures = json.loads(config.read_text(encoding="utf-8")).get("architectures")
+    except (OSError, ValueError, AttributeError):
+        return None
+    retriever = any(str(a).endswith("ForRetrieval") for a in architectures or [])
+    return frozenset({TEXT, IMAGE}) if retriever else frozenset({TEXT})
+
+
+def family(spec: str) -> str:
+    """How `engine info` names a multi-vector index's model by what it embeds (read from its files)."""
+    try:
+        known = model_modalities(model_name(spec))
+    except EngineError:  # the model's folder is gone: the index still opens, its queries will say so
+        known = None
+    what = "" if known is None else ", text → page images" if IMAGE in known else ", text"
+    return f"late interaction (MultiVectorEncoder){what}"
+
+
+def check_images(spec: str, modalities=None) -> None:
+    """Refuse a multi-vector model that cannot embed page images, in one line: before it loads where its files
+    say so (`modalities` None: read them), after, from the loaded model's own."""
+    name = model_name(spec)
+    known = model_modalities(name) if modalities is None else frozenset(modalities)
+    if known is not None and IMAGE not in known:
+        said = "its files say so" if modalities is None else "as loaded"
+        raise EngineError(f"multi-vector model {spec} embeds texts only ({said}); image collections "
+                          "need a page retriever whose modalities include images (ColPali, ColQwen2: a "
+                          "transformers *ForRetrieval checkpoint)")
+
+
+def encode_image_tokens(name: str, files: Sequence[str], batch_size: int = 8,
+                        unreadable_ok: bool = False) -> list[np.ndarray | None]:
+    """Each image file's token vectors (float32, tokens × dim) from the model's document side, read
+    `batch_size` images at a time (the engine's robust reader: upright, RGB); an unreadable file is refused
+    naming it, or with `unreadable_ok` gets None (a reranker's candidate whose file went away)."""
+    from engine.core.images import ImageReadError, load_image
+    if not files:
+        return []
+    model = load_multivector_model(name)
+    check_images(name, getattr(model, "modalities", None) or ())
+    out: list[np.ndarray | None] = []
+    for start in range(0, len(files), batch_size):
+        batch: list = []
+        for f in files[start:start + batch_size]:
+            try:
+                batch.append(load_image(f))
+            except ImageReadError as exc:
+                if not unreadable_ok:
+                    raise EngineError(f"{f}: {exc}") from None
+                batch.append(None)
+        images = [b for b in batch if b is not None]
+        got = iter(model.encode_document(images, batch_size=batch_size, convert_to_numpy=True,
+                                         show_progress_bar=False) if images else [])
+        out.extend(None if b is None else np.asarray(next(got), dtype=np.float32) for b in batch)
+    return out
 
 
 def encode_tokens(name: str, texts: Sequence[str], query: bool, batch_size: int = 32) -> list[np.ndarray]:

@@ -143,6 +143,14 @@ def family_of(spec: str) -> str:
     return f"{entry.syntax} ({entry.modalities})"
 
 
+def role_family(role: str, spec: str) -> str:
+    """How `engine info` names the model family of a collection's learned index (`sparse`, `multivector`)."""
+    if role == "multivector":
+        from engine.core.encoders.multivector import family
+        return family(spec)
+    return "learned sparse (SparseEncoder), text"
+
+
 def with_dim(spec: str, dim: int | None) -> str:
     """`spec` with its embeddings truncated to `dim` (`build --dim`), for encoders that can: others refuse it in
     one line (before a model loads)."""

@@ -42,9 +42,10 @@ RERANKERS: tuple[RerankerEntry, ...] = (
                   "a chat LLM ordering 20 candidates at a time (RankGPT's sliding window; --rerank-rounds R: "
                   "grouped voting); http://HOST:PORT/v1#MODEL for a served one",
                   ("instruction", "rounds", "batch_size", "batch_tokens"), "served"),
-    RerankerEntry("maxsim", "engine.core.ranking.rerankers.maxsim:maxsim_reranker", "maxsim:NAME_OR_DIR", "text",
-                  "late interaction: a MultiVectorEncoder (ColBERT, PyLate checkpoints) scores the query's and each "
-                  "candidate's token vectors by MaxSim"),
+    RerankerEntry("maxsim", "engine.core.ranking.rerankers.maxsim:maxsim_reranker", "maxsim:NAME_OR_DIR",
+                  "text, image",
+                  "late interaction: a MultiVectorEncoder (ColBERT, PyLate checkpoints; ColPali/ColQwen2 for page "
+                  "images) scores the query's and each candidate's token vectors by MaxSim"),
     RerankerEntry("vlm", "engine.core.ranking.rerankers.vlm:vlm_reranker", "vlm:NAME_OR_DIR", "image",
                   "an image-text-to-text model (Qwen2-VL class) read pointwise: log-odds of \"yes\" for (caption, "
                   "image)", ("instruction", "batch_size"), "model"),

@@ -32,6 +32,11 @@ def check_candidates(spec: "RerankerSpec", kind: str, where: str) -> None:
         if not can:
             raise EngineError(f"reranker {spec} embeds images only and cannot read the text query: give a text or "
                               "text–image encoder (e.g. embed:clip:ViT-B-32:openai)")
+    elif spec.entry.prefix == "maxsim":
+        from engine.core.ranking.rerankers.maxsim import maxsim_candidates
+        can = maxsim_candidates(spec.arg)
+        if can is None or kind in can:
+            return
     elif kind in spec.entry.candidates:
         return
     if kind == IMAGE:

@@ -201,13 +201,13 @@ def _build_collection(name: str, source: BuildSource, root: str | Path | None, o
     if o.bm25 or (old is not None and BM25 in old.stored):
         rows = list(rows)
         files = _bm25(old, rows, [it.source for _, it in kept_items(items, kept)], o.bm25_analyzer)
+    documents = _image_files(old, items, kept) if kind == "image" else None
     if any(spec is not None for spec in learned_specs(old, o.sparse, o.multivector)):
         rows = list(rows)
-        new_texts = [it.source for _, it in kept_items(items, kept)]
-        before = stored_texts(rows[:len(rows) - len(new_texts)], old.manifest.get("text_fields")) if old else []
-        files.update(learned_files(old, o, [r["id"] for r in rows], before + new_texts))
+        files.update(learned_files(old, o, [r["id"] for r in rows], _learned_documents(old, rows, items, kept,
+                                                                                       documents), kind))
     commit_collection(path, manifest, emb, rows, faiss_index, Extras(
-        files=files, documents=_image_files(old, items, kept) if kind == "image" else None,
+        files=files, documents=documents,
         extra={**(old.extra if old is not None else {}), **(extra or {})}), count=count)
     if report.failed:
         lines = "\n".join(f"  {f['path']}: {f['reason']}" for f in report.failed[:20])
@@ -286,6 +286,18 @@ def _image_files(old: StoredCollection | None, items: Items, kept: Sequence[int]
     files.update({it.id: it.source for _, it in kept_items(items, kept)})
     from engine.core.storage.builder.update import image_stamps
     return {IMAGE_FILES: files, **image_stamps(old, files)}
+
+
+def _learned_documents(old: StoredCollection | None, rows: list[dict], items: Items, kept: Sequence[int],
+                       documents: dict | None) -> list[str]:
+    """What the learned roles encode of each row, in order: a text collection's texts (old rows' from their
+    stored fields), an image collection's image files (`documents`: the indexed files by id)."""
+    if documents is not None:
+        files = documents[IMAGE_FILES]
+        return [files[r["id"]] for r in rows]
+    new_texts = [it.source for _, it in kept_items(items, kept)]
+    before = stored_texts(rows[:len(rows) - len(new_texts)], old.manifest.get("text_fields")) if old else []
+    return before + new_texts
 
 
 def _bm25(old, rows: list[dict], new_texts: list[str], analyzer: str | None) -> dict:

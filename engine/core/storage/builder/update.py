@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 
+from engine.core.storage.builder.learned_roles import LEARNED_ROLES, kept_learned_files
 from engine.core.storage.builder.lexical import ROLE as BM25, bm25_files, lexical_analyzer, stored_texts
 from engine.core.storage.store import generations
 from engine.core.storage.store.columns import ROLE as COLUMNS, take_columns
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
 
 STAMPS = "image_stamps"
 """JSON document of an image collection: item id → [size in bytes, mtime in ns] of the file encoded (`--sync`)."""
-ROW_ROLES = (COLUMNS, BM25, IMAGE_FILES, STAMPS)
+ROW_ROLES = (COLUMNS, BM25, IMAGE_FILES, STAMPS, *LEARNED_ROLES)
 """The roles beside the core files a delete knows how to keep aligned."""
 COMPACT_AT = 0.25
 """Fraction of deleted rows past which a delete compacts the collection (`engine delete --compact-at`)."""
@@ -199,11 +200,15 @@ def commit_rows(old: StoredCollection, keep: np.ndarray, extra_writers: dict | N
     if COLUMNS in roles:
         writers[COLUMNS] = take_columns(old.file(COLUMNS), keep)
     kept_rows = None
-    if BM25 in roles:
+    if BM25 in roles or any(role in roles for role in LEARNED_ROLES):
         kept_rows = old.items_at(keep)
+    if BM25 in roles:
         writers.update(bm25_files([r["id"] for r in kept_rows],
                                   stored_texts(kept_rows, old.manifest.get("text_fields")),
                                   lexical_analyzer(old, None)))
+    if kept_rows is not None:
+        from engine.core.storage.builder.options import BuildOptions
+        writers.update(kept_learned_files(old, kept_rows, BuildOptions()))
     for doc in (IMAGE_FILES, STAMPS):
         if doc in roles:
             have = set(r["id"] for r in kept_rows) if kept_rows is not None else \

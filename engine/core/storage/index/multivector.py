@@ -1,7 +1,7 @@
-"""The multi-vector index of a text collection (role `multivector`, `engine build --multivector
-multivector:NAME_OR_DIR`): every row's token vectors for exact MaxSim, and one fixed-dimensional encoding per row
-(MUVERA: Dhulipala et al., 2024) whose inner product with a query's approximates MaxSim, so candidates come from
-one matrix product instead of a scan of every token.
+"""The multi-vector index of a text collection, or of an image collection's page images (role `multivector`,
+`engine build --multivector multivector:NAME_OR_DIR`): every row's token vectors for exact MaxSim, and one
+fixed-dimensional encoding per row (MUVERA: Dhulipala et al., 2024) whose inner product with a query's
+approximates MaxSim, so candidates come from one matrix product instead of a scan of every token.
 
 Folder layout, plain numpy and JSON: `tokens.npy` (float16, or int8 with `scales.npy`: one float32 scale per
 token vector, `--multivector-store int8`), `offsets.npy` (int64, where each row's tokens start, plus their end),

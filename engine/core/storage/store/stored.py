@@ -303,6 +303,7 @@ class StoredCollection:
             from engine.core.encoders.registry import family_of
             at = list(out).index("encoder") + 1
             out = dict([*list(out.items())[:at], ("family", family_of(m["encoder"])), *list(out.items())[at:]])
+        out.update(self._learned_families())
         if m.get("deleted"):
             out["count"], out["deleted"] = self.live_count, int(m["deleted"])  # rows a compaction would drop
         if m.get("index_choice"):
@@ -319,6 +320,20 @@ class StoredCollection:
         out["size"] = human_bytes(sum(sizes.values()))
         out["files"] = sizes if files else f"{len(sizes)} (--files lists them)"
         out["path"] = str(self.path)
+        return out
+
+    def _learned_families(self) -> dict[str, str]:
+        """{role: "SPEC (family)"} of the learned indexes kept beside the vectors (their JSON's spec)."""
+        from engine.core.encoders.registry import role_family
+        out = {}
+        for role in ("sparse", "multivector"):
+            if role not in self.stored:
+                continue
+            try:
+                spec = str(json.loads((self.file(role) / f"{role}.json").read_text(encoding="utf-8"))["spec"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # a damaged role is named by the search that opens it
+            out[role] = f"{spec} ({role_family(role, spec)})"
         return out
 
 
