@@ -53,25 +53,36 @@ def learned_specs(old: Any, sparse: str | None, multivector: str | None) -> tupl
 def learned_files(old: Any, o: Any, ids: Sequence[str], texts: Sequence[str]) -> dict[str, FileWriter]:
     """The `sparse` and `multivector` roles over these documents (the collection's rows, in order), for those
     requested (`o.sparse`, `o.multivector`) or already kept by `old`."""
+    from engine.core.encoders.device import batch_size_for
     from engine.progress import info
     sparse, multivector = learned_specs(old, o.sparse, o.multivector)
-    batch = o.batch_size if isinstance(o.batch_size, int) else 32
+    batch = batch_size_for(o.batch_size, "text", o.device)  # the CLI's "32" or "auto" as a number
+    where = " on Ray" if o.ray is not None else ""
     files: dict[str, FileWriter] = {}
     if sparse is not None:
         from engine.core.encoders.sparse import encode_sparse, similarity_name, sparse_model_name
         name = sparse_model_name(sparse)
         similarity_name(name)
-        info(f"sparse index: {len(texts)} texts through {sparse}")
-        vectors = encode_sparse(name, list(texts), query=False, batch_size=batch)
+        info(f"sparse index: {len(texts)} texts through {sparse}{where}")
+        vectors = _encode(encode_sparse, name, texts, o, batch)
         files[SPARSE] = SparseIndex.build(vectors, [str(i) for i in ids], sparse).writer()
     if multivector is not None:
         from engine.core.encoders.multivector import encode_tokens, model_name
-        info(f"multi-vector index: {len(texts)} texts through {multivector}")
-        tokens = encode_tokens(model_name(multivector), list(texts), query=False, batch_size=batch)
+        info(f"multi-vector index: {len(texts)} texts through {multivector}{where}")
+        tokens = _encode(encode_tokens, model_name(multivector), texts, o, batch)
         store = old_store(old) or o.multivector_store
         files[MULTIVECTOR] = MultiVectorIndex.build(tokens, [str(i) for i in ids], multivector, store,
                                                     centroids=o.multivector_centroids).writer()
     return files
+
+
+def _encode(encode, name: str, texts: Sequence[str], o: Any, batch: int) -> list:
+    """The documents' side of a learned role's model: here, or with `--ray` on Ray's actor pool in the dense
+    build's chunks (`engine.core.storage.builder.ray_encode.encode_learned_on_ray`; same results, same order)."""
+    if o.ray is None:
+        return encode(name, list(texts), query=False, batch_size=batch)
+    from engine.core.storage.builder.ray_encode import encode_learned_on_ray
+    return encode_learned_on_ray(encode, name, list(texts), o)
 
 
 def old_store(old: Any) -> str | None:
