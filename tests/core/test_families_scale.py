@@ -16,15 +16,6 @@ DOCS = ["the river floods the low fields", "dogs and cats in one house", "a red 
 QUERIES = ["a boat in a storm", "snow on the mountain", "music in a hall"]
 
 
-@pytest.fixture(autouse=True)
-def process_settings():
-    """The device and precision are process-wide: a build here sets them, the next test starts from auto."""
-    yield
-    from engine.core.encoders.device import set_device, set_dtype
-    set_device("auto")
-    set_dtype("auto")
-
-
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("families")

@@ -203,7 +203,10 @@ def _build_collection(name: str, source: BuildSource, root: str | Path | None, o
         rows = list(rows)
         new_texts = [it.source for _, it in kept_items(items, kept)]
         before = stored_texts(rows[:len(rows) - len(new_texts)], old.manifest.get("text_fields")) if old else []
-        files.update(learned_files(old, o, [r["id"] for r in rows], before + new_texts))
+        on_ray = None
+        if o.ray is not None:
+            from engine.core.storage.builder.ray_encode import encode_learned_on_ray as on_ray
+        files.update(learned_files(old, o, [r["id"] for r in rows], before + new_texts, on_ray))
     commit_collection(path, manifest, emb, rows, faiss_index, Extras(
         files=files, documents=_image_files(old, items, kept) if kind == "image" else None,
         extra={**(old.extra if old is not None else {}), **(extra or {})}), count=count)
