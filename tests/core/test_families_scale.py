@@ -171,3 +171,25 @@ def test_bfloat16_builds_rank_close_to_float32(run_cli, models, docs, photos, tm
     assert 0 < max(np.abs(x - y).max() for x, y in zip(t32, t16)) < 0.05
     qt = encode_tokens(str(models["colbert"]), QUERIES, query=True)
     assert overlap_at(np.stack([maxsim(x, t32) for x in qt]), np.stack([maxsim(x, t16) for x in qt]), 5) >= 0.8
+
+
+def test_pipeline_run_takes_device_for_the_learned_stages(run_cli, models, docs, fake_encoder, tmp_path):
+    """`engine pipeline run --device` reaches a sparse or multi-vector stage's query model (a CUDA GPU this
+    machine lacks is refused in one line by it; the CPU ranks)."""
+    torch = pytest.importorskip("torch")
+    root = tmp_path / "idx"
+    code, _, err = run_cli("build", "d", "--texts", docs, "--sparse", f"sparse:{models['splade']}",
+                           "--multivector", f"multivector:{models['colbert']}", "--root", root, "-q")
+    assert code == 0, err
+    (tmp_path / "q.tsv").write_text("".join(f"q{n}\t{q}\n" for n, q in enumerate(QUERIES)))
+    for stage in ('sparse("d", k=3)', 'multivector("d", k=3)'):
+        (tmp_path / "p.toml").write_text(f"pipeline = '{stage}'\n")
+        run = ["pipeline", "run", tmp_path / "p.toml", "--queries", tmp_path / "q.tsv", "--out", tmp_path / "p.run",
+               "--root", root, "--no-cache", "-q"]
+        code, _, err = run_cli(*run, "--device", "cpu")
+        assert code == 0 and len((tmp_path / "p.run").read_text().splitlines()) == 3 * len(QUERIES), err
+        if not torch.cuda.is_available():
+            code, _, err = run_cli(*run, "--device", "cuda:0")
+            assert code != 0 and "cuda:0: this machine has 0 CUDA GPU" in err and len(err.strip().splitlines()) == 1, err
+    code, _, err = run_cli(*run, "--device", "tpu")
+    assert code != 0 and "--device must be one of" in err, err
