@@ -105,7 +105,7 @@ class BuildCommandOptions:
     batch_pixels: Annotated[Optional[int], cli(typer.Option("--batch-pixels", help="Images: also cut each forward "
                             "pass at this many pixels (width × height as decoded; an image above it goes alone), "
                             "for models whose own processor reads images at their size (sbert: VLM embedders), whose "
-                            "memory grows with the pixels (on --ray too, in each encoding actor).",
+                            "memory grows with the pixels (with --ray, in their encoding actors).",
                             show_default=False)), BATCH_PIXELS] \
         = BUILD.batch_pixels
     device: Annotated[str, cli(Device)] = BUILD.device
