@@ -32,6 +32,16 @@ SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(autouse=True)
+def process_settings():
+    """`--device` and `--dtype` are process-wide settings; a command run in-process here sets them, as a
+    command's own process would: the next test starts from auto."""
+    yield
+    from engine.core.encoders.device import set_device, set_dtype
+    set_device("auto")
+    set_dtype("auto")
+
+
 @pytest.fixture(scope="session")
 def repo() -> Path:
     """The repository's root folder."""

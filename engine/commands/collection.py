@@ -11,7 +11,8 @@ import typer
 from engine.core.storage.builder.options import BATCH_PIXELS, BuildOptions
 from engine.core.collection import DEFAULT_ROOT
 from engine.core.encoders.registry import model_help
-from engine.commands.flags import RerankBatchTokens, RerankDtype, RerankInstruction, RerankRounds, RerankTemplate
+from engine.commands.flags import (Device, RerankBatchTokens, RerankDtype, RerankInstruction, RerankRounds,
+                                   RerankTemplate)
 from engine.core.ranking.rerankers.registry import reranker_help
 from engine.errors import EngineError, opt
 from engine.core.ranking.rerankers.prompts import BATCH_TOKENS, ROUNDS
@@ -26,8 +27,8 @@ from engine.core.remote import API_KEY_ENV
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or status lines (for scripts).")]
 Root = Annotated[Path, typer.Option("--root", envvar="ENGINE_ROOT", help="Folder that holds collections.")]
 ModelSpec = Annotated[Optional[str], typer.Option("--model", "-m", help=model_help(), show_default=False)]
-Device = Annotated[str, typer.Option("--device", help="Where encoders run: auto (a CUDA GPU, else Apple MPS, else "
-                                     "the CPU), cpu, cuda, cuda:N, mps. fp16 autocast on CUDA.")]
+Dtype = Annotated[str, typer.Option("--dtype", help="Precision encoders compute in (autocast): auto (fp16 on "
+                                    "CUDA, else float32), float32, float16 (CUDA), bfloat16 (CUDA or the CPU).")]
 BatchSize = Annotated[str, typer.Option("--batch-size", help="Items per forward pass, or auto (by device: 32 on "
                                         "the CPU, 256 images / 512 texts on a GPU).")]
 NProbe = Annotated[Optional[int], typer.Option("--nprobe", help="IVF lists visited per query (overrides the "
@@ -105,9 +106,11 @@ class BuildCommandOptions:
     batch_pixels: Annotated[Optional[int], cli(typer.Option("--batch-pixels", help="Images: also cut each forward "
                             "pass at this many pixels (width × height as decoded; an image above it goes alone), "
                             "for models whose own processor reads images at their size (sbert: VLM embedders), whose "
-                            "memory grows with the pixels; not on --ray.", show_default=False)), BATCH_PIXELS] \
+                            "memory grows with the pixels (with --ray, in their encoding actors).",
+                            show_default=False)), BATCH_PIXELS] \
         = BUILD.batch_pixels
     device: Annotated[str, cli(Device)] = BUILD.device
+    dtype: Annotated[str, cli(Dtype)] = BUILD.dtype
     workers: Annotated[int, cli(typer.Option("--workers", help="Image-decoding threads running ahead of the model.")),
                        WORKERS] \
         = BUILD.workers

@@ -1,11 +1,14 @@
-"""The command-line declarations of the options every reranking command shares (`engine search`, `engine
-rerank`): declared once here, below both commands' modules."""
+"""The command-line declarations of the options several commands share: the reranking ones (`engine search`,
+`engine rerank`) and where encoders run (`--device`: `engine build`, `search`, `bench`, `pipeline run`),
+declared once here, below the commands' modules."""
 from __future__ import annotations
 
 from typing import Annotated, Optional
 
 import typer
 
+Device = Annotated[str, typer.Option("--device", help="Where encoders run: auto (a CUDA GPU, else Apple MPS, else "
+                                     "the CPU), cpu, cuda, cuda:N, mps. fp16 autocast on CUDA.")]
 RerankTemplate = Annotated[Optional[str], typer.Option("--rerank-template", help="llm: prompt: qwen3-reranker "
                            "(Qwen3-Reranker's published format; the default for its names), chat (the model's chat "
                            "template; the default otherwise) or a FILE with {instruction}, {query}, {document}.",

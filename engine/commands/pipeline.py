@@ -8,6 +8,7 @@ from typing import Annotated, Callable, Optional
 
 import typer
 
+from engine.commands.flags import Device
 from engine.errors import EngineError
 from engine.io.options import K, cli, options_command
 
@@ -68,6 +69,7 @@ class PipelineRunOptions:
         = None
     cache: Annotated[Optional[Path], cli(CacheDir)] = None
     no_cache: Annotated[bool, cli(NoCache)] = False
+    device: Annotated[str, cli(Device)] = "auto"
     quiet: Annotated[bool, cli(typer.Option("--quiet", "-q", help="No status lines."))] = False
 
 
@@ -76,8 +78,10 @@ def _run(o: PipelineRunOptions) -> None:
     from engine.core.ranking.pipeline.parse import read_pipeline_file
     from engine.core.ranking.pipeline.query import read_queries_file
     from engine.core.ranking.pipeline.run import Context, run_pipeline, write_pipeline_run
+    from engine.core.encoders.device import set_device
     from engine.progress import info, set_quiet
     set_quiet(o.quiet)
+    set_device(o.device)  # the query side of every stage's encoder (dense, sparse, multi-vector, rerankers)
     stage = read_pipeline_file(o.file)
     qs = read_queries_file(o.queries)
     ctx = Context(root=o.root, cache=make_cache(o.cache, o.no_cache))

@@ -328,12 +328,6 @@ def test_fde_equals_the_papers_definition():
             np.testing.assert_allclose(got[n], naive_fde(tokens, settings, query), rtol=1e-5, atol=1e-5)
 
 
-def test_image_text_model_on_ray_refused_in_one_line(run_cli, tiny_clip, photos, tmp_path):
-    code, _, err = run_cli("build", "p", "--images", photos, "--model", f"sbert:{tiny_clip}", "--ray", "local",
-                           "--root", tmp_path / "idx")
-    assert code != 0 and "sizes images with its own processor" in err and len(err.strip().splitlines()) == 1, err
-
-
 def test_add_and_update_rebuild_the_learned_indexes_over_every_row(run_cli, tiny_splade, tiny_colbert, fake_encoder, tmp_path):
     from engine.core.storage.index.multivector import MultiVectorIndex
     from engine.core.storage.index.sparse import SparseIndex

@@ -1,9 +1,10 @@
-"""Where encoders run: `--device auto|cpu|cuda|cuda:N|mps`, fp16 autocast on a GPU, `--batch-size auto`.
+"""Where encoders run: `--device auto|cpu|cuda|cuda:N|mps`, in what precision (`--dtype auto|float32|float16|
+bfloat16`: autocast; `auto` is fp16 on a CUDA GPU, float32 elsewhere), `--batch-size auto`.
 
-The device is a process-wide setting (like torch's thread count) that loaders read when they build a model,
-so every encoder and task gets it without a parameter of its own. The spelling is checked without importing
-torch, so a bad value fails before any model loads. A one-off text query keeps to the CPU under `auto`
-(ONNX, see `onnx_text`): starting CUDA costs more than the query.
+The device and the precision are process-wide settings (like torch's thread count) that loaders and encoders
+read when they build a model or run it, so every encoder and task gets them without a parameter of its own.
+The spellings are checked without importing torch, so a bad value fails before any model loads. A one-off
+text query keeps to the CPU under `auto` (ONNX, see `onnx_text`): starting CUDA costs more than the query.
 """
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ DEVICES = "auto|cpu|cuda|cuda:N|mps"
 AUTO = "auto"
 _SPELLING = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 _setting = AUTO
+DTYPES = ("auto", "float32", "float16", "bfloat16")
+_dtype = AUTO
 # items per forward pass under `--batch-size auto`: CPU (measured: larger batches gain nothing on 2–16 cores)
 # and GPU (fits EfficientNet-Lite0 / ViT-B-32 / MiniLM at fp16 in 8 GB with room to spare)
 AUTO_BATCH = {("cpu", "image"): 32, ("cpu", "text"): 32, ("gpu", "image"): 256, ("gpu", "text"): 512}
@@ -39,6 +42,25 @@ def set_device(spec: str | None) -> None:
 def device_setting() -> str:
     """The device as set (`auto` until a command sets it)."""
     return _setting
+
+
+def check_dtype(spec: str | None) -> str:
+    """The precision spelling, lower-cased; an unknown one is an error naming the choices."""
+    spec = (spec or AUTO).strip().lower()
+    if spec not in DTYPES:
+        raise EngineError(f"{opt('dtype')} must be one of {'|'.join(DTYPES)}, not {spec!r}")
+    return spec
+
+
+def set_dtype(spec: str | None) -> None:
+    """Make `spec` the precision every encoder computes in from now on (`autocast`)."""
+    global _dtype
+    _dtype = check_dtype(spec)
+
+
+def dtype_setting() -> str:
+    """The precision as set (`auto` until a command sets it)."""
+    return _dtype
 
 
 def gpu_present() -> bool:
@@ -86,15 +108,42 @@ def is_gpu(device: str) -> bool:
     return device.startswith(("cuda", "mps"))
 
 
+def check_dtype_on(dtype: str | None, device: str | None) -> str:
+    """Precision `dtype` checked against device `device` (spellings), without importing torch: float16 on
+    what is the CPU, or bfloat16 on MPS, refused before any model loads."""
+    dtype, device = check_dtype(dtype), check_device(device)
+    if (dtype == "float16" and on_cpu(device)) or (dtype == "bfloat16" and device == "mps"):
+        half_dtype("cpu" if on_cpu(device) else device, dtype)  # raises, naming what runs where
+    return dtype
+
+
+def half_dtype(device: str, spec: str | None = None) -> str | None:
+    """The torch dtype name `autocast` computes in on `device` under precision `spec` (default: the current
+    setting), None for float32: `auto` is fp16 on a CUDA GPU only (half the memory traffic; embeddings agree
+    with fp32 to ≈1e-3 after normalization); `float16` needs a CUDA GPU, `bfloat16` runs on a CUDA GPU or
+    the CPU (torch's autocast there); float32 never casts."""
+    spec = check_dtype(spec or _dtype)
+    cuda = device.startswith("cuda")
+    if spec == AUTO:
+        return "float16" if cuda else None
+    if spec == "float32":
+        return None
+    if not cuda and (spec == "float16" or not device.startswith("cpu")):
+        where = "a CUDA GPU" if spec == "float16" else "a CUDA GPU or the CPU"
+        raise EngineError(f"{opt('dtype')} {spec} runs on {where}, not on {device}; use auto or float32")
+    return spec
+
+
 @contextlib.contextmanager
 def autocast(device: str) -> Iterator[None]:
-    """fp16 autocast on a CUDA GPU (half the memory traffic; embeddings agree with fp32 to ≈1e-3 after
-    normalization); nothing elsewhere."""
-    if device.startswith("cuda"):
-        import torch
-        with torch.autocast("cuda", dtype=torch.float16):
-            yield
-    else:
+    """Autocast in the precision set (`half_dtype`): fp16 on a CUDA GPU unless told otherwise, bf16 where
+    asked; nothing where it is float32."""
+    dtype = half_dtype(device)
+    if dtype is None:
+        yield
+        return
+    import torch
+    with torch.autocast("cuda" if device.startswith("cuda") else "cpu", dtype=getattr(torch, dtype)):
         yield
 
 

@@ -37,17 +37,21 @@ def model_name(spec_or_arg: str, prefix: str = PREFIX) -> str:
     return name
 
 
-@functools.lru_cache(maxsize=2)
 def load_multivector_model(name: str):
-    """One loaded MultiVectorEncoder per name per process."""
+    """One loaded MultiVectorEncoder per name and device per process, on the device set (`--device`)."""
     from engine.core.encoders.device import resolve_device
+    return _load_multivector(name, resolve_device())
+
+
+@functools.lru_cache(maxsize=2)
+def _load_multivector(name: str, device: str):
     from engine.core.encoders.hub import cache_only, out_of_reach
     if why := out_of_reach(name):
         raise EngineError(f"multi-vector model {name!r} could not be loaded ({why}); give a local folder")
     from engine.core.encoders import torchvision_patch  # noqa: F401  (before sentence-transformers)
     from sentence_transformers import MultiVectorEncoder
     try:
-        model = MultiVectorEncoder(name, device=resolve_device(), local_files_only=cache_only(name) or None)
+        model = MultiVectorEncoder(name, device=device, local_files_only=cache_only(name) or None)
     except Exception as exc:  # noqa: BLE001  (a folder that is no MultiVectorEncoder: one line)
         raise EngineError(f"multi-vector model {name!r} could not be loaded: {type(exc).__name__}: "
                           f"{str(exc)[:200]}") from None
@@ -129,13 +133,16 @@ def encode_image_tokens(name: str, files: Sequence[str], batch_size: int = 8,
 
 
 def encode_tokens(name: str, texts: Sequence[str], query: bool, batch_size: int = 32) -> list[np.ndarray]:
-    """Each text's token vectors (float32, tokens × dim), from the model's query or document side."""
+    """Each text's token vectors (float32, tokens × dim), from the model's query or document side, in the
+    precision set (`engine.core.encoders.device.autocast`: fp16 on CUDA unless `--dtype` says otherwise)."""
     if len(texts) == 0:
         return []
+    from engine.core.encoders.device import autocast
     model = load_multivector_model(name)
     encode = model.encode_query if query else model.encode_document
-    out = encode(list(texts), batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False)
-    return [np.asarray(x, dtype=np.float32) for x in out]
+    with autocast(str(model.device)):
+        out = encode(list(texts), batch_size=batch_size, show_progress_bar=False)  # tensors on the device
+    return [x.float().cpu().numpy() for x in out]
 
 
 def maxsim(query: np.ndarray, docs: Sequence[np.ndarray]) -> np.ndarray:

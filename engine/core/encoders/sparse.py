@@ -31,10 +31,15 @@ def sparse_model_name(spec: str) -> str:
     return name
 
 
-@functools.lru_cache(maxsize=2)
 def load_sparse_model(name: str):
-    """One loaded SparseEncoder per name per process (a build and its queries share it)."""
+    """One loaded SparseEncoder per name and device per process (a build and its queries share it), on the
+    device set (`--device`)."""
     from engine.core.encoders.device import resolve_device
+    return _load_sparse(name, resolve_device())
+
+
+@functools.lru_cache(maxsize=2)
+def _load_sparse(name: str, device: str):
     from engine.core.encoders.hub import cache_only, out_of_reach
     if why := out_of_reach(name):
         raise EngineError(f"sparse model {name!r} could not be loaded ({why}); give a local folder "
@@ -42,20 +47,23 @@ def load_sparse_model(name: str):
     from engine.core.encoders import torchvision_patch  # noqa: F401  (before sentence-transformers)
     from sentence_transformers import SparseEncoder
     try:
-        return SparseEncoder(name, device=resolve_device(), local_files_only=cache_only(name) or None)
+        return SparseEncoder(name, device=device, local_files_only=cache_only(name) or None)
     except Exception as exc:  # noqa: BLE001  (a folder that is no SparseEncoder: one line)
         raise EngineError(f"sparse model {name!r} could not be loaded: {type(exc).__name__}: "
                           f"{str(exc)[:200]}") from None
 
 
 def encode_sparse(name: str, texts, query: bool, batch_size: int = 32) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Each text's (term ids int32 ascending, weights float32) from the model's query or document side."""
+    """Each text's (term ids int32 ascending, weights float32) from the model's query or document side, in the
+    precision set (`engine.core.encoders.device.autocast`: fp16 on CUDA unless `--dtype` says otherwise)."""
+    from engine.core.encoders.device import autocast
     model = load_sparse_model(name)
     out: list[tuple[np.ndarray, np.ndarray]] = []
     encode = model.encode_query if query else model.encode_document
     for lo in range(0, len(texts), batch_size):
         part = list(texts[lo:lo + batch_size])
-        coo = encode(part, batch_size=batch_size, convert_to_sparse_tensor=True, show_progress_bar=False)
+        with autocast(str(model.device)):
+            coo = encode(part, batch_size=batch_size, convert_to_sparse_tensor=True, show_progress_bar=False)
         coo = coo.coalesce().cpu()
         idx, val = coo.indices().numpy(), coo.values().float().numpy()
         rows = idx[0]

@@ -137,17 +137,15 @@ def _build_collection(name: str, source: BuildSource, root: str | Path | None, o
     elif o.force:
         announce_replacement(path, kind)
 
-    from engine.core.encoders.device import set_device
+    from engine.core.encoders.device import set_device, set_dtype
     set_device(o.device)
+    set_dtype(o.dtype)
     from engine.core.encoders.registry import check_embeds, with_dim
     spec = model or (DEFAULT_IMAGE_SPEC if kind == "image" else DEFAULT_TEXT_SPEC)
     check_embeds(spec, kind)  # a model its files show cannot embed `kind` is refused before it loads
     encoder = build_encoder(with_dim(spec, o.dim), kind, o)
     if kind not in encoder.modalities:
         raise EngineError(f"model {encoder.spec} cannot embed {kind}s; pick one of {', '.join(specs_for(kind))}")
-    if kind == "image" and o.ray is not None and encoder.info.get("images_as_pil"):
-        raise EngineError(f"model {encoder.spec} sizes images with its own processor, which Ray's decode tasks do "
-                          f"not run; build it without {opt('ray')}")
     prompts = _prompts(encoder, old, kind, *prompt_args)
     if kind == "text":
         _warn_truncation(encoder, items)
@@ -204,8 +202,11 @@ def _build_collection(name: str, source: BuildSource, root: str | Path | None, o
     documents = _image_files(old, items, kept) if kind == "image" else None
     if any(spec is not None for spec in learned_specs(old, o.sparse, o.multivector)):
         rows = list(rows)
+        on_ray = None
+        if o.ray is not None:
+            from engine.core.storage.builder.ray_encode import encode_learned_on_ray as on_ray
         files.update(learned_files(old, o, [r["id"] for r in rows], _learned_documents(old, rows, items, kept,
-                                                                                       documents), kind))
+                                                                                       documents), kind, on_ray))
     commit_collection(path, manifest, emb, rows, faiss_index, Extras(
         files=files, documents=documents,
         extra={**(old.extra if old is not None else {}), **(extra or {})}), count=count)
@@ -223,18 +224,19 @@ def _build_collection(name: str, source: BuildSource, root: str | Path | None, o
 def build_encoder(spec: str, kind: str, o: "BuildOptions"):
     """What encodes a build's items. On the CPU with no Ray: the model's light sides, the onnxruntime sessions
     its queries use (sentence models, conse, effnet and adapters over them; exported once, then no torch is
-    imported; embeddings equal torch's within 1e-4, prompts included). On a GPU, on Ray, and for models without
-    an export: the whole (torch) encoder. Texts run as `parallel` slices at once (one per core, or `--threads`),
-    each on one onnxruntime thread: on 2 cores that encodes more texts per CPU second, and per second, than one
-    slice on two threads, torch's `encode` or a plain onnxruntime loop (benchmarks/onnx_build.py); images run
-    one batch at a time on the session's threads (`--threads` caps them), as decoding already runs beside."""
+    imported; embeddings equal torch's within 1e-4, prompts included). On a GPU, on Ray, in bfloat16 (`--dtype`)
+    and for models without an export: the whole (torch) encoder. Texts run as `parallel` slices at once (one per
+    core, or `--threads`), each on one onnxruntime thread: on 2 cores that encodes more texts per CPU second,
+    and per second, than one slice on two threads, torch's `encode` or a plain onnxruntime loop
+    (benchmarks/onnx_build.py); images run one batch at a time on the session's threads (`--threads` caps
+    them), as decoding already runs beside."""
     import os
 
     from engine.core.encoders.base import configure_threads
     from engine.core.encoders.device import on_cpu, usable_cores
     from engine.core.encoders.onnx_text import ORT_THREADS_ENV
     from engine.core.encoders.registry import light_encoder, load_encoder
-    if o.ray is None and on_cpu(o.device):
+    if o.ray is None and on_cpu(o.device) and o.dtype in ("auto", "float32"):  # bfloat16: torch's autocast
         before = os.environ.get(ORT_THREADS_ENV)
         threads = "1" if kind == "text" else str(o.threads or 0)
         os.environ[ORT_THREADS_ENV] = threads  # read when the sessions open, below

@@ -11,7 +11,7 @@ with, so they never drift from the vectors; a delete that only marks rows keeps 
 marked rows). Each records the rows it covers, and a search refuses one that no longer matches them."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from engine.core.storage.builder.lexical import stored_texts
 from engine.core.storage.index.multivector import ROLE as MULTIVECTOR, STORES, MultiVectorIndex
@@ -61,33 +61,47 @@ def learned_specs(old: Any, sparse: str | None, multivector: str | None) -> tupl
             _kept_spec(old, MULTIVECTOR, MultiVectorIndex.load, "multivector", multivector))
 
 
-def learned_files(old: Any, o: Any, ids: Sequence[str], texts: Sequence[str], kind: str = "text"
-                  ) -> dict[str, FileWriter]:
+def learned_files(old: Any, o: Any, ids: Sequence[str], texts: Sequence[str], kind: str = "text",
+                  on_ray: Callable | None = None) -> dict[str, FileWriter]:
     """The `sparse` and `multivector` roles over these documents (the collection's rows, in order: their texts,
     or for `kind` "image" their image files), for those requested (`o.sparse`, `o.multivector`) or already kept
-    by `old`."""
+    by `old`; with `--ray`, texts are encoded by `on_ray` (`engine.core.storage.builder.ray_encode.
+    encode_learned_on_ray`, which the build passes: the chunked encoders sit above this module). Page images
+    encode here."""
+    from engine.core.encoders.device import batch_size_for
     from engine.progress import info
     sparse, multivector = learned_specs(old, o.sparse, o.multivector)
-    batch = o.batch_size if isinstance(o.batch_size, int) else 32
+    batch = batch_size_for(o.batch_size, "text", o.device)  # the CLI's "32" or "auto" as a number
+    where = " on Ray" if on_ray is not None else ""
     files: dict[str, FileWriter] = {}
     if sparse is not None:
         from engine.core.encoders.sparse import encode_sparse, similarity_name, sparse_model_name
         name = sparse_model_name(sparse)
         similarity_name(name)
-        info(f"sparse index: {len(texts)} texts through {sparse}")
-        vectors = encode_sparse(name, list(texts), query=False, batch_size=batch)
+        info(f"sparse index: {len(texts)} texts through {sparse}{where}")
+        vectors = _encode(encode_sparse, name, texts, o, batch, on_ray)
         files[SPARSE] = SparseIndex.build(vectors, [str(i) for i in ids], sparse).writer()
     if multivector is not None:
         from engine.core.encoders.multivector import encode_image_tokens, encode_tokens, model_name
-        info(f"multi-vector index: {len(texts)} {kind}s through {multivector}")
         if kind == "image":
+            info(f"multi-vector index: {len(texts)} images through {multivector}")
             tokens = encode_image_tokens(model_name(multivector), list(texts), batch_size=batch)
         else:
-            tokens = encode_tokens(model_name(multivector), list(texts), query=False, batch_size=batch)
+            info(f"multi-vector index: {len(texts)} texts through {multivector}{where}")
+            tokens = _encode(encode_tokens, model_name(multivector), texts, o, batch, on_ray)
         store = old_store(old) or o.multivector_store
         files[MULTIVECTOR] = MultiVectorIndex.build(tokens, [str(i) for i in ids], multivector, store,
                                                     centroids=o.multivector_centroids).writer()
     return files
+
+
+def _encode(encode: Callable, name: str, texts: Sequence[str], o: Any, batch: int, on_ray: Callable | None
+            ) -> list:
+    """The documents' side of a learned role's model: here, or (`on_ray`) on Ray's actor pool in the dense
+    build's chunks; same results, same order."""
+    if on_ray is None:
+        return encode(name, list(texts), query=False, batch_size=batch)
+    return on_ray(encode, name, list(texts), o)
 
 
 def old_store(old: Any) -> str | None:

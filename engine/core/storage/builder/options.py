@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from engine.core.encoders.device import check_batch_size, check_device
+from engine.core.encoders.device import check_batch_size, check_device, check_dtype_on
 from engine.core.storage.index.faiss_index import check_factory, store_factory
 from engine.errors import EngineError, opt
 from engine.io.options import Int
@@ -25,6 +25,7 @@ class BuildOptions:
     memory_budget: str | None = None   # `auto` only: most bytes the index may take (4G, 512M, …)
     recall: float = 0.95               # `auto` only: recall@10 the chosen operating point must reach
     device: str = "auto"               # auto|cpu|cuda|cuda:N|mps (engine.core.encoders.device)
+    dtype: str = "auto"                # auto|float32|float16|bfloat16: autocast (auto: fp16 on CUDA, else float32)
     batch_size: int | str = 32         # items per forward pass; "auto": by device and kind of item
     batch_pixels: int | None = None    # images: a forward pass also cut at this many pixels (None: by count alone)
     workers: int = 2                   # image-decoding threads running ahead of the model
@@ -59,6 +60,7 @@ class BuildOptions:
         check_batch_size(self.batch_size)
         BATCH_PIXELS.check("batch_pixels", self.batch_pixels, text=False)
         check_device(self.device)
+        check_dtype_on(self.dtype, self.device)
         parse_bytes(self.memory_budget)
         if not 0 < self.recall <= 1:
             raise EngineError(f"{opt('recall')} must be in (0, 1], not {self.recall}")

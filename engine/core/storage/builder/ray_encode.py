@@ -1,6 +1,7 @@
 """Builds on Ray: the items read a chunk at a time and handed to Ray Data as one block per chunk, images
-decoded in tasks, embeddings computed in an actor pool (one model per actor, one
-GPU per actor where the cluster has GPUs).
+decoded in tasks (or, for a model whose own processor sizes them, in its actors), embeddings computed in an
+actor pool (one model per actor, one GPU per actor where the cluster has GPUs); a text collection's learned
+roles (`--sparse`, `--multivector`) are encoded in an actor pool of their own, in the same chunks.
 
 Only the encoding moves: chunks come back to the driver and go through `engine.core.storage.builder.chunks` exactly as a
 local build's do (same `.partial/` plan, same chunk files and signatures), so a killed distributed build
@@ -12,8 +13,9 @@ Ray comes through `engine.core.cluster`, which imports it only when a build asks
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -24,7 +26,9 @@ from engine.core.cluster import TASK_RETRIES, cluster_resources, import_ray
 if TYPE_CHECKING:
     from engine.core.storage.builder.item_source import Items
     from engine.core.storage.builder.options import BuildOptions
-    from engine.core.sources import Item
+
+PIL = "pil"
+"""The actors' kind for image models whose own processor sizes the images: they read the paths themselves."""
 
 
 @lru_cache(maxsize=4)
@@ -57,22 +61,44 @@ def _decode(batch: dict[str, np.ndarray], transform: bytes) -> dict[str, np.ndar
             "error": np.asarray(errors, dtype=object)}
 
 
-class _Encode:
-    """Ray Data actor: one model per actor, loaded once, fed batches of texts or decoded images."""
+@dataclass(frozen=True)
+class ActorSettings:
+    """What every encoding actor is told: torch threads, items per forward pass, and the build's precision
+    (`--dtype`); an image model that sizes images itself also gets the decode threads and the pixel budget."""
+    threads: int
+    batch: int
+    dtype: str = "auto"
+    workers: int = 2
+    pixels: int | None = None
 
-    def __init__(self, spec: str, kind: str, threads: int, batch_size: int, prompt: str | None = None):
+
+class _Encode:
+    """Ray Data actor: one model per actor, loaded once, fed batches of texts, decoded images, or (`pil`: a
+    model whose own processor sizes images) image paths it reads itself, as a local build does."""
+
+    def __init__(self, spec: str, kind: str, settings: ActorSettings, prompt: str | None = None):
         from engine.core.encoders.base import configure_threads
+        from engine.core.encoders.device import set_dtype
         from engine.core.encoders.prompts import prompted
         from engine.core.encoders.registry import load_encoder
-        configure_threads(threads)
-        self.encoder, self.kind, self.batch_size = prompted(load_encoder(spec), prompt), kind, batch_size
+        configure_threads(settings.threads)
+        set_dtype(settings.dtype)
+        self.encoder, self.kind, self.settings = prompted(load_encoder(spec), prompt), kind, settings
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         n = len(batch["pos"])
         emb = np.zeros((n, self.encoder.dim), np.float32)
         if self.kind == "text":
-            emb[:] = self.encoder.encode_texts([str(t) for t in batch["source"]], batch_size=self.batch_size)
+            emb[:] = self.encoder.encode_texts([str(t) for t in batch["source"]], batch_size=self.settings.batch)
             errors = np.full(n, "", dtype=object)
+        elif self.kind == PIL:  # the local build's own path: decode threads, the model's processor, pixel budget
+            res = self.encoder.encode_images([str(p) for p in batch["source"]], batch_size=self.settings.batch,
+                                             workers=self.settings.workers, max_pixels=self.settings.pixels)
+            errors = np.full(n, "", dtype=object)
+            for i, reason in res.failed:
+                errors[i] = reason
+            if res.ok:
+                emb[res.ok] = res.embeddings
         else:
             import torch
             errors = batch["error"]
@@ -83,13 +109,17 @@ class _Encode:
         return {"chunk": batch["chunk"], "pos": batch["pos"], "emb": emb, "error": errors}
 
 
-def _encode_actor(spec: str, kind: str, threads: int, batch_size: int, prompt: str | None = None) -> type:
+def _encode_actor(spec: str, kind: str, settings: ActorSettings, prompt: str | None = None) -> type:
     """`_Encode` with its settings bound: no constructor arguments (Ray would keep them in the object store,
     and warn that a restarted actor could lose them)."""
     class EncodeActor(_Encode):
         def __init__(self) -> None:
-            super().__init__(spec, kind, threads, batch_size, prompt)
+            super().__init__(spec, kind, settings, prompt)
     return EncodeActor
+
+
+def _actor_settings(o: "BuildOptions", batch: int) -> ActorSettings:
+    return ActorSettings(threads=o.threads, batch=batch, dtype=o.dtype, workers=o.workers, pixels=o.batch_pixels)
 
 
 def encode_on_ray(encoder, kind: str, items: "Items", todo: Sequence[int], o: "BuildOptions"
@@ -97,46 +127,110 @@ def encode_on_ray(encoder, kind: str, items: "Items", todo: Sequence[int], o: "B
     """`engine.core.storage.builder.chunks`' chunk encoder on Ray: (chunk number, chunk data) as each chunk completes.
     The driver reads the items a chunk at a time (a source is streamed) and puts each chunk's table in the
     object store as it goes, one Ray Data block per chunk; it only regroups rows (in any order) into their
-    chunks."""
+    chunks. Images are decoded in Ray tasks into the encoder's fixed-size tensors, except for a model whose
+    own processor sizes them (`images_as_pil`: sentence-transformers' image–text models, VLM embedders): its
+    actors read the paths themselves, as a local build's encoder does (same decoding, same failures)."""
     ray = import_ray()
     from ray import cloudpickle
     bounds = chunk_bounds(len(items), o.chunk_size)
     if not todo:
         return
-    # each chunk's table goes to the object store as it is read (spilled to disk by Ray when full): the
-    # driver holds one chunk and the references
-    refs = [ray.put(_chunk_table(c, chunk)) for c, chunk in chunk_items(items, bounds, todo)]
-    ds = ray.data.from_arrow_refs(refs)  # one block per chunk
-    del refs
+    ds = _chunk_dataset(ray, (_chunk_table(c, [it.source for it in chunk])
+                              for c, chunk in chunk_items(items, bounds, todo)))
     cpus, gpus = cluster_resources()
     from engine.core.encoders.device import batch_size_for
     batch = batch_size_for(o.batch_size, kind, "cuda" if gpus else "cpu")  # an int: the CLI gives "32" or "auto"
-    if kind == "image":
+    decoded = kind == "image" and not encoder.info.get("images_as_pil")
+    if decoded:
         ds = ds.map_batches(_decode, fn_kwargs={"transform": cloudpickle.dumps(encoder.preprocess)},
                             batch_size=batch, num_cpus=1, max_retries=TASK_RETRIES)
-    actors = gpus if gpus else max(1, cpus // 2 if kind == "image" else cpus)
-    ds = ds.map_batches(_encode_actor(encoder.spec, kind, o.threads, batch, encoder.info.get("prompt")),
+    actors = gpus if gpus else max(1, cpus // 2 if decoded else cpus)
+    ds = ds.map_batches(_encode_actor(encoder.spec, kind if kind == "text" or decoded else PIL,
+                                      _actor_settings(o, batch), encoder.info.get("prompt")),
                         batch_size=batch, compute=ray.data.ActorPoolStrategy(size=actors),
                         num_gpus=1 if gpus else 0,
                         num_cpus=1, batch_format="numpy")
+    for c, parts in _chunks_back(ds, bounds, ("pos", "emb", "error")):
+        yield c, _assemble(parts, encoder.dim)
+
+
+def _chunk_dataset(ray, tables: Iterable):
+    """A Ray dataset of one block per chunk table, each put in the object store as it is read (spilled to
+    disk by Ray when full): the driver holds one chunk and the references."""
+    refs = [ray.put(table) for table in tables]
+    return ray.data.from_arrow_refs(refs)
+
+
+def _chunks_back(ds, bounds: Sequence[tuple[int, int]], keys: Sequence[str]
+                 ) -> Iterator[tuple[int, list[dict[str, np.ndarray]]]]:
+    """(chunk, its rows' parts) as each chunk's last row comes back from `ds` (rows arrive in any order)."""
     pending: dict[int, list[dict[str, np.ndarray]]] = {}
     have: dict[int, int] = {}
     for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
         for c in np.unique(batch["chunk"]):
             c = int(c)
             mask = batch["chunk"] == c
-            pending.setdefault(c, []).append({k: batch[k][mask] for k in ("pos", "emb", "error")})
+            pending.setdefault(c, []).append({k: batch[k][mask] for k in keys})
             have[c] = have.get(c, 0) + int(mask.sum())
             if have[c] == bounds[c][1] - bounds[c][0]:
-                yield c, _assemble(pending.pop(c), encoder.dim)
+                yield c, pending.pop(c)
 
 
-def _chunk_table(c: int, chunk: Sequence["Item"]):
-    """A chunk's rows as a columnar Arrow table (chunk, position, source): a few bytes a row beyond the
-    source text, where a list of row dicts costs hundreds."""
+class _EncodeLearned:
+    """Ray Data actor of a learned role (`--sparse`, `--multivector`): one model per actor, fed batches of
+    texts through the role's own document encoding (`encode(name, texts, query=False, batch_size=…)`); each
+    text's result (a sparse vector's terms and weights, or token vectors) comes back as bytes."""
+
+    def __init__(self, encode: Callable, name: str, settings: ActorSettings):
+        from engine.core.encoders.base import configure_threads
+        from engine.core.encoders.device import set_dtype
+        configure_threads(settings.threads)
+        set_dtype(settings.dtype)
+        self.encode, self.name, self.batch = encode, name, settings.batch
+        self.encode(name, ["warm"], query=False, batch_size=1)  # the model loads once, before the first block
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        import pickle
+        out = self.encode(self.name, [str(t) for t in batch["source"]], query=False, batch_size=self.batch)
+        blobs = np.empty(len(out), dtype=object)
+        blobs[:] = [pickle.dumps(x, protocol=pickle.HIGHEST_PROTOCOL) for x in out]
+        return {"chunk": batch["chunk"], "pos": batch["pos"], "out": blobs}
+
+
+def encode_learned_on_ray(encode: Callable, name: str, texts: Sequence[str], o: "BuildOptions") -> list:
+    """A learned role's document side (`encode`: `engine.core.encoders.sparse.encode_sparse` or
+    `engine.core.encoders.multivector.encode_tokens`, model `name`) over `texts` on Ray, in the dense build's
+    chunks (`--chunk-size`), one model per actor: each text's result in the texts' order, as `encode` returns
+    it locally."""
+    import pickle
+    ray = import_ray()
+    bounds = chunk_bounds(len(texts), o.chunk_size)
+    if not bounds:
+        return []
+    ds = _chunk_dataset(ray, (_chunk_table(c, texts[lo:hi]) for c, (lo, hi) in enumerate(bounds)))
+    cpus, gpus = cluster_resources()
+    from engine.core.encoders.device import batch_size_for
+    settings = _actor_settings(o, batch_size_for(o.batch_size, "text", "cuda" if gpus else "cpu"))
+
+    class LearnedActor(_EncodeLearned):
+        def __init__(self) -> None:  # no constructor arguments: as `_encode_actor`
+            super().__init__(encode, name, settings)
+    ds = ds.map_batches(LearnedActor, batch_size=settings.batch, num_gpus=1 if gpus else 0, num_cpus=1,
+                        compute=ray.data.ActorPoolStrategy(size=gpus or cpus), batch_format="numpy")
+    out: list = [None] * len(texts)
+    for c, parts in _chunks_back(ds, bounds, ("pos", "out")):
+        for part in parts:
+            for pos, blob in zip(part["pos"], part["out"]):
+                out[bounds[c][0] + int(pos)] = pickle.loads(blob)
+    return out
+
+
+def _chunk_table(c: int, sources: Sequence[str]):
+    """A chunk's rows as a columnar Arrow table (chunk, position, source: a text or an image path): a few bytes
+    a row beyond the source, where a list of row dicts costs hundreds."""
     import pyarrow as pa
-    return pa.table({"chunk": pa.array(np.full(len(chunk), c, np.int64)), "pos": pa.array(np.arange(len(chunk))),
-                     "source": pa.array([it.source for it in chunk], pa.string())})
+    return pa.table({"chunk": pa.array(np.full(len(sources), c, np.int64)),
+                     "pos": pa.array(np.arange(len(sources))), "source": pa.array(list(sources), pa.string())})
 
 
 def _assemble(parts: list[dict[str, np.ndarray]], dim: int) -> dict[str, np.ndarray]:
