@@ -133,6 +133,26 @@ def test_a_changed_fingerprint_is_recomputed_upstream_too(listed, tmp_path):
     assert run2["q1"].ids == ("b", "a", "e")
 
 
+def test_another_precision_is_another_entry(listed, tmp_path):
+    """A model's numbers differ by ≈1e-3 between float32 and half precision: a ranking cached under one is
+    never served for the other (stages and the rerankers' pair scores alike)."""
+    from engine.core.encoders.device import set_dtype
+    from engine.core.ranking.rerankers.fingerprint import fingerprint
+    from engine.core.ranking.rerankers.spec import RerankerSpec
+    cache, pipe = tmp_path / "cache", Listed(str(listed)) >> Reverse()
+    (model := tmp_path / "model").mkdir()
+    (model / "config.json").write_text("{}")
+    spec = RerankerSpec.parse(f"maxsim:{model}")
+    run_pipeline(pipe, QS, _ctx(cache))
+    before = fingerprint(spec)
+    set_dtype("bfloat16")  # the conftest puts it back after the test
+    run_pipeline(pipe, QS, ctx := _ctx(cache))
+    assert [r.cached for r in ctx.log] == [False, False] and fingerprint(spec) != before
+    set_dtype("float32")  # float32 is what auto computes on a CPU: the first entries serve it
+    run_pipeline(pipe, QS, ctx := _ctx(cache))
+    assert [r.cached for r in ctx.log] == [True] and fingerprint(spec) == before
+
+
 def test_a_degraded_stage_is_said_not_cached_and_recomputed(listed, tmp_path, capsys):
     cache = tmp_path / "cache"
     rev = Reverse()

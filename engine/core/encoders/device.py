@@ -79,6 +79,17 @@ def on_cpu(spec: str | None = None) -> bool:
     return spec == "cpu" or (spec == AUTO and not gpu_present())
 
 
+def precision() -> str:
+    """Where and in what precision local models compute now (`cpu/float32`, `cuda/float16`, `cpu/bfloat16`):
+    part of what a cached ranking or score is known by, since the same model's numbers differ by ≈1e-3 between
+    them. Read without importing torch on a machine with no GPU."""
+    device = "cpu" if on_cpu() else resolve_device()
+    try:
+        return f"{device}/{half_dtype(device) or 'float32'}"
+    except EngineError:  # a precision this device does not run: refused where a model would use it
+        return f"{device}/{_dtype}"
+
+
 def usable_cores() -> int:
     """The CPU cores this process may run on (its affinity mask where the system has one)."""
     import os

@@ -46,7 +46,10 @@ class Output(NamedTuple):
 def compile_plan(stage: Stage, ctx: Context, queries: Sequence[Query] | None = None) -> Node:
     """The plan of `stage`: every stage checked (before any model loads); with queries and a cache, each
     node's key and the cache's entry for it, and which nodes the run needs."""
-    digest = queries_digest(queries) if queries is not None and ctx.cache is not None else None
+    digest = None
+    if queries is not None and ctx.cache is not None:  # where models compute, and in what precision, is part
+        from engine.core.encoders.device import precision  # of every stage's identity (≈1e-3 apart)
+        digest = f"{queries_digest(queries)} {precision()}"
     qids = [q.qid for q in queries] if digest is not None else []
     root = _compile(stage, None, ctx, digest)
     _mark(root, True, ctx, qids)

@@ -124,6 +124,10 @@ def fingerprint(spec: Any) -> str:
              [[k, option_identity(k, v)] for k, v in spec.options if k != "dtype"]]
     if spec.kind == "cross":
         parts.append(backend(spec))
+    from engine.core.ranking.rerankers.endpoint import is_served
+    if not is_served(spec.arg):  # a local model's scores differ by device and precision (fp16 on a GPU)
+        from engine.core.encoders.device import precision
+        parts.append(precision())
     return hashlib.sha256(json.dumps(parts, default=str).encode("utf-8")).hexdigest()[:32]
 
 
