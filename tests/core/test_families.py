@@ -168,6 +168,8 @@ def test_sparse_fuses_with_dense_and_refuses_what_it_cannot_do(run_cli, sparse_c
     Image.new("RGB", (8, 8)).save(tmp_path / "pics" / "a.png")
     for args, said in ((["--sparse", "bm25:x"], "write sparse:NAME_OR_DIR"),
                        (["--sparse", "sparse:/no/such/model"], "no such folder"),
+                       (["--sparse", f"sparse:{tmp_path / 'pics'}"], "holds no model"),
+                       (["--multivector", f"multivector:{tmp_path / 'pics'}"], "holds no model"),
                        (["--sparse", "sparse:x", "--images", tmp_path / "pics"], "indexes texts")):
         source = [] if "--images" in args else ["--texts", tmp_path / "docs.csv"]
         code, _, err = run_cli("build", "y", *source, *args, "--root", tmp_path / "idx")

@@ -62,3 +62,11 @@ def out_of_reach(name: str) -> str:
     if Path(name).exists() or cached(name):
         return ""
     return unreachable_hint(name)
+
+
+def holds_no_model(name: str) -> bool:
+    """Whether `name` is a local folder with neither a transformers `config.json` nor a sentence-transformers
+    `modules.json`: a wrong folder (a model's parent, say), refused before anything is built or loaded."""
+    path = Path(name).expanduser()
+    return path.is_dir() and not any((path / f).is_file() for f in ("config.json", "modules.json"))
+

@@ -34,6 +34,9 @@ def model_name(spec_or_arg: str, prefix: str = PREFIX) -> str:
         raise EngineError(f"{prefix}: spec {spec_or_arg!r} names no model; write {prefix}:NAME_OR_DIR")
     if name.startswith((".", "/", "~")) and not Path(name).expanduser().exists():
         raise EngineError(f"{prefix}:{name}: no such folder")
+    from engine.core.encoders.hub import holds_no_model
+    if holds_no_model(name):
+        raise EngineError(f"{prefix}:{name}: the folder holds no model (no config.json or modules.json)")
     return name
 
 
