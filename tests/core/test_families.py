@@ -170,6 +170,7 @@ def test_sparse_fuses_with_dense_and_refuses_what_it_cannot_do(run_cli, sparse_c
                        (["--sparse", "sparse:/no/such/model"], "no such folder"),
                        (["--sparse", f"sparse:{tmp_path / 'pics'}"], "holds no model"),
                        (["--multivector", f"multivector:{tmp_path / 'pics'}"], "holds no model"),
+                       (["--model", f"sbert:{tmp_path / 'pics'}"], "holds no model"),
                        (["--sparse", "sparse:x", "--images", tmp_path / "pics"], "indexes texts")):
         source = [] if "--images" in args else ["--texts", tmp_path / "docs.csv"]
         code, _, err = run_cli("build", "y", *source, *args, "--root", tmp_path / "idx")

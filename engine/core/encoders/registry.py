@@ -117,6 +117,12 @@ def check_embeds(spec: str, kind: str, who: str = "model") -> None:
     refuse, is judged once it loads."""
     try:
         entry, arg = entry_for(spec)
+    except EngineError:
+        return
+    from engine.core.encoders.hub import holds_no_model
+    if entry.prefix == "sbert" and holds_no_model(arg):
+        raise EngineError(f"{who} {spec}: the folder holds no model (no config.json or modules.json)")
+    try:
         if not entry.wraps and entry.modalities_fn and _function(entry.modalities_fn)(arg) is None:
             return
         known = modalities_of(spec)   # a wrapping spec (adapted:DIR): its base's, which may be unknown too
