@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fixtures.tiny_families import build_tiny_clip, build_tiny_colbert, build_tiny_splade
+from fixtures.tiny_families import build_tiny_clip, build_tiny_colbert, build_tiny_splade, random_photos
 
 QUERIES = ["a red boat on the river", "two dogs in the snow", "a plate of bread and cheese"]
 
@@ -20,15 +20,8 @@ def tiny_clip(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def photos(tmp_path_factory) -> Path:
-    """24 random RGB images of different sizes (PNG: the pixels read back as written)."""
-    from PIL import Image
-    folder = tmp_path_factory.mktemp("photos")
-    rng = np.random.default_rng(0)
-    for n in range(24):
-        h, w = int(rng.integers(24, 80)), int(rng.integers(24, 80))
-        pixels = (rng.random((h, w, 3)) * 255).astype(np.uint8)
-        Image.fromarray(pixels).save(folder / f"p{n:02d}.png")
-    return folder
+    """24 random RGB images of different sizes."""
+    return random_photos(tmp_path_factory.mktemp("photos"), 24)
 
 
 def reference_top10(model_dir: Path, photos: Path, queries, dim: int | None = None) -> list[list[str]]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fixtures.tiny_families import build_tiny_clip, build_tiny_colbert, build_tiny_splade
+from fixtures.tiny_families import build_tiny_clip, build_tiny_colbert, build_tiny_splade, random_photos
 
 DOCS = ["the river floods the low fields", "dogs and cats in one house", "a red train in the snow",
         "bread and cheese on a plate", "a storm at sea sinks a boat", "children play in the park",
@@ -26,12 +26,7 @@ def models(tmp_path_factory) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def photos(tmp_path_factory) -> Path:
     """20 random RGB images of different sizes, and two files that are no image."""
-    from PIL import Image
-    folder = tmp_path_factory.mktemp("photos")
-    rng = np.random.default_rng(0)
-    for n in range(20):
-        h, w = int(rng.integers(24, 80)), int(rng.integers(24, 80))
-        Image.fromarray((rng.random((h, w, 3)) * 255).astype(np.uint8)).save(folder / f"p{n:02d}.png")
+    folder = random_photos(tmp_path_factory.mktemp("photos"), 20)
     (folder / "broken.jpg").write_bytes(b"not a jpeg")
     (folder / "p05.png").write_bytes((folder / "p05.png").read_bytes()[:100])  # truncated
     return folder
