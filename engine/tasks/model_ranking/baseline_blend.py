@@ -82,6 +82,10 @@ class InnerCV:
     repeats: int = INNER_REPEATS
     alpha: float = ALPHA
     keep: float | None = KEEP
+    own: float | None = None
+    """Level of a composed band's own-metric test, per candidate (None: `alpha` / candidates, Bonferroni)."""
+    pick: str = "lower"
+    """Which qualifying candidate a composed band takes: the largest lower bound ("lower") or mean gain ("mean")."""
 
 
 RowValues = Callable[[np.ndarray, np.ndarray], Mapping[str, np.ndarray]]
@@ -216,7 +220,7 @@ def _fit_composed(preds: Sequence, rows: np.ndarray, values: RowValues, bands: S
     (`cv.keep`) of the gain over the baseline is ≥ 0; the qualifying one with the largest lower bound wins, none →
     the baseline for that band."""
     metrics = list(dict.fromkeys(bands))
-    level = cv.alpha / ((len(WEIGHTS) - 1) * len(preds))
+    level = cv.own if cv.own is not None else cv.alpha / ((len(WEIGHTS) - 1) * len(preds))
     base = [values(mix(pb, pb, 0.0), rows) for _, _, pb in preds[0]]
     decided: list[BlendFit] = []
     for metric in bands:
@@ -227,8 +231,9 @@ def _fit_composed(preds: Sequence, rows: np.ndarray, values: RowValues, bands: S
                 gains = _composed_gains(preds, decided, (i, w), rows, values, (bands, cuts, base))
                 own = corrected_lower_bound(np.asarray(gains[metric]) - reference, 1 / cv.folds, level)
                 kept = all(no_loss_bound(gains[k], 1 / cv.folds, cv.keep) >= 0 for k in metrics if k != metric)
-                if own > 0 and kept and own > top:  # ties: the first method, the smaller weight
-                    top = own
+                score = own if cv.pick == "lower" else float(np.mean(np.asarray(gains[metric]) - reference))
+                if own > 0 and kept and score > top:  # ties: the first method, the smaller weight
+                    top = score
                     best = BlendFit(w, {w: {k: float(np.mean(g)) for k, g in gains.items()}},
                                     {w: {metric: own}}, i)
         decided.append(best)
