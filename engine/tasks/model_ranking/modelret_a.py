@@ -322,7 +322,7 @@ class Rows:
         bands = [m.name for m in sorted(METRICS, key=lambda m: m.k)]
         cuts = [m.k for m in sorted(METRICS, key=lambda m: m.k)][:-1] + [self.nf1.shape[1]]
         return baseline_blend.guarded_positions(method or self.method(names, params), self.baseline,
-                                                row_values(self.grades), bands, cuts, self.nf1.shape[1], chosen)
+                                                row_values(self.grades), bands, cuts, chosen=chosen)
 
 
 def feature_block(mats: dict[str, np.ndarray]) -> np.ndarray:
