@@ -40,21 +40,27 @@ from mllm_planted import CONSTRUCTIONS, make_set  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "mllm_guard_power.json"
 PRIOR = "prior"
-OLD_ENSEMBLE, OLD_TOPICS = "ensemble, topics without discovery", "topics without discovery"
-OLD_DEFAULT = "α/12, largest bound, topics without discovery (previous default)"
+SHAPED_ENSEMBLE, SHAPED_TOPICS = ("ensemble, topics shaped by the discovery set",
+                                  "topics shaped by the discovery set")
+SHAPED_DEFAULT = "0.05 each, largest mean, topics shaped by the discovery set"
+"""With a discovery set: the topic mixture whose topics the discovery questions also shape (`mllm.discovery_topics`),
+alone, in the ensemble, and among the default's methods."""
 UNGUARDED = ("ensemble", "LTR", "topics")
 RULES = {
-    "α/12, largest bound (default)": InnerCV(),
+    "α/12, largest bound (previous default)": InnerCV(),
     "α/12, largest mean": InnerCV(pick="mean"),
-    "0.05 each, largest mean": InnerCV(own=0.05, pick="mean"),
+    "0.05 each, largest mean (default)": mllm.GUARD,
     "mean > 0, largest mean": InnerCV(own=0.5, pick="mean"),
 }
+RENAMED = {"α/12, largest bound (default)": "α/12, largest bound (previous default)",
+           "0.05 each, largest mean": "0.05 each, largest mean (default)"}
+"""Rules' names in results written before the default changed."""
 
 
 def study(name: str, seed: int, folds: int, discovery: bool, tmp: Path, rules: dict[str, InnerCV] = RULES) -> dict:
     """variant → metric → mean over the questions on one planted set; `choices`: rule → per outer fold the
-    bands' picks. With `discovery`, the topic mixture with and without the discovery questions shaping its
-    topics (`mllm.discovery_topics`), and the current default on the methods without them."""
+    bands' picks. With `discovery`, also the topic mixture whose topics the discovery questions shape
+    (`mllm.discovery_topics`), alone, in the ensemble and among the default's methods."""
     files, emb, disc_emb = make_set(tmp / f"{name}-{seed}", name, seed, discovery=discovery)
     options = MllmOptions(root=tmp / "idx", name=f"{name}-{seed}-{discovery}", transfer=TransferOptions(folds=folds),
                           discovery=files["discovery"] if discovery else None)
@@ -72,13 +78,14 @@ def study(name: str, seed: int, folds: int, discovery: bool, tmp: Path, rules: d
     runs = [(rule, cv, list(methods)) for rule, cv in rules.items()]
     if discovery:
         ltr_fold, arrays = methods[1], side.arrays
-        plain = memoized(lambda tr, te: topics.topic_mixture(unit[tr], scores[tr], unit[te]))
+        shaped = memoized(lambda tr, te: topics.topic_mixture(unit[tr], scores[tr], unit[te],
+                                                              mllm.discovery_topics(arrays, len(tr))))
         ensemble = memoized(lambda tr, te: mllm.ensemble(ltr_fold(tr, te), unit[te] @ unit[tr].T, scores[tr], params,
                                                          mllm.discovery_transfer(unit[te], arrays, mllm.BROAD),
-                                                         plain(tr, te)))
-        out[OLD_ENSEMBLE] = run_variant(OLD_ENSEMBLE, ensemble, per_query, n, m, folds, 1)
-        out[OLD_TOPICS] = run_variant(OLD_TOPICS, plain, per_query, n, m, folds, 1)
-        runs.append((OLD_DEFAULT, InnerCV(), [ensemble, ltr_fold, plain]))
+                                                         shaped(tr, te)))
+        out[SHAPED_ENSEMBLE] = run_variant(SHAPED_ENSEMBLE, ensemble, per_query, n, m, folds, 1)
+        out[SHAPED_TOPICS] = run_variant(SHAPED_TOPICS, shaped, per_query, n, m, folds, 1)
+        runs.append((SHAPED_DEFAULT, mllm.GUARD, [ensemble, ltr_fold, shaped]))
     choices: dict[str, list[str]] = {}
     for rule, cv, chosen_among in runs:
         chosen: list[tuple[float, ...]] = []
@@ -98,14 +105,17 @@ def table(results: dict[str, dict[str, dict]]) -> str:
     for name, per_seed in results.items():
         seeds = list(per_seed.values())
         prior = {k: np.array([s["values"][PRIOR][k] for s in seeds]) for k in ("ndcg@10", "mrr")}
-        rows.append(f"| {name} | prior | {prior['ndcg@10'].mean():.4f} | {prior['mrr'].mean():.4f} |")
-        for variant in [v for v in seeds[0]["values"] if v != PRIOR]:
+        rows.append(f"| {name} | prior (its nDCG@10, MRR) | {prior['ndcg@10'].mean():.4f} | {prior['mrr'].mean():.4f} |")
+        variants = dict.fromkeys(v for one in seeds for v in one["values"] if v != PRIOR)
+        for variant in variants:
+            have = [one for one in seeds if variant in one["values"]]
             cells = []
             for metric in ("ndcg@10", "mrr"):
-                d = np.array([s["values"][variant][metric] for s in seeds]) - prior[metric]
+                d = np.array([one["values"][variant][metric] - one["values"][PRIOR][metric] for one in have])
                 spread = d.std(ddof=1) if len(d) > 1 else 0.0
                 cells.append(f"{d.mean():+.4f} ± {spread:.4f} ({d.min():+.4f})")
-            rows.append(f"| {name} | {variant} | {' | '.join(cells)} |")
+            rows.append(f"| {name} | {variant}{'' if len(have) == len(seeds) else f' ({len(have)} seeds)'} | "
+                        f"{' | '.join(cells)} |")
     return "\n".join(rows)
 
 
@@ -124,6 +134,9 @@ def main() -> None:
         merged: dict[str, dict] = {}
         for part in parts:
             for name, per_seed in part["results"].items():
+                for one in per_seed.values():
+                    for kind in ("values", "choices"):
+                        one[kind] = {RENAMED.get(k, k): v for k, v in one[kind].items()}
                 merged.setdefault(name, {}).update(per_seed)
         print(table(merged))
         write_json(args.out, {**parts[0], "results": merged, "merged": [str(f.name) for f in args.merge]})
