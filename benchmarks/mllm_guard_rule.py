@@ -11,7 +11,6 @@ Prints the table, writes benchmarks/results/mllm_guard_rule.json.
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import sys
 import tempfile
@@ -54,14 +53,10 @@ def study(name: str, seed: int, folds: int, repeats: int, tmp: Path) -> dict[str
     per_query = lambda p: mllm.per_query_scores(grades, gain, p)  # noqa: E731
     out = {PRIOR: run_variant(PRIOR, lambda tr, te: np.tile(column_prior(scores[tr]), (len(te), 1)), per_query, n,
                               m, folds, repeats)}
-    fit = baseline_blend.fit_positions
-    try:
-        for rule, keep in RULES.items():
-            baseline_blend.fit_positions = functools.partial(fit, cv=baseline_blend.InnerCV(keep=keep))
-            out[rule] = run_variant(rule, mllm.guarded_positions([ensemble_fold, ltr_fold], scores, grades, gain, m),
-                                    per_query, n, m, folds, repeats)
-    finally:
-        baseline_blend.fit_positions = fit
+    for rule, keep in RULES.items():
+        out[rule] = run_variant(rule, mllm.guarded_positions([ensemble_fold, ltr_fold], scores, grades, gain, m,
+                                                             cv=baseline_blend.InnerCV(keep=keep)),
+                                per_query, n, m, folds, repeats)
     return {rule: {k: float(v.mean()) for k, v in variant.values.items()} for rule, variant in out.items()}
 
 

@@ -38,7 +38,9 @@ probability; the relevant ones, ordered by a per-LLM quality plus noise, get gra
                  set whose prior scored 0.31 / 0.61 and where a question-aware method gained ≈ 0.17 nDCG@10
 
 The constructions were written before the guard's held-out numbers were looked at; the guard's rule is fixed in
-engine/tasks/model_ranking/baseline_blend.py and is not tuned on them. The ensemble (and its BROAD transfer scale)
+engine/tasks/model_ranking/baseline_blend.py and is not tuned on them. Million LLMs' setting of it (`mllm.GUARD`:
+each candidate's own metric at ALPHA, the largest mean gain) was chosen by benchmarks/mllm_guard_power.py on seeds
+200.. of every construction here and is reported there on seeds 0.. The ensemble (and its BROAD transfer scale)
 was chosen among a few LambdaRank and transfer variants on seeds 100..102 of generalist-first, mixture and
 often-second; the table reports seeds 0..S−1, new planted sets.
 """

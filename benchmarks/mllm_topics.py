@@ -23,7 +23,9 @@ Variants:
   topic oracle           the generator's noise) times their mean targets; the question's own topic's mean targets
 
 The mixture's form (K averaged over 4, 8, 16, 32; the relevance in the EM) and the default's three methods were
-chosen on seeds 200..204 (`--seeds 200,201,202,203,204 --no-default`); the table reports seeds 0..2.
+chosen on seeds 200..204 (`--seeds 200,201,202,203,204 --no-default`); the table reports seeds 0..2. The default's
+guard has changed since (`mllm.GUARD`, benchmarks/mllm_guard_power.py); the committed results are the earlier
+rule's.
 """
 from __future__ import annotations
 

@@ -156,8 +156,8 @@ def test_among_methods_each_band_takes_the_one_whose_gain_is_shown():
     assert none.weight == 0.0
     chosen, picked = [], []
     train, test = rows[::2], rows[1::2]
-    pred = baseline_blend.guarded_positions([_noise(1), good], base, values, ["hit", "hit"], (1, M), M, chosen,
-                                            picked)(train, test)
+    pred = baseline_blend.guarded_positions([_noise(1), good], base, values, ["hit", "hit"], (1, M), chosen=chosen,
+                                            picked=picked)(train, test)
     # the second band cannot move the first place `hit` reads: no gain of its own, so it keeps the baseline
     assert picked[0][0] == 1 and chosen[0][0] > 0 and chosen[0][1] == 0.0
     assert values(pred, test)["hit"].mean() > values(base(train, test), test)["hit"].mean() + 0.2
@@ -226,3 +226,48 @@ def test_no_loss_bound_is_the_mean_at_one_half_and_no_change_is_no_loss():
     assert baseline_blend.no_loss_bound(d, 0.2, 0.5) == pytest.approx(d.mean())
     assert baseline_blend.no_loss_bound(d, 0.2, 0.05) < d.mean()
     assert baseline_blend.no_loss_bound(np.zeros(15), 0.2, 0.05) == 0.0
+
+
+# ---------------------------------------------------------------- a real gain is not thrown away
+
+
+def _moderate(seed: int, n: int = 80, share: float = 0.2):
+    """`_truth`'s construction over `n` questions and a method that knows the right answer for a random `share`
+    of them (the prior's order elsewhere): a real gain on some of the queries the baseline gets wrong, small
+    against the folds' spread."""
+    rng = np.random.default_rng(seed)
+    truth = rng.random((n, M)) * 0.5
+    truth[: n // 2, 0], truth[n // 2:, 0] = 1.0, 0.8
+    truth[np.arange(n // 2, n), 1 + np.arange(n // 2, n) % (M - 1)] = 1.0
+    knows = np.random.default_rng(100 + seed).random(n) < share
+
+    def method(tr, te):
+        pred = np.tile(rank_targets(truth[tr]).mean(axis=0), (len(te), 1))
+        pred[knows[te]] = 10 * truth[te][knows[te]]
+        return pred
+    return truth, method
+
+
+def test_a_real_gain_the_bonferroni_level_gave_up_is_kept():
+    """One method at four weights is four strongly correlated candidates: the Bonferroni level over them and the
+    largest lower bound (the rule before) leave the baseline where the method's gain is real; Million LLMs'
+    rule (`mllm.GUARD`: each candidate's own metric at ALPHA, the largest mean gain) takes it, and out of fold
+    the ranking gains; noise methods still leave the baseline."""
+    from engine.tasks.model_ranking import mllm
+    from engine.tasks.model_ranking.study import out_of_fold
+    truth, method = _moderate(2)
+    n, rows, values = len(truth), np.arange(len(truth)), _values(truth)
+    base = _baseline(truth)
+    before = baseline_blend.fit_positions(method, base, rows, values, ["hit", "hit"], M, baseline_blend.InnerCV(),
+                                          cuts=(1, M))
+    now = baseline_blend.fit_positions(method, base, rows, values, ["hit", "hit"], M, mllm.GUARD, cuts=(1, M))
+    assert before[0].weight == 0.0 and now[0].weight > 0
+    held = {name: values(out_of_fold(baseline_blend.guarded_positions(method, base, values, ["hit", "hit"], (1, M),
+                                                                      cv), n, M, 5, 0), rows)["hit"].mean()
+            for name, cv in (("before", baseline_blend.InnerCV()), ("now", mllm.GUARD))}
+    prior = values(out_of_fold(base, n, M, 5, 0), rows)["hit"].mean()
+    assert held["now"] > prior >= held["before"] - 1e-12, (held, prior)
+    for seed in range(3):
+        noise = [_noise(seed * 3 + s) for s in range(3)]
+        fits = baseline_blend.fit_positions(noise, base, rows, values, ["hit", "hit"], M, mllm.GUARD, cuts=(1, M))
+        assert [f.weight for f in fits] == [0.0, 0.0], seed

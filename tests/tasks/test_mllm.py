@@ -598,6 +598,24 @@ def test_discovery_questions_are_embedded_once_by_content(tmp_path: Path, monkey
     assert calls == [questions, 2, 2]
 
 
+def test_dev_side_is_keyed_on_the_encoder_s_identity(track, tmp_path: Path, monkeypatch, fake_encoder):
+    """The stored dev side names what embedded it, as the discovery cache does: the same model reuses it, the
+    same model on the other runtime (onnx instead of torch) embeds the dev questions again."""
+    calls: list[str] = []
+    real = mllm.embed
+    monkeypatch.setattr(mllm, "embed", lambda texts, model, encoder=None: calls.append(
+        encoder.info.get("runtime", "torch")) or real(texts, model, encoder))
+    args, options = (track["dev"], track["qrels"], track["ids"]), MllmOptions(root=tmp_path / "idx",
+                                                                              model="other-model")
+    first = mllm.dev_side(*args, options)
+    assert np.array_equal(mllm.dev_side(*args, options).embeddings[mllm.EMBEDDING], first.embeddings[mllm.EMBEDDING])
+    assert calls == ["torch"]
+    loaded = mllm.question_encoder("other-model")
+    monkeypatch.setattr(mllm, "question_encoder", lambda model: replace(loaded, info={**loaded.info, "runtime": "onnx"}))
+    mllm.dev_side(*args, options)
+    assert calls == ["torch", "onnx"]
+
+
 def test_questions_are_embedded_on_onnxruntime_as_torch_embeds_them(encoder):
     """On the CPU the questions go through the encoder `engine build` encodes texts with (the model's
     onnxruntime sessions, slices in parallel, longest first); their rows equal the torch model's, in order."""

@@ -352,3 +352,24 @@ def test_default_cv_equals_or_beats_the_published_mean_rank(unplanted: Path, rel
                 assert got.mean() > want.mean() + 0.1, metric
             else:
                 np.testing.assert_array_equal(got, want)
+
+
+def test_tasks_are_embedded_as_a_build_embeds_texts_and_rank_as_torch_does(release: Path, tmp_path: Path, embedded,
+                                                                         monkeypatch, encoder):
+    """The tasks' texts go through the encoder `engine build` encodes texts with (on the CPU the model's
+    onnxruntime sessions); the stored side names that runtime, so the torch model (ENGINE_ONNX=0) embeds them
+    again, and both rank every query task alike (the same order, scores within 1e-4)."""
+    from engine.core.encoders.registry import DEFAULT_TEXT_SPEC
+    from engine.tasks.model_ranking import encoding
+    assert encoding.text_encoder(DEFAULT_TEXT_SPEC).info["runtime"] == "onnx"
+    root, queries = tmp_path / "idx", make_queries(tmp_path / "queries")
+    modelret_a.rank_tasks(release, queries, tmp_path / "onnx.run", options=fixed(root))
+    monkeypatch.setenv("ENGINE_ONNX", "0")
+    assert encoding.text_encoder(DEFAULT_TEXT_SPEC).info.get("runtime", "torch") == "torch"
+    modelret_a.rank_tasks(release, queries, tmp_path / "torch.run", options=fixed(root))
+    assert embedded == [20, 4, 20, 4]  # the other runtime is another stored side
+    onnx, torch = read_run(tmp_path / "onnx.run"), read_run(tmp_path / "torch.run")
+    assert sorted(onnx) == sorted(torch)
+    for qid in onnx:
+        assert sorted(onnx[qid], key=onnx[qid].get) == sorted(torch[qid], key=torch[qid].get), qid
+        assert max(abs(onnx[qid][m] - torch[qid][m]) for m in onnx[qid]) < 1e-4, qid

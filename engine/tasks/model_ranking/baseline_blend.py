@@ -63,10 +63,18 @@ KEEP = 0.5
 TIE = 1e-6
 
 
-def rule(methods: int = 1) -> str:
-    """The rule in one line for the CV tables' notes and the run summaries (`methods`: how many it chooses among)."""
-    return (f"inner {INNER_REPEATS} × {INNER_FOLDS}-fold CV on the training queries; w > 0 only if every guarded "
-            f"metric's gain has a one-sided corrected resampled t-test p < {ALPHA:g}/{(len(WEIGHTS) - 1) * methods}")
+def rule(methods: int = 1, cv: "InnerCV | None" = None) -> str:
+    """The rule in one line for the CV tables' notes and the run summaries (`methods`: how many it chooses among;
+    `cv`: a composed per-position rule's settings, None: the module's default)."""
+    if cv is None or (cv.own is None and cv.pick == "lower"):
+        return (f"inner {INNER_REPEATS} × {INNER_FOLDS}-fold CV on the training queries; w > 0 only if every "
+                f"guarded metric's gain has a one-sided corrected resampled t-test p < "
+                f"{ALPHA:g}/{(len(WEIGHTS) - 1) * methods}")
+    level = f"{cv.own:g} per candidate" if cv.own is not None else f"{cv.alpha:g}/{(len(WEIGHTS) - 1) * methods}"
+    best = "largest mean gain" if cv.pick == "mean" else "largest lower bound"
+    return (f"inner {cv.repeats} × {cv.folds}-fold CV on the training queries; a band leaves the baseline only for "
+            f"a (method, weight) whose own metric's gain has a one-sided corrected resampled t-test p < {level} and "
+            f"whose other metrics' mean gains are not negative; among those the {best}")
 
 
 RULE = rule()
@@ -82,6 +90,10 @@ class InnerCV:
     repeats: int = INNER_REPEATS
     alpha: float = ALPHA
     keep: float | None = KEEP
+    own: float | None = None
+    """Level of a composed band's own-metric test, per candidate (None: `alpha` / candidates, Bonferroni)."""
+    pick: str = "lower"
+    """Which qualifying candidate a composed band takes: the largest lower bound ("lower") or mean gain ("mean")."""
 
 
 RowValues = Callable[[np.ndarray, np.ndarray], Mapping[str, np.ndarray]]
@@ -216,7 +228,7 @@ def _fit_composed(preds: Sequence, rows: np.ndarray, values: RowValues, bands: S
     (`cv.keep`) of the gain over the baseline is ≥ 0; the qualifying one with the largest lower bound wins, none →
     the baseline for that band."""
     metrics = list(dict.fromkeys(bands))
-    level = cv.alpha / ((len(WEIGHTS) - 1) * len(preds))
+    level = cv.own if cv.own is not None else cv.alpha / ((len(WEIGHTS) - 1) * len(preds))
     base = [values(mix(pb, pb, 0.0), rows) for _, _, pb in preds[0]]
     decided: list[BlendFit] = []
     for metric in bands:
@@ -227,8 +239,9 @@ def _fit_composed(preds: Sequence, rows: np.ndarray, values: RowValues, bands: S
                 gains = _composed_gains(preds, decided, (i, w), rows, values, (bands, cuts, base))
                 own = corrected_lower_bound(np.asarray(gains[metric]) - reference, 1 / cv.folds, level)
                 kept = all(no_loss_bound(gains[k], 1 / cv.folds, cv.keep) >= 0 for k in metrics if k != metric)
-                if own > 0 and kept and own > top:  # ties: the first method, the smaller weight
-                    top = own
+                score = own if cv.pick == "lower" else float(np.mean(np.asarray(gains[metric]) - reference))
+                if own > 0 and kept and score > top:  # ties: the first method, the smaller weight
+                    top = score
                     best = BlendFit(w, {w: {k: float(np.mean(g)) for k, g in gains.items()}},
                                     {w: {metric: own}}, i)
         decided.append(best)
@@ -303,15 +316,17 @@ def _fit_cached(preds, rows, values: RowValues, objective: Sequence[str], guard:
 
 
 def guarded_positions(method: Methods, baseline: FoldPredictor, values: RowValues, bands: Sequence[str],
-                      cuts: Sequence[int], m: int, chosen: list[tuple[float, ...]] | None = None,
+                      cuts: Sequence[int], cv: InnerCV = InnerCV(), chosen: list[tuple[float, ...]] | None = None,
                       picked: list[tuple[int, ...]] | None = None) -> FoldPredictor:
-    """A fold predictor: one weight per band of rank positions fitted inside the training rows (`fit_positions`),
-    then the composed ranking (`compose`) on the held-out rows. Each chosen tuple of weights is appended to
-    `chosen`, and among several methods each band's method index to `picked`."""
+    """A fold predictor: one weight per band of rank positions fitted inside the training rows (`fit_positions`
+    by the rule `cv`), then the composed ranking (`compose`) on the held-out rows. `cuts`: the bands' last
+    positions, the last one the number of candidates. Each chosen tuple of weights is appended to `chosen`, and
+    among several methods each band's method index to `picked`."""
     methods = _as_list(method)
+    m = int(cuts[-1])
 
     def predict(train: np.ndarray, test: np.ndarray) -> np.ndarray:
-        fits = fit_positions(methods, baseline, train, values, bands, m, cuts=cuts)
+        fits = fit_positions(methods, baseline, train, values, bands, m, cv, cuts)
         weights = tuple(f.weight for f in fits)
         if chosen is not None:
             chosen.append(weights)

@@ -25,9 +25,8 @@ from engine.eval.metrics import Judged, parse_metrics
 from engine.eval.profiles import PROFILES
 from engine.io.runs import write_run
 from engine.eval.validate import check_written
-from engine.progress import info
-from engine.tasks.model_ranking import (baseline_blend, candidate_features, ltr, matrix_metrics, training_store,
-                                        transferability)
+from engine.tasks.model_ranking import (baseline_blend, candidate_features, encoding, ltr, matrix_metrics,
+                                        training_store, transferability)
 from engine.tasks.model_ranking.candidate_features import FeatureOptions
 from engine.tasks.model_ranking.data import (Task, TrainingSet, grade_qrels, read_models, read_query_tasks,
                                              read_training, sample_indices, tier_name)
@@ -94,19 +93,18 @@ def _sample(texts: Sequence[str], size: int, task_id: str) -> list[str]:
 
 
 def embed_views(tasks: Sequence[Task], model: str, sample: int,
-                stats_reference: tuple[np.ndarray, np.ndarray] | None = None
+                stats_reference: tuple[np.ndarray, np.ndarray] | None = None, encoder=None
                 ) -> tuple[dict[str, np.ndarray], tuple[np.ndarray, np.ndarray]]:
     """The four views of each task (rows; a missing instruction is a zero row) and the stats' mean/std.
 
-    Stats are z-scored with `stats_reference` (the training tasks' mean and std) when given.
+    Texts are embedded by `encoder` (default `encoding.text_encoder(model)`: the encoder `engine build` encodes
+    texts with, onnxruntime on the CPU). Stats are z-scored with `stats_reference` (the training tasks' mean and
+    std) when given.
     """
-    from engine.core.encoders.registry import load_encoder
-
-    encoder = load_encoder(model)
+    encoder = encoder if encoder is not None else encoding.text_encoder(model)
     samples = [_sample([t for t in task.texts if t], sample, task.task_id) for task in tasks]
     flat = [t for s in samples for t in s]
-    info(f"embedding {len(flat)} sampled texts of {len(tasks)} tasks with {encoder.spec}")
-    emb = encoder.encode_texts(flat) if flat else np.zeros((0, encoder.dim), np.float32)
+    emb = encoding.embed(flat, model, encoder, f"sampled texts of {len(tasks)} tasks")
     text = np.zeros((len(tasks), encoder.dim), np.float32)
     start = 0
     for i, s in enumerate(samples):
@@ -116,8 +114,8 @@ def embed_views(tasks: Sequence[Task], model: str, sample: int,
     instruction = np.zeros_like(text)
     has = [i for i, t in enumerate(tasks) if t.instruction]
     if has:
-        instruction[has] = encoder.encode_texts([tasks[i].instruction for i in has])
-    labels = encoder.encode_texts(["Labels: " + ", ".join(t.label_names) for t in tasks])
+        instruction[has] = encoding.embed([tasks[i].instruction for i in has], model, encoder, "instructions")
+    labels = encoding.embed(["Labels: " + ", ".join(t.label_names) for t in tasks], model, encoder, "label lists")
     raw = np.stack([t.statistics() for t in tasks])
     mean, std = stats_reference if stats_reference is not None else (raw.mean(axis=0), raw.std(axis=0))
     stats = (raw - mean) / np.where(std > 1e-9, std, 1.0)
@@ -157,26 +155,32 @@ def training_inputs(train_dir: str | Path, tasks_csv: str | Path | None) -> dict
     return inputs
 
 
-def _settings(options: ModelretAOptions) -> dict:
-    return {"model": options.model, "sample": options.sample, "baseline": "model_rank"}
+def _settings(options: ModelretAOptions, encoder) -> dict:
+    """The stored side's settings: the encoder's identity (spec, runtime, a local model's files), the sample, the
+    baseline."""
+    return {"model": encoding.encoder_identity(encoder, options.model), "sample": options.sample,
+            "baseline": "model_rank"}
 
 
-def store_training(training: TrainingSet, options: ModelretAOptions, key: str) -> TrainingSide:
+def store_training(training: TrainingSet, options: ModelretAOptions, key: str, encoder) -> TrainingSide:
     """Embed the training tasks' views and store them with their scores under options.root/options.name."""
-    views, (mean, std) = embed_views(training.tasks, options.model, options.sample)
+    views, (mean, std) = embed_views(training.tasks, options.model, options.sample, encoder=encoder)
     side = TrainingSide(training.task_ids, training.model_ids, views, training.normalized_f1, training.grades,
                         meta=[{"criticality": t.criticality} for t in training.tasks],
                         arrays={"stats_mean": mean, "stats_std": std, "model_rank": training.published_ranks})
-    training_store.save(side, TASK, options.name, options.root, key, options.model, _settings(options))
+    training_store.save(side, TASK, options.name, options.root, key, options.model, _settings(options, encoder))
     return side
 
 
 def training_side(train_dir: str | Path, tasks_csv: str | Path | None, options: ModelretAOptions
                   ) -> TrainingSide:
-    """The stored training side, embedded (and stored) first when the release or the settings changed."""
-    key = training_store.signature(training_inputs(train_dir, tasks_csv), _settings(options))
+    """The stored training side, embedded (and stored) first when the release, the encoder or the settings
+    changed. The release is read (and so checked) before the encoder, whose identity is part of the key, loads."""
+    training = read_training(train_dir, tasks_csv)
+    encoder = encoding.text_encoder(options.model)
+    key = training_store.signature(training_inputs(train_dir, tasks_csv), _settings(options, encoder))
     side = training_store.load(TASK, options.name, options.root, key)
-    return side if side is not None else store_training(read_training(train_dir, tasks_csv), options, key)
+    return side if side is not None else store_training(training, options, key, encoder)
 
 
 # ---------------------------------------------------------------- metric
@@ -318,7 +322,7 @@ class Rows:
         bands = [m.name for m in sorted(METRICS, key=lambda m: m.k)]
         cuts = [m.k for m in sorted(METRICS, key=lambda m: m.k)][:-1] + [self.nf1.shape[1]]
         return baseline_blend.guarded_positions(method or self.method(names, params), self.baseline,
-                                                row_values(self.grades), bands, cuts, self.nf1.shape[1], chosen)
+                                                row_values(self.grades), bands, cuts, chosen=chosen)
 
 
 def feature_block(mats: dict[str, np.ndarray]) -> np.ndarray:
@@ -435,15 +439,16 @@ def rank_tasks(train_dir: str | Path, queries_dir: str | Path, out: str | Path,
     train_dir = Path(train_dir)
     tasks_csv = Path(tasks_csv) if tasks_csv else train_dir / "tasks.csv"
     names = parse_views(options.views)
-    key = training_store.signature(training_inputs(train_dir, tasks_csv), _settings(options))
-    side = training_store.load(TASK, options.name, options.root, key)
-    training = read_training(train_dir, tasks_csv) if side is None else None
-    queries = read_query_tasks(queries_dir, tasks_csv)  # before embedding: a bad query folder fails fast
+    training = read_training(train_dir, tasks_csv)
+    queries = read_query_tasks(queries_dir, tasks_csv)  # before the model loads: a bad query folder fails fast
     models = candidate_models(options, train_dir)
+    encoder = encoding.text_encoder(options.model)
+    key = training_store.signature(training_inputs(train_dir, tasks_csv), _settings(options, encoder))
+    side = training_store.load(TASK, options.name, options.root, key)
     if side is None:
-        side = store_training(training, options, key)
+        side = store_training(training, options, key, encoder)
     reference = (side.arrays["stats_mean"], side.arrays["stats_std"])
-    query_views, _ = embed_views(queries, options.model, options.sample, stats_reference=reference)
+    query_views, _ = embed_views(queries, options.model, options.sample, stats_reference=reference, encoder=encoder)
     query_ids = [q.task_id for q in queries]
     params = options.transfer.fixed(FIXED)
     n, q = len(side.query_ids), len(queries)

@@ -75,24 +75,33 @@ def _fit(x: np.ndarray, relevant: np.ndarray, k: int, rate: np.ndarray, rng: np.
     return ll, weights, centres, var, resp
 
 
-def mixture(train: np.ndarray, targets: np.ndarray, query: np.ndarray, k: int) -> np.ndarray:
+def mixture(train: np.ndarray, targets: np.ndarray, query: np.ndarray, k: int,
+            extra: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """(queries × LLMs) predicted targets from a k-component topic mixture fitted on the training questions
-    (`train`: their unit embeddings, `targets`: questions × LLMs, NaN unknown) for the `query` embeddings."""
+    (`train`: their unit embeddings, `targets`: questions × LLMs, NaN unknown) for the `query` embeddings.
+    `extra`: further questions without targets (unit embeddings, 0/1 relevance per LLM, e.g. a discovery set's
+    most confident answers) that shape the topics' centres and relevance rates but not their mean targets."""
     train, query = np.asarray(train, np.float64), np.asarray(query, np.float64)
     known = ~np.isnan(targets)
     values = np.where(known, targets, 0.0)
     relevant = (values > 0).astype(np.float64)
     counts = np.maximum(known.sum(0), 1)
     prior, rate = values.sum(0) / counts, np.clip(relevant.sum(0) / counts, 1e-3, 1 - 1e-3)
-    k = max(1, min(k, len(train) // 4))
+    x, labelled = train, len(train)
+    if extra is not None:
+        x = np.concatenate([train, np.asarray(extra[0], np.float64)])
+        relevant = np.concatenate([relevant, np.asarray(extra[1], np.float64)])
+    k = max(1, min(k, len(x) // 4))
     rng = np.random.default_rng(SEED)
-    _, weights, centres, var, resp = max((_fit(train, relevant, k, rate, rng) for _ in range(RESTARTS)),
+    _, weights, centres, var, resp = max((_fit(x, relevant, k, rate, rng) for _ in range(RESTARTS)),
                                          key=lambda fit: fit[0])
+    resp = resp[:labelled]
     means = (resp.T @ values + SMOOTH * prior) / (resp.T @ known + SMOOTH)
     log_q = np.log(weights)[None] - _sq_dist(query, centres) / (2 * var)
     return np.exp(log_q - _logsumexp(log_q)) @ means
 
 
-def topic_mixture(train: np.ndarray, targets: np.ndarray, query: np.ndarray) -> np.ndarray:
+def topic_mixture(train: np.ndarray, targets: np.ndarray, query: np.ndarray,
+                  extra: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """`mixture`'s predictions averaged over the numbers of topics in `KS`."""
-    return np.mean([mixture(train, targets, query, k) for k in KS], axis=0)
+    return np.mean([mixture(train, targets, query, k, extra) for k in KS], axis=0)
