@@ -64,9 +64,11 @@ def out_of_reach(name: str) -> str:
     return unreachable_hint(name)
 
 
-def holds_no_model(name: str) -> bool:
-    """Whether `name` is a local folder with neither a transformers `config.json` nor a sentence-transformers
-    `modules.json`: a wrong folder (a model's parent, say), refused before anything is built or loaded."""
+def check_holds_model(name: str, said: str) -> None:
+    """Refuse, in one line starting with `said`, a local folder `name` with neither a transformers
+    `config.json` nor a sentence-transformers `modules.json`: a wrong folder (a model's parent, say), refused
+    before anything is built or loaded."""
     path = Path(name).expanduser()
-    return path.is_dir() and not any((path / f).is_file() for f in ("config.json", "modules.json"))
-
+    if path.is_dir() and not any((path / f).is_file() for f in ("config.json", "modules.json")):
+        from engine.errors import EngineError
+        raise EngineError(f"{said}: the folder holds no model (no config.json or modules.json)")

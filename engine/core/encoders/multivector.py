@@ -34,9 +34,8 @@ def model_name(spec_or_arg: str, prefix: str = PREFIX) -> str:
         raise EngineError(f"{prefix}: spec {spec_or_arg!r} names no model; write {prefix}:NAME_OR_DIR")
     if name.startswith((".", "/", "~")) and not Path(name).expanduser().exists():
         raise EngineError(f"{prefix}:{name}: no such folder")
-    from engine.core.encoders.hub import holds_no_model
-    if holds_no_model(name):
-        raise EngineError(f"{prefix}:{name}: the folder holds no model (no config.json or modules.json)")
+    from engine.core.encoders.hub import check_holds_model
+    check_holds_model(name, f"{prefix}:{name}")
     return name
 
 
@@ -129,23 +128,28 @@ def encode_image_tokens(name: str, files: Sequence[str], batch_size: int = 8,
                     raise EngineError(f"{f}: {exc}") from None
                 batch.append(None)
         images = [b for b in batch if b is not None]
-        got = iter(model.encode_document(images, batch_size=batch_size, convert_to_numpy=True,
-                                         show_progress_bar=False) if images else [])
-        out.extend(None if b is None else np.asarray(next(got), dtype=np.float32) for b in batch)
+        got = iter(_on_device(model, model.encode_document, images, batch_size) if images else [])
+        out.extend(None if b is None else next(got) for b in batch)
     return out
+
+
+def _on_device(model, encode, inputs: list, batch_size: int) -> list[np.ndarray]:
+    """`encode` (the model's query or document side) over `inputs` in the precision set
+    (`engine.core.encoders.device.autocast`: fp16 on CUDA unless `--dtype` says otherwise): each input's token
+    vectors as float32 arrays."""
+    from engine.core.encoders.device import autocast
+    with autocast(str(model.device)):
+        out = encode(inputs, batch_size=batch_size, show_progress_bar=False)  # tensors on the device
+    return [x.float().cpu().numpy() for x in out]
 
 
 def encode_tokens(name: str, texts: Sequence[str], query: bool, batch_size: int = 32) -> list[np.ndarray]:
     """Each text's token vectors (float32, tokens × dim), from the model's query or document side, in the
-    precision set (`engine.core.encoders.device.autocast`: fp16 on CUDA unless `--dtype` says otherwise)."""
+    precision set (`_on_device`)."""
     if len(texts) == 0:
         return []
-    from engine.core.encoders.device import autocast
     model = load_multivector_model(name)
-    encode = model.encode_query if query else model.encode_document
-    with autocast(str(model.device)):
-        out = encode(list(texts), batch_size=batch_size, show_progress_bar=False)  # tensors on the device
-    return [x.float().cpu().numpy() for x in out]
+    return _on_device(model, model.encode_query if query else model.encode_document, list(texts), batch_size)
 
 
 def maxsim(query: np.ndarray, docs: Sequence[np.ndarray]) -> np.ndarray:

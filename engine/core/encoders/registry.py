@@ -119,9 +119,9 @@ def check_embeds(spec: str, kind: str, who: str = "model") -> None:
         entry, arg = entry_for(spec)
     except EngineError:
         return
-    from engine.core.encoders.hub import holds_no_model
-    if entry.prefix == "sbert" and holds_no_model(arg):
-        raise EngineError(f"{who} {spec}: the folder holds no model (no config.json or modules.json)")
+    if entry.prefix == "sbert":
+        from engine.core.encoders.hub import check_holds_model
+        check_holds_model(arg, f"{who} {spec}")
     try:
         if not entry.wraps and entry.modalities_fn and _function(entry.modalities_fn)(arg) is None:
             return

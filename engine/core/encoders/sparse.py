@@ -28,9 +28,8 @@ def sparse_model_name(spec: str) -> str:
     name = name.strip()
     if name.startswith((".", "/", "~")) and not Path(name).expanduser().exists():
         raise EngineError(f"sparse model spec {spec!r}: no such folder {name}")
-    from engine.core.encoders.hub import holds_no_model
-    if holds_no_model(name):
-        raise EngineError(f"sparse model spec {spec!r}: the folder holds no model (no config.json or modules.json)")
+    from engine.core.encoders.hub import check_holds_model
+    check_holds_model(name, f"sparse model spec {spec!r}")
     return name
 
 
