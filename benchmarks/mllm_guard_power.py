@@ -40,11 +40,13 @@ from mllm_planted import CONSTRUCTIONS, make_set  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "mllm_guard_power.json"
 PRIOR = "prior"
-SHAPED_ENSEMBLE, SHAPED_TOPICS = ("ensemble, topics shaped by the discovery set",
-                                  "topics shaped by the discovery set")
-SHAPED_DEFAULT = "0.05 each, largest mean, topics shaped by the discovery set"
-"""With a discovery set: the topic mixture whose topics the discovery questions also shape (`mllm.discovery_topics`),
-alone, in the ensemble, and among the default's methods."""
+UNSHAPED_ENSEMBLE, UNSHAPED_TOPICS = ("ensemble, topics not shaped by the discovery set",
+                                      "topics not shaped by the discovery set")
+UNSHAPED_DEFAULT = "0.05 each, largest mean, topics not shaped by the discovery set (previous default)"
+"""With a discovery set the default's topic mixture fits its topics on the discovery questions too
+(`mllm.discovery_topics`); these rows are the mixture fitted on the dev questions alone, as before: alone, in the
+ensemble and among the default's methods. (Results written before that change name the shaped variants instead:
+`mllm_guard_power_discovery_selection.json`.)"""
 UNGUARDED = ("ensemble", "LTR", "topics")
 RULES = {
     "α/12, largest bound (previous default)": InnerCV(),
@@ -59,8 +61,9 @@ RENAMED = {"α/12, largest bound (default)": "α/12, largest bound (previous def
 
 def study(name: str, seed: int, folds: int, discovery: bool, tmp: Path, rules: dict[str, InnerCV] = RULES) -> dict:
     """variant → metric → mean over the questions on one planted set; `choices`: rule → per outer fold the
-    bands' picks. With `discovery`, also the topic mixture whose topics the discovery questions shape
-    (`mllm.discovery_topics`), alone, in the ensemble and among the default's methods."""
+    bands' picks. With `discovery`, also the topic mixture fitted on the dev questions alone (the default's
+    topics are shaped by the discovery questions too: `mllm.discovery_topics`), alone, in the ensemble and among
+    the default's methods."""
     files, emb, disc_emb = make_set(tmp / f"{name}-{seed}", name, seed, discovery=discovery)
     options = MllmOptions(root=tmp / "idx", name=f"{name}-{seed}-{discovery}", transfer=TransferOptions(folds=folds),
                           discovery=files["discovery"] if discovery else None)
@@ -78,14 +81,13 @@ def study(name: str, seed: int, folds: int, discovery: bool, tmp: Path, rules: d
     runs = [(rule, cv, list(methods)) for rule, cv in rules.items()]
     if discovery:
         ltr_fold, arrays = methods[1], side.arrays
-        shaped = memoized(lambda tr, te: topics.topic_mixture(unit[tr], scores[tr], unit[te],
-                                                              mllm.discovery_topics(arrays, len(tr))))
+        unshaped = memoized(lambda tr, te: topics.topic_mixture(unit[tr], scores[tr], unit[te]))
         ensemble = memoized(lambda tr, te: mllm.ensemble(ltr_fold(tr, te), unit[te] @ unit[tr].T, scores[tr], params,
                                                          mllm.discovery_transfer(unit[te], arrays, mllm.BROAD),
-                                                         shaped(tr, te)))
-        out[SHAPED_ENSEMBLE] = run_variant(SHAPED_ENSEMBLE, ensemble, per_query, n, m, folds, 1)
-        out[SHAPED_TOPICS] = run_variant(SHAPED_TOPICS, shaped, per_query, n, m, folds, 1)
-        runs.append((SHAPED_DEFAULT, mllm.GUARD, [ensemble, ltr_fold, shaped]))
+                                                         unshaped(tr, te)))
+        out[UNSHAPED_ENSEMBLE] = run_variant(UNSHAPED_ENSEMBLE, ensemble, per_query, n, m, folds, 1)
+        out[UNSHAPED_TOPICS] = run_variant(UNSHAPED_TOPICS, unshaped, per_query, n, m, folds, 1)
+        runs.append((UNSHAPED_DEFAULT, mllm.GUARD, [ensemble, ltr_fold, unshaped]))
     choices: dict[str, list[str]] = {}
     for rule, cv, chosen_among in runs:
         chosen: list[tuple[float, ...]] = []

@@ -137,13 +137,21 @@ def construction(name: str, topics: int, n_llms: int, rng: np.random.Generator
     return p, quality, noise, shuffle
 
 
+def generator(name: str, seed: int, n_llms: int = 80, dim: int = 32
+              ) -> tuple[np.ndarray, np.ndarray, float, bool, np.ndarray, np.random.Generator]:
+    """What `make_set` draws a set from, for seed `seed`: (relevance probability topics × LLMs, quality per LLM,
+    embedding noise, shuffle grades, topic centres, the generator's random state after them)."""
+    rng = np.random.default_rng(seed)
+    topics, _ = TOPICS.get(name, (8, 20))
+    p, quality, noise, shuffle = construction(name, topics, n_llms, rng)
+    return p, quality, noise, shuffle, rng.normal(size=(topics, dim)), rng
+
+
 def make_set(root: Path, name: str, seed: int, n_llms: int = 80, dim: int = 32, discovery: bool = False
              ) -> tuple[dict[str, Path], np.ndarray, np.ndarray | None]:
     """Dev files and embeddings (and, with `discovery`, a discovery file and its questions' embeddings)."""
-    rng = np.random.default_rng(seed)
+    p, quality, noise, shuffle, centres, rng = generator(name, seed, n_llms, dim)
     topics, per_topic = TOPICS.get(name, (8, 20))
-    p, quality, noise, shuffle = construction(name, topics, n_llms, rng)
-    centres = rng.normal(size=(topics, dim))
     llms = [f"llm_{i:03d}" for i in range(n_llms)]
     dev, qrels, emb = [], [], []
     for t in range(topics):

@@ -23,9 +23,29 @@ WHAT = {"truncated": "IncompleteRead", "bad-status": "BadStatusLine", "broken-ch
         "not-json": "not JSON"}
 
 
+def read_request(conn: socket.socket) -> bytes:
+    """One HTTP request, its headers and its Content-Length body, however the client's segments fall."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")[1:]
+                   if line.lower().startswith(b"content-length:")), 0)
+    while len(body) < length:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return head + b"\r\n\r\n" + body
+
+
 class RawServer:
-    """A socket server on 127.0.0.1 that reads a request and answers `reply` byte for byte (every `gap` seconds
-    one byte, when gap > 0), then closes."""
+    """A socket server on 127.0.0.1 that reads a whole request and answers `reply` byte for byte (every `gap`
+    seconds one byte, when gap > 0), then closes. The request is read to its last body byte first: a socket closed
+    with unread bytes is reset, and the client would then see a reset instead of the reply under test."""
 
     def __init__(self, reply: bytes, gap: float = 0.0):
         self.reply, self.gap = reply, gap
@@ -48,7 +68,7 @@ class RawServer:
         with conn:
             try:
                 conn.settimeout(5)
-                conn.recv(65536)
+                read_request(conn)
                 if not self.gap:
                     conn.sendall(self.reply)
                     return

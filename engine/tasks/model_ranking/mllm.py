@@ -4,10 +4,11 @@ Dev questions are embedded with a sentence model; their qrels grades (0 not rele
 2 second-most relevant) become per-LLM targets through a grade → target map (`data.read_dev`), which also
 gives the nDCG gains; `transfer` does the rest. The dev side (embeddings, targets, grades, LLM ids) is stored
 as a collection (`training_store`) and reused while the dev files, the model and the grade map are unchanged.
-The discovery set (`discovery.py`), when given, is stored with it and feeds LambdaRank and the ensemble. The
-default blends an ensemble of LambdaRank, transfer at two scales and the latent-topic mixture (`ensemble`), or
-LambdaRank alone, or the topic mixture alone (`topics.py`), with the popularity prior per rank position
-(`guarded_positions`): which of the three, and with what weight, is decided per band inside the dev questions.
+The discovery set (`discovery.py`), when given, is stored with it and feeds LambdaRank, the ensemble and the
+topic mixture's topics. The default blends an ensemble of LambdaRank, transfer at two scales and the latent-topic
+mixture (`ensemble`), or LambdaRank alone, or the topic mixture alone (`topics.py`), with the popularity prior per
+rank position (`guarded_positions`): which of the three, and with what weight, is decided per band inside the dev
+questions.
 """
 from __future__ import annotations
 
@@ -71,7 +72,9 @@ class MllmOptions:
     discovery: Path | None = None
     """The discovery set (`discovery.py`): per-LLM statistics and, per question, the confidences of the LLMs
     that answered the nearest discovery questions, as LambdaRank features; its questions as further LambdaRank
-    training queries; and the confidences at the broad scale as one more ranking of the ensemble."""
+    training queries; the confidences at the broad scale as one more ranking of the ensemble; and its
+    questions, labelled by their most confident LLMs, beside the dev questions in the topic mixture's fit
+    (`discovery_topics`)."""
     discovery_columns: str | None = None
     """field=column pairs mapping the discovery file's column names."""
     full_cv: bool = False
@@ -299,7 +302,8 @@ def discovery_topics(arrays: Mapping[str, np.ndarray], n: int) -> tuple[np.ndarr
     a discovery set): up to TOPIC_DISCOVERY × n, evenly spread over the set, their unit embeddings and as
     relevant their two most confident LLMs (`pseudo_grades`). A topic's centre and its LLMs' relevance rates
     then rest on many more questions than the dev side has; its mean targets still come from the dev questions.
-    Tried in benchmarks/mllm_guard_power.py --discovery; not (yet) one of the default's methods."""
+    The default's topic mixture (alone and in the ensemble) whenever a discovery set is given: chosen on planted
+    seeds 200.. and reported on 0.. (benchmarks/mllm_guard_power.py --discovery, docs/model-ranking.md)."""
     if DISCOVERY_EMB not in arrays:
         return None
     disc = l2_normalize(np.asarray(arrays[DISCOVERY_EMB], np.float32))
@@ -356,10 +360,12 @@ def fold_methods(emb: np.ndarray, scores: np.ndarray, grades: np.ndarray, gain: 
     """The default's methods as fold predictors over the rows of `emb` (unit embeddings; `scores` and `grades`
     of the judged rows), each memoized per split, in `GUARDED_NAMES`' order: the ensemble (LambdaRank, transfer
     at `params` and at BROAD, the topic mixture; with a discovery set in `evidence.arrays` its confidences),
-    LambdaRank alone and the topic mixture alone."""
+    LambdaRank alone and the topic mixture alone (with a discovery set its questions also shape the topics:
+    `discovery_topics`)."""
     arrays = evidence.arrays or {}
     ltr_fold = memoized(lambda tr, te: ltr_predict(emb[tr], emb[te], scores[tr], grades[tr], gain, evidence, params))
-    topics_fold = memoized(lambda tr, te: topics.topic_mixture(emb[tr], scores[tr], emb[te]))
+    topics_fold = memoized(lambda tr, te: topics.topic_mixture(emb[tr], scores[tr], emb[te],
+                                                               discovery_topics(arrays, len(tr))))
     ensemble_fold = memoized(lambda tr, te: ensemble(ltr_fold(tr, te), emb[te] @ emb[tr].T, scores[tr], params,
                                                      discovery_transfer(emb[te], arrays, BROAD), topics_fold(tr, te)))
     return ensemble_fold, ltr_fold, topics_fold
@@ -415,7 +421,8 @@ def cross_validate_dev(dev_queries: str | Path, qrels: str | Path, llm_ids: str 
          "k/T/w by inner leave-one-out nDCG@10 (the first version's default)"),
         ("LTR (LambdaRank)" + (" (default)" if options.method == "ltr" else ""), ltr_fold,
          f"LightGBM {ltr.LTRParams()}; transfer features at {params}"),
-        ("topic mixture", topics_fold, f"latent topics by EM over embeddings and relevance, K in {topics.KS}"),
+        ("topic mixture", topics_fold, f"latent topics by EM over embeddings and relevance, K in {topics.KS}"
+         + (", the discovery questions shaping them" if DISCOVERY_EMB in side.arrays else "")),
         ("ensemble" + (" (default)" if options.method == "ensemble" else ""), ensemble_fold,
          f"mean rank position of LTR, transfer at {params} and at {BROAD}, the topic mixture"
          + (" and the discovery confidences at the broad scale" if DISCOVERY_EMB in side.arrays else "")),
@@ -525,13 +532,15 @@ def rank_questions(dev_queries: str | Path, qrels: str | Path, queries: str | Pa
         n, m, chosen = len(side.query_ids), len(side.candidate_ids), []
         fold, ltr_fold, topics_fold = fold_methods(emb, side.scores, side.grades, gain,
                                                    Evidence(side.candidate_ids, side.arrays), params)
-        what = (f"the ensemble (LambdaRank, transfer at {params} and at {BROAD}, the topic mixture"
-                + (", discovery confidences at the broad scale)" if DISCOVERY_EMB in side.arrays else ")"))
+        shaped = DISCOVERY_EMB in side.arrays
+        mixture = "the topic mixture" + (" (its topics shaped by the discovery questions too)" if shaped else "")
+        what = (f"the ensemble (LambdaRank, transfer at {params} and at {BROAD}, {mixture}"
+                + (", discovery confidences at the broad scale)" if shaped else ")"))
         if options.method == "guarded":
             picked: list[tuple[int, ...]] = []
             predictions = guarded_positions([fold, ltr_fold, topics_fold], side.scores, side.grades, gain, m,
                                             chosen, picked)(np.arange(n), np.arange(n, len(emb)))
-            names = (what, "LambdaRank alone", "the topic mixture alone")
+            names = (what, "LambdaRank alone", f"{mixture} alone")
             band = [f"{w:g} on {names[i]}" if w else "the prior" for w, i in zip(chosen[0], picked[0])]
             how = (f"first place: {band[0]}; the rest: {band[1]}; the remainder on the prior "
                    f"({baseline_blend.rule(len(names), GUARD)})")
