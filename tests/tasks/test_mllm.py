@@ -191,14 +191,15 @@ def test_dev_side_is_stored_and_reused_with_given_embeddings(track, tmp_path: Pa
     emb = given_embeddings()
     options = MllmOptions(root=tmp_path / "idx", transfer=TransferOptions(folds=4))
     args = (track["dev"], track["qrels"], track["ids"])
-    first = mllm.cross_validate_dev(*args, options, embeddings=emb["dev"], repeats=1).to_json()
+    mllm.dev_side(*args, options, embeddings=emb["dev"])
     col = Collection.open("mllm", options.root)
     dev = data.read_dev(*args)
     assert col.extra["task"] == "mllm" and col.manifest["encoder"] is None and col.ids == dev.query_ids
     assert col.items[0]["text"] == dev.texts[0] and col.document("candidates") == dev.llm_ids
     assert np.array_equal(col.array("emb_question"), emb["dev"])  # exactly as given, not re-normalized
     assert np.array_equal(col.array("scores"), dev.targets) and np.array_equal(col.array("grades"), dev.grades)
-    assert mllm.cross_validate_dev(*args, options, embeddings=emb["dev"], repeats=1).to_json() == first
+    study = mllm.cross_validate_dev(*args, options, embeddings=emb["dev"], repeats=1)  # from the stored side
+    assert study.variants[0].name == mllm.BASELINE and study.variants[-1].name.endswith("(default)")
     mllm.rank_questions(*args[:2], track["test"], tmp_path / "stored.run", track["ids"], options, embeddings=emb)
     assert saved == ["mllm"]  # cross-validated again and ranked from the stored dev side
     fresh = replace(options, root=tmp_path / "fresh")
@@ -214,10 +215,12 @@ def test_damaged_dev_side_is_stored_again(track, tmp_path: Path, saved, capsys):
     options = MllmOptions(root=tmp_path / "idx", transfer=TransferOptions(folds=4, k=3, temperature=0.1,
                                                                           prior_weight=0.25))
     args = (track["dev"], track["qrels"], track["ids"])
-    first = mllm.cross_validate_dev(*args, options, embeddings=emb, repeats=1).to_json()
+    first = mllm.dev_side(*args, options, embeddings=emb)
     stored = Collection.open("mllm", options.root).file("emb_question")
     stored.write_bytes(stored.read_bytes()[:-4] + b"\0\0\0\0")
-    assert mllm.cross_validate_dev(*args, options, embeddings=emb, repeats=1).to_json() == first
+    again = mllm.dev_side(*args, options, embeddings=emb)
+    assert np.array_equal(again.embeddings[mllm.EMBEDDING], first.embeddings[mllm.EMBEDDING]) and \
+        np.array_equal(again.scores, first.scores) and np.array_equal(again.grades, first.grades)
     assert saved == ["mllm", "mllm"]
     assert "does not match its checksum" in capsys.readouterr().err
     Collection.open("mllm", options.root)  # whole again
@@ -354,9 +357,17 @@ def test_bad_discovery_input_is_one_line(tmp_path: Path, body, columns, message)
 def test_discovery_cli_refuses_bad_input_before_any_model_loads(track, tmp_path: Path):
     base = ["mllm", "--dev-queries", str(track["dev"]), "--qrels", str(track["qrels"]), "--cv",
             "--root", str(tmp_path / "idx")]
+    (tmp_path / "cols.jsonl").write_text('{"qid": "a", "llm_id": "llm_000", "logprobs": [-1]}\n')
+    (tmp_path / "cols.tsv").write_text("query_id\tmodel\tlogprobs\na\tllm_000\t-1\n")
+    from fixtures.discovery import write_parquet
+    write_parquet(tmp_path / "cols.parquet", [{"query_id": "a", "llm_id": "llm_000", "token_logprobs": [-1.0]}])
     for extra, message in ((["--discovery", str(tmp_path / "none.jsonl")], "no such file"),
                            (["--discovery", str(track["ids"])], "JSONL, TSV or parquet"),
-                           (["--discovery-columns", "query_id=q"], "give it too")):
+                           (["--discovery-columns", "query_id=q"], "give it too"),
+                           (["--discovery", str(tmp_path / "cols.jsonl")], "cols.jsonl:1: no column 'query_id'"),
+                           (["--discovery", str(tmp_path / "cols.tsv")], "cols.tsv:2: no column 'llm_id'"),
+                           (["--discovery", str(tmp_path / "cols.parquet"), "--discovery-columns", "llm_id=model"],
+                            "cols.parquet:1: no column 'model'")):
         result = CliRunner().invoke(app, base + extra)
         assert result.exit_code != 0 and isinstance(result.exception, EngineError), result.output
         assert message in str(result.exception) and "\n" not in str(result.exception)

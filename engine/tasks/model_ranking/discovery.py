@@ -62,14 +62,46 @@ def parse_columns(spec: str | None) -> dict[str, str]:
 
 
 def check_discovery(path: str | Path, columns: str | None) -> Path:
-    """The file exists, its format is known and the column map parses (before any model loads)."""
+    """The file exists, its format is known, the column map parses and the first row (a parquet file's schema)
+    has the columns it maps: before any model loads, so a file of the wrong shape is one line, not a line after
+    the encoder has loaded."""
     path = Path(path)
     check_file(path, "a discovery file (JSONL, TSV or parquet)")
     if path.suffix.lower() not in SUFFIXES:
         raise EngineError(f"{path}: a discovery file is JSONL, TSV or parquet ({', '.join(SUFFIXES)}), not "
                           f"{path.suffix or 'a file without a suffix'}")
-    parse_columns(columns)
+    names = parse_columns(columns)
+    first = _first_columns(path)
+    if first is not None:
+        _check_columns(path, *first, names)
     return path
+
+
+REQUIRED = ("query_id", "llm_id", "logprobs")
+"""The fields every row must have (`query_text` and `answer` may be absent)."""
+
+
+def _check_columns(path: Path, line: int, found: Sequence[Any], names: Mapping[str, str]) -> None:
+    missing = [names[f] for f in REQUIRED if names[f] not in found]
+    if missing:
+        raise EngineError(f"{where(path, line)}: no column {missing[0]!r} (columns: {', '.join(map(str, found))});"
+                          f" map it with {opt('discovery_columns')} field=column")
+
+
+def _first_columns(path: Path) -> tuple[int, list[str]] | None:
+    """(line, column names) of the file's first row (a parquet file's schema, line 1); None when it has none."""
+    if path.suffix.lower() == ".parquet":
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise missing_extra("pyarrow", "parquet") from None
+        try:
+            return 1, list(pq.ParquetFile(path).schema_arrow.names)
+        except Exception as exc:  # pyarrow's errors have no common base worth naming
+            raise EngineError(f"{path}: not a readable parquet file ({str(exc).splitlines()[0][:120]})") from None
+    for row in iter_rows(path):
+        return row.line, list(row.data)
+    return None
 
 
 LOGPROB_FLOOR = -1e4
@@ -193,10 +225,7 @@ def _logprobs(value: Any, origin: Path, line: int, column: str) -> np.ndarray:
 def _read_rows(path: Path, names: Mapping[str, str], answers: _Answers) -> None:
     """Row by row (TSV, and any file the vectorized reader finds irregular): every error names its line."""
     for line, data in _rows(path):
-        missing = [names[f] for f in ("query_id", "llm_id", "logprobs") if names[f] not in data]
-        if missing:
-            raise EngineError(f"{where(path, line)}: no column {missing[0]!r} (columns: {', '.join(map(str, data))});"
-                              f" map it with {opt('discovery_columns')} field=column")
+        _check_columns(path, line, list(data), names)
         answers.rows += 1
         llm = id_text(data[names["llm_id"]], path, line, "LLM id")
         if llm not in answers.col:
@@ -232,7 +261,7 @@ def _absorb(batch: Any, names: Mapping[str, str], answers: _Answers, candidates:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if any(names[f] not in batch.schema.names for f in ("query_id", "llm_id", "logprobs")):
+    if any(names[f] not in batch.schema.names for f in REQUIRED):
         raise _Irregular
     base = answers.rows
     answers.rows += batch.num_rows
