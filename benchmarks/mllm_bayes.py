@@ -79,20 +79,18 @@ def table(results: dict[str, dict[str, dict]]) -> str:
     for name, per_seed in results.items():
         seeds = list(per_seed.values())
         for variant in [v for v in seeds[0] if v != "prior"]:
-            cells = []
-            for metric in ("ndcg@10", "mrr"):
-                d = np.array([s[variant][metric] - s["prior"][metric] for s in seeds])
-                cells.append(f"{d.mean():+.3f} ± {d.std(ddof=1) if len(d) > 1 else 0.0:.3f} ({d.min():+.3f})")
+            cells = [mllm_planted.gain_cell(np.array([s[variant][metric] - s["prior"][metric] for s in seeds]), 3)
+                     for metric in ("ndcg@10", "mrr")]
             rows.append(f"| {name} ({','.join(per_seed)}) | {variant} | {' | '.join(cells)} |")
     return "\n".join(rows)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seeds", default="0,1,2,3,4")
+    ap.add_argument("--seeds", type=mllm_planted.seed_list, default="0,1,2,3,4")
     ap.add_argument("--constructions", default="generalist-first,mixture")
-    ap.add_argument("--folds", type=int, default=5)
-    ap.add_argument("--draws", type=int, default=4000, help="questions drawn per topic for the expected targets")
+    ap.add_argument("--folds", type=mllm_planted.at_least(2), default=5)
+    ap.add_argument("--draws", type=mllm_planted.at_least(1), default=4000, help="questions drawn per topic for the expected targets")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
     names = args.constructions.split(",")
@@ -100,7 +98,7 @@ def main() -> None:
     if bad:
         ap.error(f"--constructions: {bad[0]!r} is not one of "
                  f"{', '.join(c for c in mllm_planted.CONSTRUCTIONS if c not in LEFT_OUT)}")
-    seeds = [int(s) for s in args.seeds.split(",")]
+    seeds = args.seeds
     set_quiet(True)
     results: dict[str, dict[str, dict]] = {}
     with tempfile.TemporaryDirectory() as tmp:

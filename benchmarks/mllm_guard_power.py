@@ -36,7 +36,7 @@ from engine.tasks.model_ranking.data import grade_gains  # noqa: E402
 from engine.tasks.model_ranking.mllm import Evidence, MllmOptions  # noqa: E402
 from engine.tasks.model_ranking.study import memoized, run_variant  # noqa: E402
 from engine.tasks.model_ranking.transfer import TransferOptions, column_prior  # noqa: E402
-from mllm_planted import CONSTRUCTIONS, make_set  # noqa: E402
+from mllm_planted import CONSTRUCTIONS, at_least, gain_cell, make_set, seed_list  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "mllm_guard_power.json"
 PRIOR = "prior"
@@ -113,9 +113,8 @@ def table(results: dict[str, dict[str, dict]]) -> str:
             have = [one for one in seeds if variant in one["values"]]
             cells = []
             for metric in ("ndcg@10", "mrr"):
-                d = np.array([one["values"][variant][metric] - one["values"][PRIOR][metric] for one in have])
-                spread = d.std(ddof=1) if len(d) > 1 else 0.0
-                cells.append(f"{d.mean():+.4f} ± {spread:.4f} ({d.min():+.4f})")
+                cells.append(gain_cell(np.array([one["values"][variant][metric] - one["values"][PRIOR][metric]
+                                                 for one in have])))
             rows.append(f"| {name} | {variant}{'' if len(have) == len(seeds) else f' ({len(have)} seeds)'} | "
                         f"{' | '.join(cells)} |")
     return "\n".join(rows)
@@ -123,8 +122,8 @@ def table(results: dict[str, dict[str, dict]]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seeds", default="200,201,202")
-    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--seeds", type=seed_list, default="200,201,202")
+    ap.add_argument("--folds", type=at_least(2), default=5)
     ap.add_argument("--discovery", action="store_true")
     ap.add_argument("--constructions", default="generalist-first,mixture")
     ap.add_argument("--out", type=Path, default=RESULTS)
@@ -147,7 +146,7 @@ def main() -> None:
     bad = [n for n in names if n not in CONSTRUCTIONS]
     if bad:
         ap.error(f"--constructions: unknown {bad[0]!r} (one of {', '.join(CONSTRUCTIONS)})")
-    seeds = [int(s) for s in args.seeds.split(",")]
+    seeds = args.seeds
     names_of = list(RULES)
     rules = RULES if not args.rules else {names_of[int(i)]: RULES[names_of[int(i)]] for i in args.rules.split(",")}
     set_quiet(True)

@@ -240,6 +240,36 @@ def make_text_set(root: Path, name: str, seed: int, discovery: bool = False
     return files, np.asarray(encoder.encode_texts(texts), np.float32), disc_emb
 
 
+def seed_list(text: str) -> list[int]:
+    """`--seeds 0,1,2` as an argparse type: non-negative integers separated by commas."""
+    try:
+        seeds = [int(s) for s in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: write seeds as integers separated by commas, e.g. 0,1,2") from None
+    if any(s < 0 for s in seeds):
+        raise argparse.ArgumentTypeError(f"{text!r}: seeds are non-negative")
+    return seeds
+
+
+def at_least(low: int):
+    """An argparse type: an integer ≥ `low`."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value} is below {low}")
+        return value
+    return parse
+
+
+def gain_cell(gains: np.ndarray, digits: int = 4) -> str:
+    """Per-seed gains over the prior as a table cell: mean ± std over seeds (the worst seed)."""
+    spread = gains.std(ddof=1) if len(gains) > 1 else 0.0
+    return f"{gains.mean():+.{digits}f} ± {spread:.{digits}f} ({gains.min():+.{digits}f})"
+
+
 def _cell(values: np.ndarray) -> str:
     return f"{values.mean():.4f} ± {values.std(ddof=1):.4f}"
 

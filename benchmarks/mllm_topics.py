@@ -163,8 +163,7 @@ def table(results: dict[str, dict[str, dict]]) -> str:
                 v = np.array([s[variant][metric] for s in seeds])
                 d = v - np.array([s[PRIOR][metric] for s in seeds])
                 sd = lambda x: float(x.std(ddof=1)) if len(x) > 1 else 0.0  # noqa: E731
-                cells += [f"{v.mean():.4f} ± {sd(v):.4f}",
-                          "–" if variant == PRIOR else f"{d.mean():+.4f} ± {sd(d):.4f} ({d.min():+.4f})"]
+                cells += [f"{v.mean():.4f} ± {sd(v):.4f}", "–" if variant == PRIOR else mllm_planted.gain_cell(d)]
             rows.append(f"| {name} | {variant} | {' | '.join(cells)} |")
     return "\n".join(rows)
 

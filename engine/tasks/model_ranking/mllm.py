@@ -377,11 +377,16 @@ def dev_side(dev_queries: str | Path, qrels: str | Path, llm_ids: str | Path | N
     dev files are read (and so checked) before the encoder, whose identity is part of the key, loads."""
     dev = read_dev(dev_queries, qrels, llm_ids, options.targets)
     encoder = question_encoder(options.model) if embeddings is None else None
-    key, settings = _dev_key(dev_queries, qrels, llm_ids, options, embeddings, discovery_embeddings, encoder)
+    return _stored_side(dev, (dev_queries, qrels, llm_ids), options, embeddings, discovery_embeddings, encoder)
+
+
+def _stored_side(dev: DevSet, files: tuple, options: MllmOptions, given: np.ndarray | None,
+                 discovery_given: np.ndarray | None, encoder) -> TrainingSide:
+    """The dev side stored under its signature (`_dev_key` over `files`: dev questions, qrels, LLM ids), embedded
+    and stored first when there is none."""
+    key, settings = _dev_key(*files, options, given, discovery_given, encoder)
     side = training_store.load(TASK, options.name, options.root, key)
-    if side is None:
-        side = store_dev(dev, options, key, settings, embeddings, discovery_embeddings, encoder)
-    return side
+    return side if side is not None else store_dev(dev, options, key, settings, given, discovery_given, encoder)
 
 
 def cross_validate_dev(dev_queries: str | Path, qrels: str | Path, llm_ids: str | Path | None = None,
@@ -520,10 +525,7 @@ def rank_questions(dev_queries: str | Path, qrels: str | Path, queries: str | Pa
     dev = read_dev(dev_queries, qrels, llm_ids, options.targets)
     new = read_queries(queries)  # before the model loads: a bad question file fails fast
     encoder = question_encoder(options.model) if embeddings is None else None
-    key, settings = _dev_key(dev_queries, qrels, llm_ids, options, given, disc_given, encoder)
-    side = training_store.load(TASK, options.name, options.root, key)
-    if side is None:
-        side = store_dev(dev, options, key, settings, given, disc_given, encoder)
+    side = _stored_side(dev, (dev_queries, qrels, llm_ids), options, given, disc_given, encoder)
     new_emb = embeddings["queries"] if embeddings is not None else embed([t for _, t in new], options.model, encoder)
     gain = grade_gains(options.targets)
     params = options.transfer.fixed(FIXED)
